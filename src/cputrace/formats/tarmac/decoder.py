@@ -1,0 +1,378 @@
+"""Tarmac decoding: compiled scan of line chunks on both cores, then in-order assembly.
+
+Chunks of whole lines are scanned in worker threads (the scanner releases the GIL). The main
+thread takes the results in input order, parses the lines the scanner left to the full
+grammar, carries the state that crosses lines (time and core of continuation lines, the
+instruction each record belongs to) and builds Arrow tables.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ...inputs import InputFile, LineChunk, line_chunks
+from ...model import ISA_NAMES, SCHEMAS, Flag, Isa
+from ...regnames import canonical_register
+from ..base import Batch, DecodeContext
+from .lines import LineError, LineStamp, Rows, TarmacLineParser
+from .scan import KIND_SLOW, MEM_L, MEM_NS, MEM_T, MEM_X, TIME_UNITS, Scan, scan_chunk
+
+REAL_UNITS_PS = {
+    "fs": Fraction(1, 1000),
+    "ps": Fraction(1),
+    "ns": Fraction(1000),
+    "us": Fraction(10**6),
+    "ms": Fraction(10**9),
+    "s": Fraction(10**12),
+}
+
+_MEMORY_ATTRS = [
+    " ".join(name for bit, name in ((MEM_X, "X"), (MEM_T, "T"), (MEM_L, "L"), (MEM_NS, "NS")) if code & bit)
+    or None
+    for code in range(16)
+]
+
+_SNIFF_LINE = re.compile(
+    rb"\s*(?:(\d+(?:\.\d+)?)\s*(?:clk|ns|ps|cs|cyc|tic|us|ms|s)\s+)?(?:cpu\d+\s+)?"
+    rb"(?:IT|IS|ES|R|M[RW]\d+\w*|MU\d+_\w+|E|EXC|LD|ST|BR|CACHE|TTW|TTU|TLB|Tarmac Text)\s"
+)
+
+
+@dataclass
+class TimeScale:
+    """Chooses the unit `time` is stored in and converts every line's time to it.
+
+    The unit is the first one the input uses, except that microsecond (or coarser) and
+    fractional times are stored in picoseconds so they stay integers.
+    """
+
+    unit: str | None = None
+    _factors: dict[str, Fraction] = field(default_factory=dict)
+
+    def decide(self, unit: str, fractional: bool) -> None:
+        if self.unit is None:
+            real = unit in REAL_UNITS_PS
+            self.unit = "ps" if real and (fractional or REAL_UNITS_PS[unit] > 1000) else unit
+
+    def factor(self, unit: str) -> Fraction:
+        if unit not in self._factors:
+            if self.unit in REAL_UNITS_PS and unit in REAL_UNITS_PS:
+                self._factors[unit] = REAL_UNITS_PS[unit] / REAL_UNITS_PS[self.unit]
+            else:
+                self._factors[unit] = Fraction(1)
+        return self._factors[unit]
+
+    def convert(self, number: str, unit: str | None) -> int:
+        if unit is None:
+            return int(Fraction(number))
+        self.decide(unit, "." in number)
+        return int(Fraction(number) * self.factor(unit))
+
+
+@dataclass
+class _Carry:
+    """State that crosses chunk boundaries."""
+
+    seq_base: int = 0
+    time: int | None = None
+    cpu: int = 0
+    last_seq: dict[int, int] = field(default_factory=dict)
+
+
+class TarmacDecoder:
+    name = "tarmac"
+    description = "Arm Tarmac text traces (Fast Models, RTL, cycle models, gem5)"
+
+    def sniff(self, head: bytes) -> int:
+        lines = [ln for ln in head.splitlines()[:200] if ln.strip()]
+        if lines and len(head) >= 64 << 10:
+            lines = lines[:-1]  # possibly cut short by the head's size
+        if not lines:
+            return 0
+        score = 0.0
+        for line in lines:
+            m = _SNIFF_LINE.match(line)
+            if m:
+                score += 1.0 if m.group(1) or b"Tarmac Text" in line else 0.5
+        return int(100 * score / len(lines))
+
+    def decode(self, source: InputFile, ctx: DecodeContext) -> Iterator[Batch]:
+        default_isa = Isa[ctx.options.get("default_isa", "T32")]
+        assembler = _Assembler(source.path, ctx, TarmacLineParser(default_isa))
+        stream = source.open()
+        try:
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                pending: deque[tuple[LineChunk, Future[Scan]]] = deque()
+                for chunk in line_chunks(stream, source.path):
+                    pending.append((chunk, pool.submit(scan_chunk, chunk.data)))
+                    if len(pending) > 2:
+                        done, scan = pending.popleft()
+                        yield assembler.assemble(done, scan.result())
+                while pending:
+                    done, scan = pending.popleft()
+                    yield assembler.assemble(done, scan.result())
+        finally:
+            stream.close()
+        ctx.notes["time_unit"] = assembler.timescale.unit
+
+
+class _Assembler:
+    """Turns one scanned chunk into model tables, in input order."""
+
+    def __init__(self, path: str, ctx: DecodeContext, parser: TarmacLineParser) -> None:
+        self.path = path
+        self.ctx = ctx
+        self.parser = parser
+        self.timescale = TimeScale()
+        self.carry = _Carry()
+
+    def assemble(self, chunk: LineChunk, scan: Scan) -> Batch:
+        first = chunk.first_line
+        rows = Rows()
+        has_time = scan.tunit > 0
+        slow_lines = np.flatnonzero(scan.kind == KIND_SLOW)
+        slow_time: dict[int, int] = {}
+        self._decide_unit(scan, has_time, slow_lines, chunk)
+        for li in slow_lines.tolist():
+            raw = chunk.data[scan.line_start[li] : scan.line_start[li + 1]].rstrip(b"\r\n")
+            text = raw.decode("utf-8", "replace")
+            lineno = first + li
+            try:
+                stamp = self.parser.parse(text, lineno, rows)
+            except LineError as exc:
+                self.ctx.reject(self.path, f"{lineno}", str(exc), text)
+                stamp = exc.stamp or LineStamp()
+                rows.events.append(kind="text", text=text, src=lineno)
+            if stamp.time is not None:
+                slow_time[li] = self.timescale.convert(stamp.time, stamp.unit)
+            if stamp.cpu is not None:
+                scan.cpu[li] = stamp.cpu
+        self._decide_unit(scan, has_time, np.empty(0, np.int64), chunk)
+        line_time, line_has_time = self._line_times(scan, has_time, slow_time)
+        line_cpu = self._line_cpus(scan.cpu)
+
+        insns = self._instructions(scan, rows, first)
+        insn_line = insns.column("src").to_numpy() - first
+        insn_cpu = line_cpu[insn_line]
+        batch: Batch = {}
+        batch["instructions"] = self._stamp(
+            insns, insn_line, line_time, line_has_time, line_cpu,
+            np.arange(self.carry.seq_base, self.carry.seq_base + len(insn_line), dtype=np.int64),
+        )  # fmt: skip
+        for name, table in (
+            ("registers", self._registers(scan, rows, first)),
+            ("memory", self._memory(scan, rows, first)),
+            ("events", _sorted_by_src(rows.events.to_table())),
+        ):
+            line = table.column("src").to_numpy() - first
+            seq = self._seq_of(line, line_cpu[line], insn_line, insn_cpu)
+            batch[name] = self._stamp(table, line, line_time, line_has_time, line_cpu, seq)
+
+        if len(insn_line):
+            for cpu in np.unique(insn_cpu).tolist():
+                last = np.flatnonzero(insn_cpu == cpu)[-1]
+                self.carry.last_seq[cpu] = self.carry.seq_base + int(last)
+        self.carry.seq_base += len(insn_line)
+        return batch
+
+    # -- time and core of every line -------------------------------------------------------
+
+    def _decide_unit(
+        self, scan: Scan, has_time: np.ndarray, slow_lines: np.ndarray, chunk: LineChunk
+    ) -> None:
+        if self.timescale.unit is not None:
+            return
+        timed = np.flatnonzero(has_time)
+        first_fast = int(timed[0]) if len(timed) else None
+        if first_fast is not None and (not len(slow_lines) or first_fast < slow_lines[0]):
+            self.timescale.decide(TIME_UNITS[scan.tunit[first_fast]], False)
+        # otherwise the slow path meets the first time first and decides there
+
+    def _line_times(
+        self, scan: Scan, has_time: np.ndarray, slow_time: dict[int, int]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        times = scan.time.copy()
+        if has_time.any():
+            for code in np.unique(scan.tunit[has_time]).tolist():
+                factor = self.timescale.factor(TIME_UNITS[code])
+                if factor != 1:
+                    sel = scan.tunit == code
+                    times[sel] = times[sel] * factor.numerator // factor.denominator
+        has = has_time.copy()
+        if slow_time:
+            idx = np.fromiter(slow_time.keys(), np.int64, len(slow_time))
+            times[idx] = np.fromiter(slow_time.values(), np.int64, len(slow_time))
+            has[idx] = True
+        source = np.where(has, np.arange(len(has)), -1)
+        np.maximum.accumulate(source, out=source)
+        filled = times[np.maximum(source, 0)]
+        known = source >= 0
+        if self.carry.time is not None:
+            filled[~known] = self.carry.time
+            known[:] = True
+        if len(filled) and known[-1]:
+            self.carry.time = int(filled[-1])
+        return filled, known
+
+    def _line_cpus(self, cpu: np.ndarray) -> np.ndarray:
+        source = np.where(cpu >= 0, np.arange(len(cpu)), -1)
+        np.maximum.accumulate(source, out=source)
+        filled = np.where(source >= 0, cpu[np.maximum(source, 0)], self.carry.cpu)
+        if len(filled):
+            self.carry.cpu = int(filled[-1])
+        return filled.astype(np.uint16)
+
+    def _seq_of(
+        self, line: np.ndarray, cpu: np.ndarray, insn_line: np.ndarray, insn_cpu: np.ndarray
+    ) -> np.ndarray:
+        """Each record belongs to the last instruction of its core before it, else the next."""
+        base = self.carry.seq_base
+        seq = np.empty(len(line), np.int64)
+        for c in np.unique(cpu).tolist():
+            rows = cpu == c
+            mine = np.flatnonzero(insn_cpu == c)
+            k = np.searchsorted(insn_line[mine], line[rows], side="right") - 1
+            got = np.where(k >= 0, base + mine[np.maximum(k, 0)] if len(mine) else 0, -1)
+            before = got < 0
+            if before.any():
+                fallback = self.carry.last_seq.get(c)
+                if fallback is None:
+                    nxt = np.searchsorted(insn_line, line[rows][before], side="left")
+                    got[before] = base + nxt
+                else:
+                    got[before] = fallback
+            seq[rows] = got
+        return seq
+
+    @staticmethod
+    def _stamp(
+        table: pa.Table,
+        line: np.ndarray,
+        line_time: np.ndarray,
+        line_has_time: np.ndarray,
+        line_cpu: np.ndarray,
+        seq: np.ndarray,
+    ) -> pa.Table:
+        time = pa.array(line_time[line], pa.int64(), mask=~line_has_time[line])
+        table = table.set_column(table.schema.get_field_index("seq"), "seq", pa.array(seq))
+        table = table.set_column(table.schema.get_field_index("time"), "time", time)
+        return table.set_column(
+            table.schema.get_field_index("cpu"), "cpu", pa.array(line_cpu[line], pa.uint16())
+        )
+
+    # -- tables from the scanner's arrays -------------------------------------------------
+
+    def _instructions(self, scan: Scan, rows: Rows, first: int) -> pa.Table:
+        f = scan.insn
+        n = len(f["line"])
+        nulls = pa.nulls(n, pa.int64())
+        opcode = pa.array(f["opcode"], pa.uint32(), mask=f["failed"])
+        flags = np.where(f["failed"], np.uint16(Flag.FETCH_FAILED), np.uint16(0))
+        disasm = _strings(f["dis_off"], f["dis_buf"])
+        disasm = pc.if_else(pc.equal(pc.utf8_length(disasm), 0), pa.scalar(None, pa.string()), disasm)
+        fast = pa.Table.from_arrays(
+            [
+                nulls,
+                nulls,
+                pa.nulls(n, pa.uint16()),
+                pa.array(f["pc"], pa.uint64()),
+                opcode,
+                pa.array(f["size"], pa.uint8()),
+                pa.DictionaryArray.from_arrays(pa.array(f["isa"].astype(np.int32)), ISA_NAMES),
+                _nonempty(_strings(f["mode_off"], f["mode_buf"])).dictionary_encode(),
+                pa.array(f["executed"], pa.bool_()),
+                nulls,
+                pa.array(flags, pa.uint16()),
+                disasm,
+                pa.array(f["line"] + first, pa.int64()),
+            ],
+            schema=SCHEMAS["instructions"],
+        )
+        return _merge(fast, rows.instructions.to_table())
+
+    def _registers(self, scan: Scan, rows: Rows, first: int) -> pa.Table:
+        f = scan.reg
+        n = len(f["line"])
+        names = _strings(f["name_off"], f["name_buf"]).dictionary_encode()
+        fast = pa.Table.from_arrays(
+            [
+                pa.nulls(n, pa.int64()),
+                pa.nulls(n, pa.int64()),
+                pa.nulls(n, pa.uint16()),
+                _canonical_names(names, f["nbytes"]),
+                pa.array(f["value"], pa.uint64()),
+                pa.nulls(n, pa.binary()),
+                pa.nulls(n, pa.binary()),
+                pa.array(f["line"] + first, pa.int64()),
+            ],
+            schema=SCHEMAS["registers"],
+        )
+        return _merge(fast, rows.registers.to_table())
+
+    def _memory(self, scan: Scan, rows: Rows, first: int) -> pa.Table:
+        f = scan.mem
+        n = len(f["line"])
+        fast = pa.Table.from_arrays(
+            [
+                pa.nulls(n, pa.int64()),
+                pa.nulls(n, pa.int64()),
+                pa.nulls(n, pa.uint16()),
+                pa.DictionaryArray.from_arrays(pa.array(f["op"].astype(np.int32)), ["R", "W"]),
+                pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), ["core"]),
+                pa.array(f["size"], pa.uint8()),
+                pa.array(f["addr"], pa.uint64()),
+                pa.array(f["paddr"], pa.uint64(), mask=~f["has_paddr"]),
+                pa.array(f["value"], pa.uint64()),
+                pa.nulls(n, pa.binary()),
+                pa.array(_MEMORY_ATTRS, pa.string()).take(pa.array(f["attr"].astype(np.int32))),
+                pa.array(f["line"] + first, pa.int64()),
+            ],
+            schema=SCHEMAS["memory"],
+        )
+        return _merge(fast, rows.memory.to_table())
+
+
+def _strings(offsets: np.ndarray, buf: np.ndarray) -> pa.Array:
+    n = len(offsets) - 1
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(buf))
+
+
+def _nonempty(strings: pa.Array) -> pa.Array:
+    return pc.if_else(pc.equal(pc.utf8_length(strings), 0), pa.scalar(None, pa.string()), strings)
+
+
+def _canonical_names(names: pa.DictionaryArray, nbytes: np.ndarray) -> pa.DictionaryArray:
+    """Map printed register names to canonical ones (some depend on the value's width)."""
+    printed = names.dictionary.to_pylist()
+    variants = [canonical_register(p, 4) for p in printed] + [canonical_register(p, 8) for p in printed]
+    unique, inverse = np.unique(np.array(variants, dtype=object), return_inverse=True)
+    indices = names.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    chosen = inverse[indices + len(printed) * (nbytes > 4)]
+    return pa.DictionaryArray.from_arrays(
+        pa.array(chosen.astype(np.int32)), pa.array(unique.tolist(), pa.string())
+    )
+
+
+def _sorted_by_src(table: pa.Table) -> pa.Table:
+    src = table.column("src").to_numpy()
+    if len(src) < 2 or bool(np.all(src[1:] >= src[:-1])):
+        return table
+    return table.take(pa.array(np.argsort(src, kind="stable")))
+
+
+def _merge(fast: pa.Table, slow: pa.Table) -> pa.Table:
+    """Fast-path and slow-path rows of one chunk, back in line order."""
+    if slow.num_rows == 0:
+        return fast
+    if fast.num_rows == 0:
+        return slow
+    return _sorted_by_src(pa.concat_tables([fast, slow]).combine_chunks())

@@ -1,0 +1,176 @@
+"""Ingest: inputs -> decoder -> store, with cache reuse of stores whose inputs are unchanged."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .errors import CputraceError
+from .formats import DecodeContext, get_decoder, sniff
+from .inputs import Fingerprint, InputFile
+from .model import TABLES
+from .store import STORE_SUFFIX, StoreWriter, is_store, read_manifest
+
+ProgressHook = Callable[[int], None]
+
+
+@dataclass
+class IngestResult:
+    store: Path
+    manifest: dict[str, Any]
+    reused: bool = False
+
+
+@dataclass
+class _Stats:
+    """Summary figures gathered from the batches as they are written."""
+
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TABLES, 0))
+    time_min: int | None = None
+    time_max: int | None = None
+    cpus: set[int] = field(default_factory=set)
+    isas: set[str] = field(default_factory=set)
+    modes: set[str] = field(default_factory=set)
+    event_kinds: dict[str, int] = field(default_factory=dict)
+
+    def add(self, table: str, data: pa.Table) -> None:
+        self.counts[table] += data.num_rows
+        if data.num_rows == 0:
+            return
+        times = pc.min_max(data.column("time"))
+        lo, hi = times["min"].as_py(), times["max"].as_py()
+        if lo is not None:
+            self.time_min = lo if self.time_min is None else min(self.time_min, lo)
+            self.time_max = hi if self.time_max is None else max(self.time_max, hi)
+        self.cpus.update(pc.unique(data.column("cpu")).to_pylist())
+        if table == "instructions":
+            self.isas.update(_distinct(data.column("isa")))
+            self.modes.update(_distinct(data.column("mode")))
+        elif table == "events":
+            counts = pc.value_counts(data.column("kind").cast(pa.string()))
+            for item in counts.to_pylist():
+                key = item["values"]
+                self.event_kinds[key] = self.event_kinds.get(key, 0) + item["counts"]
+
+
+def _distinct(column: pa.ChunkedArray) -> set[str]:
+    return {v for v in pc.unique(column.cast(pa.string())).to_pylist() if v is not None}
+
+
+def default_store_path(inputs: Sequence[str | os.PathLike[str]]) -> Path:
+    return Path(str(inputs[0]) + STORE_SUFFIX)
+
+
+def store_is_current(store: Path, inputs: Sequence[str | os.PathLike[str]]) -> bool:
+    """True when `store` was ingested from exactly these inputs, unchanged since."""
+    if not is_store(store):
+        return False
+    try:
+        manifest = read_manifest(store)
+    except CputraceError:
+        return False
+    recorded = manifest.get("inputs", [])
+    if len(recorded) != len(inputs):
+        return False
+    for entry, path in zip(recorded, inputs, strict=True):
+        fp = Fingerprint.of(path)
+        if entry.get("path") != fp.path or entry.get("size") != fp.size:
+            return False
+        if entry.get("mtime_ns") != fp.mtime_ns and entry.get("sha256") != _sha256(path):
+            return False
+    return True
+
+
+def _sha256(path: str | os.PathLike[str]) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def ingest(
+    inputs: Sequence[str | os.PathLike[str]],
+    output: str | os.PathLike[str] | None = None,
+    *,
+    format: str | None = None,
+    strict: bool = False,
+    options: dict[str, Any] | None = None,
+    progress: ProgressHook | None = None,
+    on_format: Callable[[str, str], None] | None = None,
+    reuse: bool = False,
+) -> IngestResult:
+    """Decode `inputs` (in order) into one store; nothing is left behind on failure."""
+    if not inputs:
+        raise CputraceError("no input given")
+    store = Path(output) if output is not None else default_store_path(inputs)
+    if reuse and store_is_current(store, inputs):
+        return IngestResult(store, read_manifest(store), reused=True)
+    ctx = DecodeContext(strict=strict, options=dict(options or {}))
+    stats = _Stats()
+    started = time.perf_counter()
+    writer = StoreWriter(store)
+    formats_used = []
+    recorded_inputs = []
+    try:
+        for path in inputs:
+            source = InputFile(path, on_read=progress)
+            decoder = get_decoder(format) if format else sniff(source.head(), source.path)
+            if on_format:
+                on_format(source.path, decoder.name)
+            formats_used.append(decoder.name)
+            seq_base = stats.counts["instructions"]
+            for batch in decoder.decode(source, ctx):
+                for table, data in batch.items():
+                    if seq_base and data.num_rows:
+                        index = data.schema.get_field_index("seq")
+                        shifted = pc.add(data.column("seq"), pa.scalar(seq_base))
+                        data = data.set_column(index, "seq", shifted)
+                    stats.add(table, data)
+                    writer.write(table, data)
+            fp = source.fingerprint
+            recorded_inputs.append(
+                {
+                    "path": fp.path,
+                    "size": fp.size,
+                    "mtime_ns": fp.mtime_ns,
+                    "sha256": source.sha256(),
+                    "compression": source.compression,
+                    "format": decoder.name,
+                    "first_seq": seq_base,
+                    "instructions": stats.counts["instructions"] - seq_base,
+                }
+            )
+        manifest = {
+            "format": formats_used[0] if len(set(formats_used)) == 1 else formats_used,
+            "inputs": recorded_inputs,
+            "options": {"strict": strict, **ctx.options},
+            "counts": stats.counts,
+            "time": {
+                "min": stats.time_min,
+                "max": stats.time_max,
+                "unit": ctx.notes.pop("time_unit", None),
+            },
+            "cpus": sorted(stats.cpus),
+            "isas": sorted(stats.isas),
+            "modes": sorted(stats.modes),
+            "event_kinds": dict(sorted(stats.event_kinds.items())),
+            "warnings": {"count": ctx.warnings, "samples": ctx.warning_samples},
+            "notes": ctx.notes,
+            "ingest_seconds": round(time.perf_counter() - started, 3),
+        }
+        path = writer.commit(manifest)
+    except BaseException:
+        writer.abort()
+        raise
+    return IngestResult(path, manifest)
+

@@ -1,0 +1,170 @@
+"""Reading inputs: transparent decompression, hashing while reading, and line-aligned chunks.
+
+No input is read whole: decoders see bounded chunks, and the hash of the raw file is computed
+from the same reads, so fingerprinting costs no extra pass.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import hashlib
+import io
+import lzma
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import zstandard
+
+from .errors import TraceFormatError
+
+CHUNK_BYTES = 16 << 20
+
+_MAGICS: tuple[tuple[bytes, str], ...] = (
+    (b"\x1f\x8b", "gzip"),
+    (b"\x28\xb5\x2f\xfd", "zstd"),
+    (b"\xfd7zXZ\x00", "xz"),
+    (b"BZh", "bz2"),
+)
+
+
+def compression_of(head: bytes) -> str | None:
+    for magic, name in _MAGICS:
+        if head.startswith(magic):
+            return name
+    return None
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """What identifies an input's content for cache reuse."""
+
+    path: str
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, path: str | os.PathLike[str]) -> Fingerprint:
+        st = os.stat(path)
+        return cls(str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
+
+
+class _HashingReader(io.RawIOBase):
+    """Raw file reader that hashes every byte it hands out and counts them for progress."""
+
+    def __init__(self, raw: BinaryIO, on_read: Callable[[int], None] | None) -> None:
+        self._raw = raw
+        self.hash = hashlib.sha256()
+        self._on_read = on_read
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        n = self._raw.readinto(buffer)
+        if n:
+            self.hash.update(memoryview(buffer)[:n])
+            if self._on_read:
+                self._on_read(n)
+        return n or 0
+
+
+class InputFile:
+    """One input file, opened for streaming reads of its (decompressed) content."""
+
+    def __init__(
+        self, path: str | os.PathLike[str], on_read: Callable[[int], None] | None = None
+    ) -> None:
+        self.path = str(path)
+        self.fingerprint = Fingerprint.of(path)
+        with open(path, "rb") as f:
+            self.head_raw = f.read(8)
+        self.compression = compression_of(self.head_raw)
+        self._on_read = on_read
+        self._hasher: _HashingReader | None = None
+
+    @property
+    def size(self) -> int:
+        return self.fingerprint.size
+
+    def open(self) -> BinaryIO:
+        """A fresh stream of the decompressed content; hashing restarts with it."""
+        raw = open(self.path, "rb")  # noqa: SIM115 - owned by the returned stream
+        self._hasher = _HashingReader(raw, self._on_read)
+        buffered = io.BufferedReader(self._hasher, buffer_size=1 << 20)
+        if self.compression == "gzip":
+            return gzip.GzipFile(fileobj=buffered)  # type: ignore[return-value]
+        if self.compression == "zstd":
+            return zstandard.ZstdDecompressor().stream_reader(buffered)  # type: ignore[return-value]
+        if self.compression == "xz":
+            return lzma.LZMAFile(buffered)  # type: ignore[return-value]
+        if self.compression == "bz2":
+            return bz2.BZ2File(buffered)  # type: ignore[return-value]
+        return buffered  # type: ignore[return-value]
+
+    def head(self, n: int = 64 << 10) -> bytes:
+        """The first n bytes of the decompressed content, for sniffing."""
+        stream = self.open()
+        try:
+            return read_exactly(stream, n, self.path)
+        finally:
+            stream.close()
+
+    def sha256(self) -> str | None:
+        """Hash of the raw file, once a stream has been read to its end."""
+        return self._hasher.hash.hexdigest() if self._hasher else None
+
+
+def read_exactly(stream: BinaryIO, n: int, path: str) -> bytes:
+    """Read up to n bytes, turning decompression failures into input errors."""
+    parts = []
+    remaining = n
+    try:
+        while remaining > 0:
+            block = stream.read(remaining)
+            if not block:
+                break
+            parts.append(block)
+            remaining -= len(block)
+    except (OSError, EOFError, lzma.LZMAError, zstandard.ZstdError) as exc:
+        raise TraceFormatError(path, "0", "a readable compressed stream", str(exc)) from exc
+    return b"".join(parts)
+
+
+@dataclass
+class LineChunk:
+    """A run of complete lines: `data` ends with a newline unless it is the input's tail."""
+
+    data: bytes
+    first_line: int  # 1-based number of the first line
+    offset: int  # byte offset of data in the decompressed input
+    final: bool
+
+
+def line_chunks(
+    stream: BinaryIO, path: str, chunk_bytes: int = CHUNK_BYTES
+) -> Iterator[LineChunk]:
+    """Split a stream into chunks of whole lines, numbering them as it goes."""
+    carry = b""
+    line = 1
+    offset = 0
+    while True:
+        block = read_exactly(stream, chunk_bytes, path)
+        final = len(block) < chunk_bytes
+        data = carry + block if carry else block
+        if not data:
+            return
+        if final:
+            yield LineChunk(data, line, offset, True)
+            return
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:  # a single line longer than a chunk: keep growing it
+            carry = data
+            continue
+        chunk, carry = data[:cut], data[cut:]
+        yield LineChunk(chunk, line, offset, False)
+        line += chunk.count(b"\n")
+        offset += cut

@@ -1,0 +1,103 @@
+"""Stores: a directory `NAME.ctrace/` with one Parquet file per table and `manifest.json`.
+
+A store is written into a temporary sibling directory and renamed into place only when
+complete, so a crash or a bad input never leaves something that looks like a finished store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .errors import StoreError
+from .model import MODEL_VERSION, SCHEMAS, TABLES
+
+MANIFEST = "manifest.json"
+STORE_SUFFIX = ".ctrace"
+
+
+def is_store(path: str | os.PathLike[str]) -> bool:
+    return (Path(path) / MANIFEST).is_file()
+
+
+class StoreWriter:
+    """Writes the tables of one store; `commit` makes it appear, anything else leaves nothing."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.tmp = self.path.with_name(f"{self.path.name}.tmp-{uuid.uuid4().hex[:8]}")
+        self._writers: dict[str, pq.ParquetWriter] = {}
+        self.tmp.mkdir(parents=True)
+
+    def write(self, table: str, data: pa.Table) -> None:
+        if data.num_rows == 0:
+            return
+        writer = self._writers.get(table)
+        if writer is None:
+            writer = pq.ParquetWriter(
+                self.tmp / f"{table}.parquet",
+                SCHEMAS[table],
+                compression="zstd",
+                compression_level=3,
+            )
+            self._writers[table] = writer
+        writer.write_table(data.cast(SCHEMAS[table]) if data.schema != SCHEMAS[table] else data)
+
+    def commit(self, manifest: dict[str, Any]) -> Path:
+        for writer in self._writers.values():
+            writer.close()
+        for table in TABLES:
+            if table not in self._writers:
+                pq.write_table(SCHEMAS[table].empty_table(), self.tmp / f"{table}.parquet")
+        body = {"model_version": MODEL_VERSION, **manifest}
+        (self.tmp / MANIFEST).write_text(json.dumps(body, indent=2, default=str) + "\n")
+        old = None
+        if self.path.exists():
+            old = self.path.with_name(f"{self.path.name}.old-{uuid.uuid4().hex[:8]}")
+            os.rename(self.path, old)
+        os.rename(self.tmp, self.path)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+        return self.path
+
+    def abort(self) -> None:
+        for writer in self._writers.values():
+            try:
+                writer.close()
+            except Exception:  # noqa: BLE001 - cleaning up after a failure already reported
+                pass
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The manifest of a store, refusing stores this code cannot read correctly."""
+    file = Path(path) / MANIFEST
+    try:
+        manifest = json.loads(file.read_text())
+    except FileNotFoundError:
+        raise StoreError(f"{path}: not a cputrace store (no {MANIFEST})") from None
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"{file}: unreadable manifest: {exc}") from None
+    version = manifest.get("model_version")
+    if not isinstance(version, int):
+        raise StoreError(f"{file}: manifest has no model_version")
+    if version > MODEL_VERSION:
+        raise StoreError(
+            f"{path}: store uses model version {version}, this cputrace reads up to "
+            f"{MODEL_VERSION}; upgrade cputrace or re-ingest the input"
+        )
+    for table in TABLES:
+        if not (Path(path) / f"{table}.parquet").is_file():
+            raise StoreError(f"{path}: damaged store, {table}.parquet is missing")
+    return manifest
+
+
+def table_path(store: str | os.PathLike[str], table: str) -> Path:
+    return Path(store) / f"{table}.parquet"
