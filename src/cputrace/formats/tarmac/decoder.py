@@ -309,6 +309,7 @@ class _Assembler:
                 pa.nulls(n, pa.int64()),
                 pa.nulls(n, pa.uint16()),
                 _canonical_names(names, f["nbytes"]),
+                pa.array(f["nbytes"], pa.uint8()),
                 pa.array(f["value"], pa.uint64()),
                 pa.nulls(n, pa.binary()),
                 pa.nulls(n, pa.binary()),

@@ -154,31 +154,31 @@ class TarmacLineParser:
             raise LineError("a record after the timestamp")
         kw = toks[i]
         rest = toks[i + 1 :]
-        rest_at = spans[i + 1][0] if i + 1 < len(spans) else len(s)
+        record = s[spans[i][0] :]  # what events keep as text: the record without its stamp
         src = lineno
 
         if kw in ("IT", "IS", "IF", "ES"):
             if kw == "ES" and (not rest or not rest[0].startswith("(")):
-                self._es_exception(rest, s[rest_at:], src, rows)
+                self._es_exception(rest, record, src, rows)
             else:
                 self._instruction(kw, spans[i + 1 :], s, src, rows)
         elif kw == "R":
-            self._register(rest, s[rest_at:], src, rows)
+            self._register(rest, record, src, rows)
         elif kw in ("LD", "ST"):
             self._diagram(kw, rest, src, rows)
         elif kw == "EXC":
-            self._exc(rest, s[rest_at:], src, rows)
+            self._exc(rest, record, src, rows)
         elif kw == "E":
-            self._event(rest, s[rest_at:], src, rows)
+            self._event(rest, record, src, rows)
         elif kw == "BR" and rest and rest[0].startswith("("):
-            self._branch(rest, src, rows)
+            self._branch(rest, record, src, rows)
         elif kw in ("CACHE", "TTW", "TTU", "TLB", "WALKCACHE"):
-            self._microarch(kw, rest, s[rest_at:], src, rows)
+            self._microarch(kw, rest, record, src, rows)
         elif kw in KNOWN_TEXT_RECORDS:
-            rows.events.append(kind="text", name=kw.rstrip(":"), text=s[rest_at:], src=src)
+            rows.events.append(kind="text", name=kw.rstrip(":"), text=record, src=src)
         elif kw == "Tarmac" and rest[:1] == ["Text"]:
             rows.events.append(kind="header", name="tarmac", text=s.strip(), src=src)
-        elif self._memory(kw, rest, s[rest_at:], src, rows):
+        elif self._memory(kw, rest, record, src, rows):
             pass
         elif (
             stamp.time is None
@@ -275,7 +275,7 @@ class TarmacLineParser:
             src=src,
         )
 
-    def _register(self, rest: list[str], tail: str, src: int, rows: Rows) -> None:
+    def _register(self, rest: list[str], record: str, src: int, rows: Rows) -> None:
         if not rest:
             raise LineError("a register name")
         name = rest[0]
@@ -285,7 +285,7 @@ class TarmacLineParser:
                 kind=SYSOP_KINDS[name],
                 name=f"{name} {rest[1]}",
                 value=int(value, 16) & (2**64 - 1) if _HEXISH.fullmatch(value) else None,
-                text=tail,
+                text=record,
                 src=src,
             )
             return
@@ -331,11 +331,11 @@ class TarmacLineParser:
         mask = mask_bytes(known)
         if len(data) <= 8:
             value = int.from_bytes(data, "little") if any(known) else None
-            rows.registers.append(reg=reg, value=value, mask=mask, src=src)
+            rows.registers.append(reg=reg, size=len(data), value=value, mask=mask, src=src)
         else:
-            rows.registers.append(reg=reg, wide=data, mask=mask, src=src)
+            rows.registers.append(reg=reg, size=len(data), wide=data, mask=mask, src=src)
 
-    def _memory(self, kw: str, rest: list[str], tail: str, src: int, rows: Rows) -> bool:
+    def _memory(self, kw: str, rest: list[str], record: str, src: int, rows: Rows) -> bool:
         """Memory access records in all their spellings; False if `kw` is not one."""
         op = size = None
         flags = ""
@@ -375,7 +375,7 @@ class TarmacLineParser:
                 kind="coprocessor",
                 name=kw,
                 value=int(value, 16) if _HEXISH.fullmatch(value) else None,
-                text=tail,
+                text=record,
                 src=src,
             )
             return True
@@ -470,29 +470,30 @@ class TarmacLineParser:
                     src=src,
                 )
 
-    def _exc(self, rest: list[str], tail: str, src: int, rows: Rows) -> None:
+    def _exc(self, rest: list[str], record: str, src: int, rows: Rows) -> None:
         number = None
-        name = tail.strip()
         if rest and _BRACKET_NUMBER.fullmatch(rest[0]):
             number = int(rest[0][1:-1], 0)
-            name = tail.strip()[len(rest[0]) :].strip()
+            rest = rest[1:]
+        name = " ".join(rest)
         pending = self._pending_exception
         if pending and pending[0] == src - 1 and pending[2] == name:
             rows.events.columns["number"][pending[1]] = number
             self._pending_exception = None
             return
-        rows.events.append(kind="exception", number=number, name=name or None, text=tail, src=src)
+        rows.events.append(kind="exception", number=number, name=name or None, text=record, src=src)
 
-    def _es_exception(self, rest: list[str], tail: str, src: int, rows: Rows) -> None:
+    def _es_exception(self, rest: list[str], record: str, src: int, rows: Rows) -> None:
         if rest and rest[0] == "EXC":
-            self._exc(rest[1:], tail.strip()[3:], src, rows)
+            self._exc(rest[1:], record, src, rows)
             return
         if not rest:
             raise LineError("an ES instruction '(address:opcode)' or exception")
-        rows.events.append(kind="exception", name=tail.strip(), text=tail, src=src)
-        self._pending_exception = (src, len(rows.events) - 1, tail.strip())
+        name = " ".join(rest)
+        rows.events.append(kind="exception", name=name, text=record, src=src)
+        self._pending_exception = (src, len(rows.events) - 1, name)
 
-    def _event(self, rest: list[str], tail: str, src: int, rows: Rows) -> None:
+    def _event(self, rest: list[str], record: str, src: int, rows: Rows) -> None:
         if not rest:
             raise LineError("an event")
         first = _ADDRESS.fullmatch(rest[0])
@@ -510,14 +511,14 @@ class TarmacLineParser:
                 name=desc if mode is None else f"{desc} {mode}",
                 value=int(first.group(1), 16),
                 value1=value1,
-                text=tail,
+                text=record,
                 src=src,
             )
             return
         name = rest[0]
         value = int(rest[1], 16) if len(rest) > 1 and _HEXISH.fullmatch(rest[1]) else None
         kind = "debug" if name.startswith("DebugEvent") else "signal"
-        rows.events.append(kind=kind, name=name, value=value, text=tail, src=src)
+        rows.events.append(kind=kind, name=name, value=value, text=record, src=src)
 
     @staticmethod
     def _branch(rest: list[str], src: int, rows: Rows) -> None:
@@ -528,7 +529,7 @@ class TarmacLineParser:
         rows.events.append(kind="branch", value=int(target, 16), name=isa, src=src)
 
     @staticmethod
-    def _microarch(kw: str, rest: list[str], tail: str, src: int, rows: Rows) -> None:
+    def _microarch(kw: str, rest: list[str], record: str, src: int, rows: Rows) -> None:
         """Cache, table-walk and TLB records: structured where the seed gives the syntax."""
         name, value, value1 = kw, None, None
         if kw == "CACHE" and len(rest) >= 5 and rest[1] == "LINE":
@@ -545,7 +546,7 @@ class TarmacLineParser:
         elif kw in ("TLB", "WALKCACHE") and rest:
             name = f"{kw} {rest[0]}"
         kind = {"CACHE": "cache", "TTW": "ttw", "TTU": "ttw"}.get(kw, "tlb")
-        rows.events.append(kind=kind, name=name, value=value, value1=value1, text=tail, src=src)
+        rows.events.append(kind=kind, name=name, value=value, value1=value1, text=record, src=src)
 
 
 _KEYWORDS = frozenset(

@@ -1,0 +1,374 @@
+"""ARMulator Tracer output (ARM ADS / SDT): I, M/B, R and E lines with their headers.
+
+Row association (the model's seq rule): a record belongs to the instruction before it, and
+records before the first instruction to instruction 0. The exception is a core opcode fetch
+(`M` line with flag `O`): the core fetches ahead, so a fetch belongs to the first of the next
+few instructions whose address it covers. It is kept pending, with the seq of the instruction
+in progress, until such an instruction arrives (its seq is then patched in) or
+`FETCH_WINDOW` instructions have gone by. Bus (`B`) lines belong to the instruction in
+progress: bus traffic such as line fills serves later instructions only indirectly.
+
+An access that prints several words (`BNR8O___ 00008000 E28F8090 E898000F`) is one `memory`
+row covering them all. Each word is the 32-bit word at its address, lowest address first, so
+the row's value is the little-endian reading of the bytes: word0 | word1 << 32. Wider accesses
+go to `wide` as little-endian bytes. `(wait)` and `(abort)` cycles print no data: value null.
+
+Event kinds for `E` lines: core exceptions 0x1-0x9 `exception`, 0x19 `mode_change`, the
+Watchpoint and the debugger and trace-module ranges `debug`, MMU line fills, write-back and
+stalls `cache`, TLB walks `ttw`, simulator configuration changes `sysop`, everything else
+(IRQ/FIQ spotted, pipeline dependencies, prefetch unit, signals, user events) `signal`. Idle
+and coprocessor cycles (`MI`, `MIO`, `MC`, `BI`…) move no data and are `signal` events named
+`idle`, `instruction_idle` and `coprocessor`, with the line as text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import ClassVar
+
+from ..inputs import InputFile, LineChunk, line_chunks
+from ..regnames import canonical_register
+from ..rows import RowBuffer
+from .base import Batch, DecodeContext
+from .cycleword import CycleWord, parse_cycle_word
+
+BATCH_LINES = 1 << 16
+FETCH_WINDOW = 4  # instructions an opcode fetch may run ahead of the instruction it fetches
+SNIFF_LINES = 400
+CPU = 0  # the Tracer traces a single core
+
+_HEADER_KEYS = frozenset({"Date:", "Source:", "Options:", "Range:", "Sample:"})
+_SUFFIXES = frozenset({"wait", "abort", "peek", "poke"})
+_HEX = re.compile(r"[0-9A-Fa-f]+")
+_STRAY = re.compile("[\udc80-\udcff]")  # undecodable bytes left by surrogateescape
+
+_PAIR = r"([A-Za-z][A-Za-z0-9_]*)\s*=\s*(?:0[xX])?([0-9A-Fa-f]+)"
+_PAIR_RE = re.compile(_PAIR)
+_PAIRS = re.compile(rf"{_PAIR}(?:(?:\s*,\s*|\s+){_PAIR})*\s*,?")
+
+_SHAPE = re.compile(
+    r"(?:T\s+[0-9A-Fa-f]{1,16}\s+)?(?:"
+    r"I[TS]\s+[0-9A-Fa-f]{8}\s+[0-9A-Fa-f]{4}(?:[0-9A-Fa-f]{4})?(?:\s|$)"
+    r"|[MB](?:[NSA][RW][1248][OLSD_]*[48]?\s+[0-9A-Fa-f]{8}|IO?|C)(?:\s|$)"
+    r"|R(?:CP)?\s+[A-Za-z]\w*=[0-9A-Fa-fx]+"
+    r"|E\s+[0-9A-Fa-f]{8}\s+[0-9A-Fa-f]{8}\s+[0-9A-Fa-f]+"
+    r")"
+)
+_TARMAC_TIME = re.compile(r"\d+\s*(?:clk|cyc|tic|ps|ns|us|ms|s)\b")
+
+_EVENTS: dict[int, tuple[str, str]] = {
+    0x1: ("exception", "Reset"),
+    0x2: ("exception", "UndefinedInstr"),
+    0x3: ("exception", "SWI"),
+    0x4: ("exception", "PrefetchAbort"),
+    0x5: ("exception", "DataAbort"),
+    0x6: ("exception", "AddrExceptn"),
+    0x7: ("exception", "IRQ"),
+    0x8: ("exception", "FIQ"),
+    0x9: ("exception", "Breakpoint"),
+    0xA: ("debug", "Watchpoint"),
+    0x17: ("signal", "IRQSpotted"),
+    0x18: ("signal", "FIQSpotted"),
+    0x19: ("mode_change", "ModeChange"),
+    0x20: ("signal", "Dependency"),
+    0x10001: ("cache", "DLineFetch"),
+    0x10002: ("cache", "ILineFetch"),
+    0x10003: ("cache", "WBStall"),
+    0x10004: ("ttw", "DTLBWalk"),
+    0x10005: ("ttw", "ITLBWalk"),
+    0x10006: ("cache", "LineWB"),
+    0x10007: ("cache", "DCacheStall"),
+    0x10008: ("cache", "ICacheStall"),
+    0x20001: ("signal", "Full"),
+    0x20002: ("signal", "Mispredict"),
+    0x20003: ("signal", "Empty"),
+    0x20004: ("signal", "Dependency"),
+    0x50001: ("sysop", "AllLoaded"),
+    0x50002: ("sysop", "Reset"),
+    0x50003: ("sysop", "VectorsLoaded"),
+    0x50005: ("sysop", "EndiannessChanged"),
+    0x50006: ("sysop", "AboutToClose"),
+    0x50007: ("sysop", "RouteLinks"),
+    0x50008: ("sysop", "HighVecChanged"),
+    0x60001: ("debug", "TraceLine"),
+}
+_EVENT_RANGES = {0x1: "cache", 0x4: "debug", 0x5: "sysop", 0x6: "debug"}  # by number >> 16
+
+_EXPECT_LINE = "an ARMulator Tracer line (header, I, M/B, R, E, optionally after T <time>)"
+_EXPECT_I = "IT|IS <address> <4 or 8 hex digit opcode> [disassembly]"
+_EXPECT_MEM = "<address> then data words and/or (wait)/(abort)/(peek)/(poke)"
+_EXPECT_R = "R <register>=<hex value>[, <register>=<hex value>...]"
+_EXPECT_E = "E <word1> <word2> <event number> [name]"
+
+
+class _Unparsed(Exception):
+    """A line that does not follow the format; carries what was expected."""
+
+    def __init__(self, expected: str) -> None:
+        super().__init__(expected)
+        self.expected = expected
+
+
+def _hex(token: str, max_digits: int = 16) -> int:
+    """A hex number as the Tracer prints it (no 0x); `int(x, 16)` alone also takes 0x, _ and +."""
+    if len(token) > max_digits or not _HEX.fullmatch(token):
+        raise _Unparsed(f"a hex number of at most {max_digits} digits")
+    return int(token, 16)
+
+
+def _text(data: bytes) -> str:
+    """Lines as text: UTF-8 with replacement, but a raw 0xA0 byte is NBSP, i.e. whitespace."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", "surrogateescape").replace("\udca0", " ")
+        text = _STRAY.sub("\ufffd", text)
+    return text.replace("\xa0", " ")
+
+
+def _lines(chunk: LineChunk) -> Iterator[tuple[int, str]]:
+    for index, line in enumerate(_text(chunk.data).split("\n")):
+        yield chunk.first_line + index, line
+
+
+def _split(text: str) -> tuple[str, str]:
+    """The first word of `text` and the rest, leading whitespace removed."""
+    parts = text.split(None, 1)
+    return (parts[0], parts[1]) if len(parts) == 2 else (parts[0], "")
+
+
+class _Parser:
+    """Turns lines into rows, keeping the instruction count and the pending opcode fetches."""
+
+    def __init__(self, path: str, ctx: DecodeContext) -> None:
+        self.path = path
+        self.ctx = ctx
+        self.buffers = {name: RowBuffer(name) for name in ("instructions", "registers")}
+        self.buffers["memory"] = self.memory = RowBuffer("memory")
+        self.buffers["events"] = self.events = RowBuffer("events")
+        self.count = 0  # instructions seen
+        self.lines = 0  # lines since the last batch
+        self.pending: list[tuple[int, int, int, int]] = []  # memory row, addr, size, count then
+
+    @property
+    def seq(self) -> int:
+        """The instruction in progress (the next one, before the first)."""
+        return max(self.count - 1, 0)
+
+    def ready(self) -> bool:
+        """A batch is due; it waits (up to a second batch's worth) for pending fetches."""
+        return self.lines >= BATCH_LINES and (not self.pending or self.lines >= 2 * BATCH_LINES)
+
+    def take(self) -> Batch:
+        self.lines = 0
+        self.pending.clear()
+        return {name: buf.take() for name, buf in self.buffers.items() if len(buf)}
+
+    def line(self, src: int, line: str) -> None:
+        text = line.strip()
+        if not text:
+            return
+        self.lines += 1
+        try:
+            self._record(src, text)
+        except _Unparsed as bad:
+            self.ctx.reject(self.path, str(src), bad.expected, text)
+            self._event(src, None, "text", text=text)
+
+    def _event(self, src: int, time: int | None, kind: str, **values: object) -> None:
+        self.events.append(seq=self.seq, time=time, cpu=CPU, kind=kind, src=src, **values)
+
+    def _record(self, src: int, text: str) -> None:
+        time = None
+        word, rest = _split(text)
+        if word == "T":
+            if not rest:
+                raise _Unparsed("T <hex time>")
+            stamp, rest = _split(rest)
+            time = _hex(stamp)
+            if not rest:
+                self._event(src, time, "timestamp", value=time, text=text)
+                return
+            word, rest = _split(rest)
+        if word in ("IT", "IS"):
+            self._instruction(src, time, word == "IT", rest)
+        elif word in _HEADER_KEYS:
+            self._header(src, time, word[:-1].lower(), rest, text)
+        elif word in ("R", "RCP"):
+            self._registers(src, time, rest)
+        elif word == "E":
+            self._exception(src, time, rest, text)
+        else:
+            cycle = parse_cycle_word(word)
+            if cycle is None:
+                raise _Unparsed(_EXPECT_LINE)
+            if cycle.op:
+                self._memory(src, time, cycle, rest)
+            else:
+                name = "coprocessor" if cycle.cycle == "C" else "idle"
+                if "O" in cycle.flags:
+                    name = "instruction_idle"
+                self._event(src, time, "signal", name=name, text=text)
+
+    def _instruction(self, src: int, time: int | None, executed: bool, rest: str) -> None:
+        parts = rest.split(None, 2)
+        if len(parts) < 2 or len(parts[1]) not in (4, 8):
+            raise _Unparsed(_EXPECT_I)
+        pc = _hex(parts[0])
+        opcode = _hex(parts[1], 8)
+        seq = self.count
+        self.count += 1
+        if self.pending:
+            self._claim_fetches(seq, pc)
+        thumb = len(parts[1]) == 4
+        self.buffers["instructions"].append(
+            seq=seq,
+            time=time,
+            cpu=CPU,
+            pc=pc,
+            opcode=opcode,
+            size=2 if thumb else 4,
+            isa="T32" if thumb else "A32",
+            executed=executed,
+            flags=0,
+            disasm=parts[2] if len(parts) == 3 else None,
+            src=src,
+        )
+
+    def _claim_fetches(self, seq: int, pc: int) -> None:
+        """Give instruction `seq` at `pc` the pending fetches that cover it; expire old ones."""
+        seqs = self.memory.columns["seq"]
+        kept = []
+        for entry in self.pending:
+            row, addr, size, born = entry
+            if addr <= pc < addr + size:
+                seqs[row] = seq
+            elif seq + 1 - born < FETCH_WINDOW:
+                kept.append(entry)
+        self.pending = kept
+
+    def _memory(self, src: int, time: int | None, cycle: CycleWord, rest: str) -> None:
+        tokens = rest.split()
+        if not tokens:
+            raise _Unparsed(_EXPECT_MEM)
+        addr = _hex(tokens[0])
+        words: list[str] = []
+        suffixes: list[str] = []
+        for token in tokens[1:]:
+            if token[0] == "(":
+                suffix = token[1:-1].lower()
+                if token[-1] != ")" or suffix not in _SUFFIXES:
+                    raise _Unparsed(_EXPECT_MEM)
+                suffixes.append(suffix)
+            elif suffixes:
+                raise _Unparsed(_EXPECT_MEM)
+            else:
+                words.append(token)
+        value = wide = None
+        if len(words) == 1:
+            value = _hex(words[0])
+        elif words:
+            if len(words) * 4 != cycle.size:
+                raise _Unparsed(f"{cycle.size // 4} data words for a {cycle.size}-byte access")
+            numbers = [_hex(word, 8) for word in words]
+            if cycle.size == 8:
+                value = numbers[0] | numbers[1] << 32
+            else:
+                wide = b"".join(number.to_bytes(4, "little") for number in numbers)
+        elif not suffixes:
+            raise _Unparsed(_EXPECT_MEM)
+        if cycle.fetch and not cycle.bus:
+            self.pending.append((len(self.memory), addr, cycle.size, self.count))
+        self.memory.append(
+            seq=self.seq,
+            time=time,
+            cpu=CPU,
+            op="F" if cycle.fetch else cycle.op,
+            source="bus" if cycle.bus else "core",
+            size=cycle.size,
+            addr=addr,
+            value=value,
+            wide=wide,
+            attrs=" ".join(filter(None, (cycle.cycle, cycle.flags, *suffixes))) or None,
+            src=src,
+        )
+
+    def _registers(self, src: int, time: int | None, rest: str) -> None:
+        if not _PAIRS.fullmatch(rest):
+            raise _Unparsed(_EXPECT_R)
+        registers = self.buffers["registers"]
+        for name, digits in _PAIR_RE.findall(rest):
+            number = int(digits, 16)
+            nbytes = (len(digits) + 1) // 2
+            wide = number.to_bytes(nbytes, "little") if nbytes > 8 else None
+            registers.append(
+                seq=self.seq,
+                time=time,
+                cpu=CPU,
+                reg=canonical_register(name, nbytes),
+                value=None if wide else number,
+                wide=wide,
+                src=src,
+            )
+
+    def _exception(self, src: int, time: int | None, rest: str, text: str) -> None:
+        parts = rest.split(None, 3)
+        if len(parts) < 3:
+            raise _Unparsed(_EXPECT_E)
+        word1, word2, number = _hex(parts[0]), _hex(parts[1]), _hex(parts[2], 8)
+        kind, name = _EVENTS.get(number, (_EVENT_RANGES.get(number >> 16, "signal"), None))
+        if len(parts) == 4:
+            name = parts[3]
+        self._event(src, time, kind, number=number, name=name, value=word1, value1=word2, text=text)
+
+    def _header(self, src: int, time: int | None, key: str, rest: str, text: str) -> None:
+        notes = self.ctx.notes.setdefault("armulator", {})
+        notes.setdefault(key, " ".join(rest.split()))
+        self._event(src, time, "header", name=key, text=text)
+
+
+class ArmulatorDecoder:
+    """ARMulator Tracer files: instructions, core and bus memory cycles, registers, events."""
+
+    name: ClassVar[str] = "armulator"
+    description: ClassVar[str] = "ARMulator Tracer output (ARM ADS/SDT): I, M/B, R and E lines"
+
+    def sniff(self, head: bytes) -> int:
+        """Sure on the Tracer's header; otherwise by the share of lines shaped like its records.
+
+        Tarmac lines start with a time and unit (`12 clk IT ...`), which none of ours do.
+        """
+        text = head.decode("latin-1").replace("\xc2\xa0", " ").replace("\xa0", " ")
+        lines = [line.strip() for line in text.split("\n", SNIFF_LINES)[:SNIFF_LINES]]
+        lines = [line for line in lines if line]
+        if not lines:
+            return 0
+        if any(line.startswith("Source:") and "Armul" in line for line in lines):
+            return 95
+        keys = {line.split(None, 1)[0] for line in lines}
+        if {"Date:", "Options:"} <= keys and any(
+            line.startswith("Options:") and "Trace" in line for line in lines
+        ):
+            return 85
+        ours = sum(1 for line in lines if _SHAPE.match(line))
+        tarmac = sum(1 for line in lines if _TARMAC_TIME.match(line))
+        if tarmac >= ours:
+            return 5 if ours else 0
+        share = ours / len(lines)
+        return round(80 * share) if share > 0.5 else round(40 * share)
+
+    def decode(self, source: InputFile, ctx: DecodeContext) -> Iterator[Batch]:
+        parser = _Parser(source.path, ctx)
+        stream = source.open()
+        try:
+            for chunk in line_chunks(stream, source.path):
+                for src, line in _lines(chunk):
+                    parser.line(src, line)
+                    if parser.ready():
+                        yield parser.take()
+        finally:
+            stream.close()
+        batch = parser.take()
+        if batch:
+            yield batch
