@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import xxhash
 import pyarrow.compute as pc
 
 from .errors import CputraceError
@@ -49,19 +52,50 @@ class _Stats:
         if lo is not None:
             self.time_min = lo if self.time_min is None else min(self.time_min, lo)
             self.time_max = hi if self.time_max is None else max(self.time_max, hi)
-        self.cpus.update(pc.unique(data.column("cpu")).to_pylist())
+        cpus = pc.min_max(data.column("cpu"))
+        if cpus["min"] == cpus["max"]:
+            self.cpus.add(cpus["min"].as_py())
+        else:
+            self.cpus.update(pc.unique(data.column("cpu")).to_pylist())
         if table == "instructions":
             self.isas.update(_distinct(data.column("isa")))
             self.modes.update(_distinct(data.column("mode")))
         elif table == "events":
-            counts = pc.value_counts(data.column("kind").cast(pa.string()))
-            for item in counts.to_pylist():
-                key = item["values"]
-                self.event_kinds[key] = self.event_kinds.get(key, 0) + item["counts"]
+            kinds = data.column("kind").combine_chunks()
+            for item in pc.value_counts(kinds.indices).to_pylist():
+                kind = kinds.dictionary[item["values"]].as_py()
+                self.event_kinds[kind] = self.event_kinds.get(kind, 0) + item["counts"]
+
+
+class _BackgroundWrites:
+    """Parquet encoding and compression on their own thread, a few batches behind decoding."""
+
+    def __init__(self, writer: StoreWriter, depth: int = 8) -> None:
+        self._writer = writer
+        self._pool = ThreadPoolExecutor(max_workers=1)
+        self._pending: deque[Future[None]] = deque()
+        self._depth = depth
+
+    def submit(self, table: str, data: pa.Table) -> None:
+        self._pending.append(self._pool.submit(self._writer.write, table, data))
+        while len(self._pending) > self._depth:
+            self._pending.popleft().result()
+
+    def drain(self) -> None:
+        while self._pending:
+            self._pending.popleft().result()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _distinct(column: pa.ChunkedArray) -> set[str]:
-    return {v for v in pc.unique(column.cast(pa.string())).to_pylist() if v is not None}
+    """Distinct values of a dictionary column, without decoding every row."""
+    values: set[str] = set()
+    for chunk in column.chunks:
+        used = pc.unique(chunk.indices.drop_null()) if len(chunk) else []
+        values.update(chunk.dictionary.take(used).to_pylist())
+    return values
 
 
 def default_store_path(inputs: Sequence[str | os.PathLike[str]]) -> Path:
@@ -83,15 +117,14 @@ def store_is_current(store: Path, inputs: Sequence[str | os.PathLike[str]]) -> b
         fp = Fingerprint.of(path)
         if entry.get("path") != fp.path or entry.get("size") != fp.size:
             return False
-        if entry.get("mtime_ns") != fp.mtime_ns and entry.get("sha256") != _sha256(path):
+        if entry.get("mtime_ns") != fp.mtime_ns and entry.get("xxh3_128") != file_hash(path):
             return False
     return True
 
 
-def _sha256(path: str | os.PathLike[str]) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
+def file_hash(path: str | os.PathLike[str]) -> str:
+    """XXH3-128 of a file's bytes: fast enough to compute while ingesting at full speed."""
+    h = xxhash.xxh3_128()
     with open(path, "rb") as f:
         while block := f.read(1 << 20):
             h.update(block)
@@ -119,6 +152,7 @@ def ingest(
     stats = _Stats()
     started = time.perf_counter()
     writer = StoreWriter(store)
+    writes = _BackgroundWrites(writer)
     formats_used = []
     recorded_inputs = []
     try:
@@ -136,14 +170,15 @@ def ingest(
                         shifted = pc.add(data.column("seq"), pa.scalar(seq_base))
                         data = data.set_column(index, "seq", shifted)
                     stats.add(table, data)
-                    writer.write(table, data)
+                    writes.submit(table, data)
+            writes.drain()
             fp = source.fingerprint
             recorded_inputs.append(
                 {
                     "path": fp.path,
                     "size": fp.size,
                     "mtime_ns": fp.mtime_ns,
-                    "sha256": source.sha256(),
+                    "xxh3_128": source.content_hash(),
                     "compression": source.compression,
                     "format": decoder.name,
                     "first_seq": seq_base,
@@ -170,7 +205,9 @@ def ingest(
         }
         path = writer.commit(manifest)
     except BaseException:
+        writes.close()
         writer.abort()
         raise
+    writes.close()
     return IngestResult(path, manifest)
 

@@ -8,20 +8,24 @@ from __future__ import annotations
 
 import bz2
 import gzip
-import hashlib
 import io
 import lzma
 import os
+import queue
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
+import xxhash
 import zstandard
 
 from .errors import TraceFormatError
 
 CHUNK_BYTES = 16 << 20
+
+T = TypeVar("T")
 
 _MAGICS: tuple[tuple[bytes, str], ...] = (
     (b"\x1f\x8b", "gzip"),
@@ -57,7 +61,7 @@ class _HashingReader(io.RawIOBase):
 
     def __init__(self, raw: BinaryIO, on_read: Callable[[int], None] | None) -> None:
         self._raw = raw
-        self.hash = hashlib.sha256()
+        self.hash = xxhash.xxh3_128()
         self._on_read = on_read
 
     def readable(self) -> bool:
@@ -113,8 +117,8 @@ class InputFile:
         finally:
             stream.close()
 
-    def sha256(self) -> str | None:
-        """Hash of the raw file, once a stream has been read to its end."""
+    def content_hash(self) -> str | None:
+        """XXH3-128 of the raw file, once a stream has been read to its end."""
         return self._hasher.hash.hexdigest() if self._hasher else None
 
 
@@ -168,3 +172,41 @@ def line_chunks(
         yield LineChunk(chunk, line, offset, False)
         line += chunk.count(b"\n")
         offset += cut
+
+
+def prefetched(items: Iterator[T], depth: int = 2) -> Iterator[T]:
+    """Run `items` in a background thread, `depth` items ahead of the consumer.
+
+    Reading, decompressing and hashing then overlap with decoding. Exceptions raised while
+    producing an item are re-raised in the consumer at that item.
+    """
+    slots: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if stop.is_set():
+                    return
+                slots.put((True, item))
+            slots.put((False, None))
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            slots.put((False, exc))
+
+    worker = threading.Thread(target=produce, daemon=True)
+    worker.start()
+    try:
+        while True:
+            ok, item = slots.get()
+            if not ok:
+                if item is not None:
+                    raise item
+                return
+            yield item
+    finally:
+        stop.set()
+        while worker.is_alive():
+            try:
+                slots.get(timeout=0.05)
+            except queue.Empty:
+                pass

@@ -42,10 +42,7 @@ class StoreWriter:
         writer = self._writers.get(table)
         if writer is None:
             writer = pq.ParquetWriter(
-                self.tmp / f"{table}.parquet",
-                SCHEMAS[table],
-                compression="zstd",
-                compression_level=3,
+                self.tmp / f"{table}.parquet", SCHEMAS[table], **_parquet_options(table)
             )
             self._writers[table] = writer
         writer.write_table(data.cast(SCHEMAS[table]) if data.schema != SCHEMAS[table] else data)
@@ -74,6 +71,21 @@ class StoreWriter:
             except Exception:  # noqa: BLE001 - cleaning up after a failure already reported
                 pass
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+# Columns that grow with every row: delta-encoded, never dictionary-encoded (that costs time
+# and space on unique values). Everything else repeats a lot and gets a dictionary.
+_MONOTONIC = ("seq", "time", "src")
+
+
+def _parquet_options(table: str) -> dict[str, Any]:
+    names = SCHEMAS[table].names
+    return {
+        "compression": "zstd",
+        "compression_level": 3,
+        "use_dictionary": [n for n in names if n not in _MONOTONIC],
+        "column_encoding": dict.fromkeys(_MONOTONIC, "DELTA_BINARY_PACKED"),
+    }
 
 
 def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -1,0 +1,35 @@
+"""Program images: memory regions with bytes, symbols and source lines, from many file kinds."""
+
+from .elf import load_elf
+from .errors import ImageError
+from .ihex import load_ihex
+from .lines import LineTable
+from .memory import Image, Region
+from .raw import load_raw
+from .snapshot import DumpEntry, load_snapshot_device, load_snapshot_dumps, read_dump_entries
+from .spec import load_image_spec, parse_image_spec, sniff_image
+from .srec import load_srec
+from .symbols import Binding, StateRange, Symbol, SymbolKind, SymbolTable
+
+__all__ = [
+    "Binding",
+    "DumpEntry",
+    "Image",
+    "ImageError",
+    "LineTable",
+    "Region",
+    "StateRange",
+    "Symbol",
+    "SymbolKind",
+    "SymbolTable",
+    "load_elf",
+    "load_ihex",
+    "load_image_spec",
+    "load_raw",
+    "load_snapshot_device",
+    "load_snapshot_dumps",
+    "load_srec",
+    "parse_image_spec",
+    "read_dump_entries",
+    "sniff_image",
+]

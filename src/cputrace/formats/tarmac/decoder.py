@@ -19,12 +19,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...inputs import InputFile, LineChunk, line_chunks
+from ...inputs import InputFile, LineChunk, line_chunks, prefetched
 from ...model import ISA_NAMES, SCHEMAS, Flag, Isa
 from ...regnames import canonical_register
 from ..base import Batch, DecodeContext
 from .lines import LineError, LineStamp, Rows, TarmacLineParser
 from .scan import KIND_SLOW, MEM_L, MEM_NS, MEM_T, MEM_X, TIME_UNITS, Scan, scan_chunk
+from .stitch import NO_SEQ, assign_seq, fill_forward, update_last_seq
 
 REAL_UNITS_PS = {
     "fs": Fraction(1, 1000),
@@ -85,7 +86,7 @@ class _Carry:
     seq_base: int = 0
     time: int | None = None
     cpu: int = 0
-    last_seq: dict[int, int] = field(default_factory=dict)
+    last_seq: np.ndarray = field(default_factory=lambda: np.full(1 << 16, NO_SEQ, np.int64))
 
 
 class TarmacDecoder:
@@ -111,15 +112,15 @@ class TarmacDecoder:
         stream = source.open()
         try:
             with ThreadPoolExecutor(max_workers=2) as pool:
-                pending: deque[tuple[LineChunk, Future[Scan]]] = deque()
-                for chunk in line_chunks(stream, source.path):
-                    pending.append((chunk, pool.submit(scan_chunk, chunk.data)))
+                pending: deque[tuple[LineChunk, Future[_Scanned]]] = deque()
+                for chunk in prefetched(line_chunks(stream, source.path)):
+                    pending.append((chunk, pool.submit(_scan_and_build, chunk)))
                     if len(pending) > 2:
-                        done, scan = pending.popleft()
-                        yield assembler.assemble(done, scan.result())
+                        done, scanned = pending.popleft()
+                        yield assembler.assemble(done, scanned.result())
                 while pending:
-                    done, scan = pending.popleft()
-                    yield assembler.assemble(done, scan.result())
+                    done, scanned = pending.popleft()
+                    yield assembler.assemble(done, scanned.result())
         finally:
             stream.close()
         ctx.notes["time_unit"] = assembler.timescale.unit
@@ -135,7 +136,8 @@ class _Assembler:
         self.timescale = TimeScale()
         self.carry = _Carry()
 
-    def assemble(self, chunk: LineChunk, scan: Scan) -> Batch:
+    def assemble(self, chunk: LineChunk, scanned: _Scanned) -> Batch:
+        scan, fast = scanned.scan, scanned.tables
         first = chunk.first_line
         rows = Rows()
         has_time = scan.tunit > 0
@@ -160,7 +162,7 @@ class _Assembler:
         line_time, line_has_time = self._line_times(scan, has_time, slow_time)
         line_cpu = self._line_cpus(scan.cpu)
 
-        insns = self._instructions(scan, rows, first)
+        insns = _merge(fast["instructions"], rows.instructions.to_table())
         insn_line = insns.column("src").to_numpy() - first
         insn_cpu = line_cpu[insn_line]
         batch: Batch = {}
@@ -169,18 +171,15 @@ class _Assembler:
             np.arange(self.carry.seq_base, self.carry.seq_base + len(insn_line), dtype=np.int64),
         )  # fmt: skip
         for name, table in (
-            ("registers", self._registers(scan, rows, first)),
-            ("memory", self._memory(scan, rows, first)),
+            ("registers", _merge(fast["registers"], rows.registers.to_table())),
+            ("memory", _merge(fast["memory"], rows.memory.to_table())),
             ("events", _sorted_by_src(rows.events.to_table())),
         ):
             line = table.column("src").to_numpy() - first
             seq = self._seq_of(line, line_cpu[line], insn_line, insn_cpu)
             batch[name] = self._stamp(table, line, line_time, line_has_time, line_cpu, seq)
 
-        if len(insn_line):
-            for cpu in np.unique(insn_cpu).tolist():
-                last = np.flatnonzero(insn_cpu == cpu)[-1]
-                self.carry.last_seq[cpu] = self.carry.seq_base + int(last)
+        update_last_seq(insn_cpu, self.carry.seq_base, self.carry.last_seq)
         self.carry.seq_base += len(insn_line)
         return batch
 
@@ -200,58 +199,36 @@ class _Assembler:
     def _line_times(
         self, scan: Scan, has_time: np.ndarray, slow_time: dict[int, int]
     ) -> tuple[np.ndarray, np.ndarray]:
-        times = scan.time.copy()
-        if has_time.any():
-            for code in np.unique(scan.tunit[has_time]).tolist():
-                factor = self.timescale.factor(TIME_UNITS[code])
-                if factor != 1:
-                    sel = scan.tunit == code
-                    times[sel] = times[sel] * factor.numerator // factor.denominator
-        has = has_time.copy()
+        times = scan.time
+        units = np.flatnonzero(np.bincount(scan.tunit, minlength=len(TIME_UNITS))[1:]) + 1
+        for code in units.tolist():
+            factor = self.timescale.factor(TIME_UNITS[code])
+            if factor != 1:
+                sel = scan.tunit == code
+                times[sel] = times[sel] * factor.numerator // factor.denominator
+        has = has_time
         if slow_time:
+            has = has_time.copy()
             idx = np.fromiter(slow_time.keys(), np.int64, len(slow_time))
             times[idx] = np.fromiter(slow_time.values(), np.int64, len(slow_time))
             has[idx] = True
-        source = np.where(has, np.arange(len(has)), -1)
-        np.maximum.accumulate(source, out=source)
-        filled = times[np.maximum(source, 0)]
-        known = source >= 0
-        if self.carry.time is not None:
-            filled[~known] = self.carry.time
-            known[:] = True
-        if len(filled) and known[-1]:
-            self.carry.time = int(filled[-1])
+        carry = self.carry.time
+        filled, known, last, have = fill_forward(times, has, carry or 0, carry is not None)
+        self.carry.time = int(last) if have else None
         return filled, known
 
     def _line_cpus(self, cpu: np.ndarray) -> np.ndarray:
-        source = np.where(cpu >= 0, np.arange(len(cpu)), -1)
-        np.maximum.accumulate(source, out=source)
-        filled = np.where(source >= 0, cpu[np.maximum(source, 0)], self.carry.cpu)
-        if len(filled):
-            self.carry.cpu = int(filled[-1])
+        if len(cpu) == 0 or cpu.max() < 0:  # no line names its core: all on the current one
+            return np.full(len(cpu), self.carry.cpu, np.uint16)
+        filled, _, last, _ = fill_forward(cpu, cpu >= 0, self.carry.cpu, True)
+        self.carry.cpu = int(last)
         return filled.astype(np.uint16)
 
     def _seq_of(
         self, line: np.ndarray, cpu: np.ndarray, insn_line: np.ndarray, insn_cpu: np.ndarray
     ) -> np.ndarray:
         """Each record belongs to the last instruction of its core before it, else the next."""
-        base = self.carry.seq_base
-        seq = np.empty(len(line), np.int64)
-        for c in np.unique(cpu).tolist():
-            rows = cpu == c
-            mine = np.flatnonzero(insn_cpu == c)
-            k = np.searchsorted(insn_line[mine], line[rows], side="right") - 1
-            got = np.where(k >= 0, base + mine[np.maximum(k, 0)] if len(mine) else 0, -1)
-            before = got < 0
-            if before.any():
-                fallback = self.carry.last_seq.get(c)
-                if fallback is None:
-                    nxt = np.searchsorted(insn_line, line[rows][before], side="left")
-                    got[before] = base + nxt
-                else:
-                    got[before] = fallback
-            seq[rows] = got
-        return seq
+        return assign_seq(line, cpu, insn_line, insn_cpu, self.carry.seq_base, self.carry.last_seq)
 
     @staticmethod
     def _stamp(
@@ -269,77 +246,100 @@ class _Assembler:
             table.schema.get_field_index("cpu"), "cpu", pa.array(line_cpu[line], pa.uint16())
         )
 
-    # -- tables from the scanner's arrays -------------------------------------------------
 
-    def _instructions(self, scan: Scan, rows: Rows, first: int) -> pa.Table:
-        f = scan.insn
-        n = len(f["line"])
-        nulls = pa.nulls(n, pa.int64())
-        opcode = pa.array(f["opcode"], pa.uint32(), mask=f["failed"])
-        flags = np.where(f["failed"], np.uint16(Flag.FETCH_FAILED), np.uint16(0))
-        disasm = _strings(f["dis_off"], f["dis_buf"])
-        disasm = pc.if_else(pc.equal(pc.utf8_length(disasm), 0), pa.scalar(None, pa.string()), disasm)
-        fast = pa.Table.from_arrays(
-            [
-                nulls,
-                nulls,
-                pa.nulls(n, pa.uint16()),
-                pa.array(f["pc"], pa.uint64()),
-                opcode,
-                pa.array(f["size"], pa.uint8()),
-                pa.DictionaryArray.from_arrays(pa.array(f["isa"].astype(np.int32)), ISA_NAMES),
-                _nonempty(_strings(f["mode_off"], f["mode_buf"])).dictionary_encode(),
-                pa.array(f["executed"], pa.bool_()),
-                nulls,
-                pa.array(flags, pa.uint16()),
-                disasm,
-                pa.array(f["line"] + first, pa.int64()),
-            ],
-            schema=SCHEMAS["instructions"],
-        )
-        return _merge(fast, rows.instructions.to_table())
+@dataclass
+class _Scanned:
+    """A chunk's scan and the tables of the lines the scanner understood."""
 
-    def _registers(self, scan: Scan, rows: Rows, first: int) -> pa.Table:
-        f = scan.reg
-        n = len(f["line"])
-        names = _strings(f["name_off"], f["name_buf"]).dictionary_encode()
-        fast = pa.Table.from_arrays(
-            [
-                pa.nulls(n, pa.int64()),
-                pa.nulls(n, pa.int64()),
-                pa.nulls(n, pa.uint16()),
-                _canonical_names(names, f["nbytes"]),
-                pa.array(f["nbytes"], pa.uint8()),
-                pa.array(f["value"], pa.uint64()),
-                pa.nulls(n, pa.binary()),
-                pa.nulls(n, pa.binary()),
-                pa.array(f["line"] + first, pa.int64()),
-            ],
-            schema=SCHEMAS["registers"],
-        )
-        return _merge(fast, rows.registers.to_table())
+    scan: Scan
+    tables: dict[str, pa.Table]
 
-    def _memory(self, scan: Scan, rows: Rows, first: int) -> pa.Table:
-        f = scan.mem
-        n = len(f["line"])
-        fast = pa.Table.from_arrays(
-            [
-                pa.nulls(n, pa.int64()),
-                pa.nulls(n, pa.int64()),
-                pa.nulls(n, pa.uint16()),
-                pa.DictionaryArray.from_arrays(pa.array(f["op"].astype(np.int32)), ["R", "W"]),
-                pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), ["core"]),
-                pa.array(f["size"], pa.uint8()),
-                pa.array(f["addr"], pa.uint64()),
-                pa.array(f["paddr"], pa.uint64(), mask=~f["has_paddr"]),
-                pa.array(f["value"], pa.uint64()),
-                pa.nulls(n, pa.binary()),
-                pa.array(_MEMORY_ATTRS, pa.string()).take(pa.array(f["attr"].astype(np.int32))),
-                pa.array(f["line"] + first, pa.int64()),
-            ],
-            schema=SCHEMAS["memory"],
-        )
-        return _merge(fast, rows.memory.to_table())
+
+def _scan_and_build(chunk: LineChunk) -> _Scanned:
+    """Worker-thread half of decoding: everything that needs no state from earlier chunks."""
+    scan = scan_chunk(chunk.data)
+    first = chunk.first_line
+    return _Scanned(
+        scan,
+        {
+            "instructions": _fast_instructions(scan, first),
+            "registers": _fast_registers(scan, first),
+            "memory": _fast_memory(scan, first),
+        },
+    )
+
+
+def _fast_instructions(scan: Scan, first: int) -> pa.Table:
+    f = scan.insn
+    n = len(f["line"])
+    nulls = pa.nulls(n, pa.int64())
+    opcode = pa.array(f["opcode"], pa.uint32(), mask=f["failed"])
+    flags = np.where(f["failed"], np.uint16(Flag.FETCH_FAILED), np.uint16(0))
+    disasm = _strings(f["dis_off"], f["dis_buf"])
+    disasm = pc.if_else(pc.equal(pc.utf8_length(disasm), 0), pa.scalar(None, pa.string()), disasm)
+    fast = pa.Table.from_arrays(
+        [
+            nulls,
+            nulls,
+            pa.nulls(n, pa.uint16()),
+            pa.array(f["pc"], pa.uint64()),
+            opcode,
+            pa.array(f["size"], pa.uint8()),
+            pa.DictionaryArray.from_arrays(pa.array(f["isa"].astype(np.int32)), ISA_NAMES),
+            _nonempty(_strings(f["mode_off"], f["mode_buf"])).dictionary_encode(),
+            pa.array(f["executed"], pa.bool_()),
+            nulls,
+            pa.array(flags, pa.uint16()),
+            disasm,
+            pa.array(f["line"] + first, pa.int64()),
+        ],
+        schema=SCHEMAS["instructions"],
+    )
+    return fast
+
+def _fast_registers(scan: Scan, first: int) -> pa.Table:
+    f = scan.reg
+    n = len(f["line"])
+    names = _strings(f["name_off"], f["name_buf"]).dictionary_encode()
+    fast = pa.Table.from_arrays(
+        [
+            pa.nulls(n, pa.int64()),
+            pa.nulls(n, pa.int64()),
+            pa.nulls(n, pa.uint16()),
+            _canonical_names(names, f["nbytes"]),
+            pa.array(f["nbytes"], pa.uint8()),
+            pa.array(f["value"], pa.uint64()),
+            pa.nulls(n, pa.binary()),
+            pa.nulls(n, pa.binary()),
+            pa.array(f["line"] + first, pa.int64()),
+        ],
+        schema=SCHEMAS["registers"],
+    )
+    return fast
+
+def _fast_memory(scan: Scan, first: int) -> pa.Table:
+    f = scan.mem
+    n = len(f["line"])
+    fast = pa.Table.from_arrays(
+        [
+            pa.nulls(n, pa.int64()),
+            pa.nulls(n, pa.int64()),
+            pa.nulls(n, pa.uint16()),
+            pa.DictionaryArray.from_arrays(pa.array(f["op"].astype(np.int32)), ["R", "W"]),
+            pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), ["core"]),
+            pa.array(f["size"], pa.uint8()),
+            pa.array(f["addr"], pa.uint64()),
+            pa.array(f["paddr"], pa.uint64(), mask=~f["has_paddr"]),
+            pa.array(f["value"], pa.uint64()),
+            pa.nulls(n, pa.binary()),
+            pa.array(_MEMORY_ATTRS, pa.string()).take(pa.array(f["attr"].astype(np.int32))),
+            pa.array(f["line"] + first, pa.int64()),
+        ],
+        schema=SCHEMAS["memory"],
+    )
+    return fast
+
+
 
 
 def _strings(offsets: np.ndarray, buf: np.ndarray) -> pa.Array:

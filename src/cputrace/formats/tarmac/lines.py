@@ -458,7 +458,7 @@ class TarmacLineParser:
             for at, size in split_power_of_two(start, end):
                 value = None
                 if known:
-                    value = int.from_bytes(bytes(int(cells[at + i], 16) for i in range(size)), "little")
+                    value = int.from_bytes(bytes.fromhex("".join(cells[at : at + size])), "little")
                 rows.memory.append(
                     op="R" if kind == "LD" else "W",
                     source="core",
@@ -521,12 +521,12 @@ class TarmacLineParser:
         rows.events.append(kind=kind, name=name, value=value, text=record, src=src)
 
     @staticmethod
-    def _branch(rest: list[str], src: int, rows: Rows) -> None:
+    def _branch(rest: list[str], record: str, src: int, rows: Rows) -> None:
         target = rest[0].strip("()")
         if not _HEXISH.fullmatch(target):
             raise LineError("a branch target address")
         isa = ISA_LETTERS.get(rest[1])[0].name if len(rest) > 1 and rest[1] in ISA_LETTERS else None
-        rows.events.append(kind="branch", value=int(target, 16), name=isa, src=src)
+        rows.events.append(kind="branch", value=int(target, 16), name=isa, text=record, src=src)
 
     @staticmethod
     def _microarch(kw: str, rest: list[str], record: str, src: int, rows: Rows) -> None:
@@ -555,4 +555,6 @@ _KEYWORDS = frozenset(
 
 
 def _looks_like_keyword(tok: str) -> bool:
-    return tok in _KEYWORDS or tok.startswith(("MR", "MW", "MU", "cpu")) or tok in KNOWN_TEXT_RECORDS
+    return (
+        tok in _KEYWORDS or tok.startswith(("MR", "MW", "MU", "cpu")) or tok in KNOWN_TEXT_RECORDS
+    )

@@ -1,0 +1,137 @@
+"""ELF program images: loadable segments, symbols, mapping symbols and line tables."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import BinaryIO
+
+from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import SymbolTableSection
+
+from ..model import Isa
+from .errors import ELF_PARSE_ERRORS, ImageError
+from .lines import LineTable
+from .memory import Image, Region
+from .symbols import Binding, StateRange, Symbol, SymbolKind, SymbolTable
+
+_MAPPING_SYMBOL = re.compile(r"\$([atxd])(?:\.|$)")
+_MAPPING_STATES: dict[str, Isa | None] = {"a": Isa.A32, "t": Isa.T32, "x": Isa.A64, "d": None}
+_KINDS = {
+    "STT_FUNC": SymbolKind.FUNC,
+    "STT_LOOS": SymbolKind.FUNC,  # STT_GNU_IFUNC
+    "STT_OBJECT": SymbolKind.OBJECT,
+    "STT_NOTYPE": SymbolKind.NOTYPE,
+}
+_BINDINGS = {"STB_GLOBAL": Binding.GLOBAL, "STB_LOOS": Binding.GLOBAL, "STB_WEAK": Binding.WEAK}
+_SHF_ALLOC = 0x2
+
+
+def load_elf(path: str | os.PathLike[str], load_offset: int = 0) -> Image:
+    """The PT_LOAD segments (file bytes at their virtual addresses), symbols and lines.
+
+    `load_offset` is added to every address, for code that runs where it was not linked.
+    Only the bytes the file holds are loaded (p_filesz): zero-filled .bss is not code.
+    """
+    path = Path(path)
+    try:
+        with open(path, "rb") as stream:
+            size = os.fstat(stream.fileno()).st_size
+            elf = ELFFile(stream)
+            regions = _segments(elf, stream, size, path, load_offset)
+            symbols = _symbols(elf, load_offset)
+    except OSError as exc:
+        raise ImageError(f"{path}: cannot read: {exc.strerror}") from exc
+    except ELF_PARSE_ERRORS as exc:
+        raise ImageError(f"{path}: not a valid ELF file (truncated or damaged?): {exc}") from exc
+    return Image(regions, symbols, LineTable.from_elf(path, load_offset))
+
+
+def _segments(
+    elf: ELFFile, stream: BinaryIO, file_size: int, path: Path, load_offset: int
+) -> list[Region]:
+    regions = []
+    for index, segment in enumerate(elf.iter_segments()):
+        if segment["p_type"] != "PT_LOAD" or not segment["p_filesz"]:
+            continue
+        offset, length = segment["p_offset"], segment["p_filesz"]
+        if offset + length > file_size:
+            raise ImageError(
+                f"{path}: segment {index} needs file bytes 0x{offset:x}-0x{offset + length:x} "
+                f"but the file has only 0x{file_size:x} (truncated?)"
+            )
+        stream.seek(offset)
+        data = stream.read(length)
+        regions.append(Region(segment["p_vaddr"] + load_offset, data, f"{path} segment {index}"))
+    return regions
+
+
+def _function_isa(machine: str, value: int, arm_thumb_type: bool) -> Isa | None:
+    if machine == "EM_ARM":
+        return Isa.T32 if value & 1 or arm_thumb_type else Isa.A32
+    if machine == "EM_AARCH64":
+        return Isa.A64
+    if machine in ("EM_SPARC", "EM_SPARC32PLUS"):
+        return Isa.SPARC
+    return None
+
+
+def _symbols(elf: ELFFile, load_offset: int) -> SymbolTable:
+    """Named symbols and, on Arm, the ISA ranges that mapping symbols mark."""
+    machine = elf["e_machine"]
+    arm = machine in ("EM_ARM", "EM_AARCH64")
+    tables = [s for s in elf.iter_sections() if isinstance(s, SymbolTableSection)]
+    table = next((t for t in tables if t.name == ".symtab"), tables[0] if tables else None)
+    if table is None:
+        return SymbolTable()
+    symbols: list[Symbol] = []
+    marks: dict[int, list[tuple[int, Isa | None]]] = {}  # section index -> (address, state)
+    for entry in table.iter_symbols():
+        shndx = entry["st_shndx"]
+        if not entry.name or shndx in ("SHN_UNDEF", "SHN_COMMON"):
+            continue
+        value = entry["st_value"]
+        mapping = _MAPPING_SYMBOL.match(entry.name) if arm else None
+        if mapping:
+            if isinstance(shndx, int):
+                marks.setdefault(shndx, []).append((value, _MAPPING_STATES[mapping[1]]))
+            continue
+        kind_name = entry["st_info"]["type"]
+        thumb_type = machine == "EM_ARM" and kind_name == "STT_LOPROC"  # STT_ARM_TFUNC
+        kind = SymbolKind.FUNC if thumb_type else _KINDS.get(kind_name)
+        if kind is None or (shndx == "SHN_ABS" and kind is SymbolKind.NOTYPE):
+            continue
+        isa = None
+        if kind is SymbolKind.FUNC:
+            isa = _function_isa(machine, value, thumb_type)
+            if machine == "EM_ARM":
+                value &= ~1
+        symbols.append(
+            Symbol(
+                entry.name,
+                value + load_offset,
+                entry["st_size"],
+                kind,
+                _BINDINGS.get(entry["st_info"]["bind"], Binding.LOCAL),
+                isa,
+            )
+        )
+    return SymbolTable(symbols, _mapping_ranges(elf, marks, load_offset))
+
+
+def _mapping_ranges(
+    elf: ELFFile, marks: dict[int, list[tuple[int, Isa | None]]], load_offset: int
+) -> list[StateRange]:
+    """Each mapping symbol's state reaches the next one in its section, or the section end."""
+    ranges = []
+    for shndx, points in marks.items():
+        section = elf.get_section(shndx)
+        if not section["sh_flags"] & _SHF_ALLOC:
+            continue
+        end = section["sh_addr"] + section["sh_size"]
+        points.sort(key=lambda p: p[0])
+        for (start, state), (stop, _) in zip(points, [*points[1:], (end, None)], strict=True):
+            if start < stop:
+                ranges.append(StateRange(start + load_offset, stop + load_offset, state))
+    return ranges

@@ -1,0 +1,115 @@
+"""Program images: memory regions with bytes, read by address.
+
+Decoders of compressed traces fetch every instruction they reconstruct from here, so reads
+that the image cannot satisfy fail loudly with the address, never with made-up bytes.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from itertools import pairwise
+
+from .errors import ImageError
+from .lines import LineTable
+from .symbols import SymbolTable
+
+
+@dataclass(frozen=True, slots=True)
+class Region:
+    """Bytes at an address; `name` says where they came from so errors can point at it."""
+
+    start: int
+    data: bytes | memoryview
+    name: str
+
+    @property
+    def end(self) -> int:
+        """The address just past the last byte."""
+        return self.start + len(self.data)
+
+    def __str__(self) -> str:
+        return f"{self.name} [0x{self.start:x}-0x{self.end:x})"
+
+
+class Image:
+    """Non-overlapping regions of memory, plus the symbols and line tables that describe them."""
+
+    def __init__(
+        self,
+        regions: Iterable[Region] = (),
+        symbols: SymbolTable | None = None,
+        lines: LineTable | None = None,
+    ) -> None:
+        ordered = sorted((r for r in regions if len(r.data)), key=lambda r: r.start)
+        for region in ordered:
+            if region.start < 0:
+                raise ImageError(f"{region}: negative address")
+        for before, after in pairwise(ordered):
+            if after.start < before.end:
+                raise ImageError(f"{after} overlaps {before}")
+        self._regions = tuple(ordered)
+        self._starts = [r.start for r in ordered]
+        self.symbols: SymbolTable = symbols if symbols is not None else SymbolTable()
+        self.lines: LineTable = lines if lines is not None else LineTable()
+
+    @classmethod
+    def merge(cls, images: Iterable[Image]) -> Image:
+        """One image holding the regions, symbols and lines of all; regions must not overlap."""
+        images = list(images)
+        return cls(
+            (r for image in images for r in image.regions),
+            SymbolTable.merge(image.symbols for image in images),
+            LineTable.merge(image.lines for image in images),
+        )
+
+    @property
+    def regions(self) -> tuple[Region, ...]:
+        """The regions in address order."""
+        return self._regions
+
+    def __repr__(self) -> str:
+        shown = ", ".join(str(r) for r in self._regions[:4])
+        more = f", +{len(self._regions) - 4} more" if len(self._regions) > 4 else ""
+        return f"Image({shown}{more}; {len(self.symbols)} symbols)"
+
+    def _pieces(self, address: int, size: int) -> Iterator[memoryview]:
+        """Consecutive bytes from `address`, across adjacent regions, until `size` or a gap."""
+        i = bisect_right(self._starts, address) - 1
+        while size > 0 and 0 <= i < len(self._regions):
+            region = self._regions[i]
+            if not region.start <= address < region.end:
+                return
+            offset = address - region.start
+            piece = memoryview(region.data)[offset : offset + size]
+            yield piece
+            address += len(piece)
+            size -= len(piece)
+            i += 1
+
+    def read(self, address: int, size: int) -> bytes:
+        """`size` bytes at `address`; ImageError naming the first address the image lacks."""
+        data = b"".join(self._pieces(address, size))
+        if len(data) < size:
+            missing = address + len(data)
+            raise ImageError(
+                f"0x{missing:x} is not in the program image (reading {size} bytes at "
+                f"0x{address:x}; image holds {self._describe()})"
+            )
+        return data
+
+    def read_upto(self, address: int, limit: int) -> bytes:
+        """Up to `limit` bytes from `address`, fewer where the image ends; b"" if none there."""
+        return b"".join(self._pieces(address, limit))
+
+    def contains(self, address: int, size: int = 1) -> bool:
+        """Whether every byte of [address, address+size) is in the image."""
+        return sum(len(p) for p in self._pieces(address, size)) == size
+
+    def _describe(self) -> str:
+        if not self._regions:
+            return "nothing"
+        shown = ", ".join(str(r) for r in self._regions[:3])
+        more = len(self._regions) - 3
+        return shown + (f" and {more} more regions" if more > 0 else "")
