@@ -90,7 +90,7 @@ REGISTERS = pa.schema(
         ("time", pa.int64()),
         ("cpu", pa.uint16()),
         ("reg", _dict_str),
-        ("size", pa.uint8()),
+        ("size", pa.uint16()),
         ("value", pa.uint64()),
         ("wide", pa.binary()),
         ("mask", pa.binary()),

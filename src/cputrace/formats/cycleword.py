@@ -31,7 +31,7 @@ class CycleWord:
     size: int  # bytes, 0 when absent
     flags: str  # the remaining letters with underscores removed, e.g. 'O', 'L', 'OI', 'D', 'X'
     fetch: bool  # an opcode/instruction fetch: flag O, or a trailing I / '_I'
-    memory_order: bool  # trailing D (Cortex-M RTL): data is printed in memory byte order
+    memory_order: bool  # 8-character word ending in D (Cortex-M RTL): data in memory byte order
 
 
 @lru_cache(maxsize=256)
@@ -50,5 +50,5 @@ def parse_cycle_word(word: str) -> CycleWord | None:
     flags = m["flags"].replace("_", "")
     fetch = m["op"] == "R" and ("O" in flags or flags.endswith("I"))
     return CycleWord(
-        bus, m["cycle"], m["op"], int(m["size"]), flags, fetch, m["flags"].endswith("D")
+        bus, m["cycle"], m["op"], int(m["size"]), flags, fetch, len(word) == 8 and word[-1] == "D"
     )

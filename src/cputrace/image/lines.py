@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import posixpath
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,8 +67,12 @@ def _file_names(program, comp_dir: str) -> list[str | None]:
             directory = dirs[index] if index < len(dirs) else ""
         else:
             directory = comp_dir if index == 0 else (dirs[index - 1] if index <= len(dirs) else "")
-        names.append(name if os.path.isabs(name) or not directory else f"{directory}/{name}")
+        names.append(name if os.path.isabs(name) or not directory else _join(directory, name))
     return names
+
+
+def _join(directory: str, name: str) -> str:
+    return posixpath.normpath(f"{directory}/{name}")
 
 
 @functools.lru_cache(maxsize=16)

@@ -397,6 +397,11 @@ class TarmacLineParser:
         else:
             data_be, known_be = parse_hex_value("".join(data_tokens))
             data = data_be if memory_order else data_be[::-1]
+            width = len(data)
+            if width > size and width & (width - 1) == 0:
+                # a narrow access printed as the whole aligned bus word (Cortex-M RTL fetches)
+                lane = int(addr.group(1), 16) % width
+                data = data[lane : lane + size]
             data = (data + bytes(size))[:size]
             if all(known_be):
                 if size <= 8:

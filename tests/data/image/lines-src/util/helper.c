@@ -1,0 +1,6 @@
+#include "helper.h"
+
+int twice(int x)
+{
+    return x + x;
+}
