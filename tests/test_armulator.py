@@ -421,7 +421,7 @@ def test_sniff_scores() -> None:
         ("MSW4___D", CycleWord(False, "S", "W", 4, "D", False, True)),
         ("MNW4____", CycleWord(False, "N", "W", 4, "", False, False)),
         ("MCW4___R", CycleWord(False, "C", "W", 4, "R", False, False)),
-        ("MR4_D", CycleWord(False, "", "R", 4, "D", False, True)),
+        ("MR4_D", CycleWord(False, "", "R", 4, "D", False, False)),  # only 8-char words
         ("MR2_I", CycleWord(False, "", "R", 2, "I", True, False)),
         ("MR4", CycleWord(False, "", "R", 4, "", False, False)),
         ("MW16", CycleWord(False, "", "W", 16, "", False, False)),

@@ -16,10 +16,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from paths import DATA
 
 from cputrace.ingest import ingest
-
-from paths import DATA
 
 # (reference name, cputrace name): cputrace keeps banked suffixes and producers' names.
 REGISTER_ALIASES = {

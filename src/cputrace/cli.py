@@ -17,7 +17,13 @@ import click
 import duckdb
 import pyarrow as pa
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
 from rich.table import Table
 
 from . import __version__
@@ -29,7 +35,7 @@ from .inputs import Fingerprint
 from .trace import Trace, cached_store_path
 from .trace import open as open_trace
 
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 @contextlib.contextmanager
@@ -132,12 +138,14 @@ def info_cmd(trace: str, as_json: bool) -> None:
         return
     counts = m["counts"]
     span = m["time"]
+    inputs = m["inputs"]
+    timed = span["min"] is not None
     lines = [
         ("store", str(t.path)),
-        ("inputs", ", ".join(f"{Path(i['path']).name} ({i['size']:,} bytes, {i['format']})" for i in m["inputs"])),
+        ("inputs", ", ".join(f"{Path(i['path']).name} ({i['size']:,} bytes, {i['format']})" for i in inputs)),
         ("instructions", f"{counts['instructions']:,} ({row['failed'] or 0:,} condition failed)"),
         ("pc range", f"{row['lo']:#x} .. {row['hi']:#x}" if row["lo"] is not None else "-"),
-        ("time", f"{span['min']} .. {span['max']} {span['unit'] or ''}".strip() if span["min"] is not None else "-"),
+        ("time", f"{span['min']} .. {span['max']} {span['unit'] or ''}".strip() if timed else "-"),
         ("cores", ", ".join(map(str, m["cpus"])) or "-"),
         ("ISAs", ", ".join(m["isas"]) or "-"),
         ("modes", ", ".join(m["modes"]) or "-"),
@@ -170,7 +178,7 @@ def list_cmd(trace: str, where: str | None, limit: int | None, fmt: str) -> None
     if limit is not None:
         query += f" LIMIT {limit}"
     table = t.sql(query)
-    out = click.get_text_stream("stdout")
+    out = sys.stdout
     if fmt == "tarmac":
         write_tarmac(t, table, out)
     elif fmt == "text":
@@ -197,7 +205,7 @@ def sql_cmd(trace: str, query: str, fmt: str) -> None:
     """Run SQL over the tables instructions, registers, memory, events."""
     t = _open(trace)
     table = t.sql(query)
-    out = click.get_text_stream("stdout")
+    out = sys.stdout
     if fmt == "table":
         view = Table(*table.column_names)
         for row in table.to_pylist():

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import xxhash
 import pyarrow.compute as pc
+import xxhash
 
 from .errors import CputraceError
 from .formats import DecodeContext, get_decoder, sniff

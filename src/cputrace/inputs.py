@@ -7,6 +7,7 @@ from the same reads, so fingerprinting costs no extra pass.
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
 import io
 import lzma
@@ -190,7 +191,7 @@ def prefetched(items: Iterator[T], depth: int = 2) -> Iterator[T]:
                     return
                 slots.put((True, item))
             slots.put((False, None))
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+        except BaseException as exc:
             slots.put((False, exc))
 
     worker = threading.Thread(target=produce, daemon=True)
@@ -206,7 +207,5 @@ def prefetched(items: Iterator[T], depth: int = 2) -> Iterator[T]:
     finally:
         stop.set()
         while worker.is_alive():
-            try:
+            with contextlib.suppress(queue.Empty):
                 slots.get(timeout=0.05)
-            except queue.Empty:
-                pass

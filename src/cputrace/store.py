@@ -6,6 +6,7 @@ complete, so a crash or a bad input never leaves something that looks like a fin
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -68,7 +69,7 @@ class StoreWriter:
         for writer in self._writers.values():
             try:
                 writer.close()
-            except Exception:  # noqa: BLE001 - cleaning up after a failure already reported
+            except Exception:
                 pass
         shutil.rmtree(self.tmp, ignore_errors=True)
 

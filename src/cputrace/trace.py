@@ -16,7 +16,6 @@ from .ingest import ProgressHook, default_store_path, ingest, store_is_current
 from .model import TABLES
 from .store import is_store, read_manifest, table_path
 
-
 _SQL_QUOTED = re.compile(r"('(?:[^']|'')*'|\"(?:[^\"]|\"\")*\")")
 _HEX_LITERAL = re.compile(r"\b0[xX]([0-9a-fA-F]+)\b")
 
@@ -106,7 +105,7 @@ class Trace:
         self.close()
 
 
-def open(  # noqa: A001 - the library's front door, like builtins.open for traces
+def open(
     path: str | os.PathLike[str],
     *,
     format: str | None = None,

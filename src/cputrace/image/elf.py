@@ -11,7 +11,8 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
 from ..model import Isa
-from .errors import ELF_PARSE_ERRORS, ImageError
+from .elfopen import open_elf
+from .errors import ImageError
 from .lines import LineTable
 from .memory import Image, Region
 from .symbols import Binding, StateRange, Symbol, SymbolKind, SymbolTable
@@ -35,16 +36,9 @@ def load_elf(path: str | os.PathLike[str], load_offset: int = 0) -> Image:
     Only the bytes the file holds are loaded (p_filesz): zero-filled .bss is not code.
     """
     path = Path(path)
-    try:
-        with open(path, "rb") as stream:
-            size = os.fstat(stream.fileno()).st_size
-            elf = ELFFile(stream)
-            regions = _segments(elf, stream, size, path, load_offset)
-            symbols = _symbols(elf, load_offset)
-    except OSError as exc:
-        raise ImageError(f"{path}: cannot read: {exc.strerror}") from exc
-    except ELF_PARSE_ERRORS as exc:
-        raise ImageError(f"{path}: not a valid ELF file (truncated or damaged?): {exc}") from exc
+    with open_elf(path, "not a valid ELF file (truncated or damaged?)") as (elf, stream, size):
+        regions = _segments(elf, stream, size, path, load_offset)
+        symbols = _symbols(elf, load_offset)
     return Image(regions, symbols, LineTable.from_elf(path, load_offset))
 
 

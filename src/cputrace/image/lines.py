@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from elftools.elf.elffile import ELFFile
 
-from .errors import ELF_PARSE_ERRORS, ImageError
+from .elfopen import open_elf
+from .errors import ImageError
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +58,10 @@ def _file_names(program, comp_dir: str) -> list[str | None]:
     versions count files from 1, and directory 0 means the compilation directory.
     """
     version = program["version"]
-    dirs = [d.decode("utf-8", "replace") for d in program["include_directory"]]
+    dirs = [_text(d) for d in program["include_directory"]]
     names: list[str | None] = [] if version >= 5 else [None]
     for entry in program["file_entry"]:
-        name = entry.name.decode("utf-8", "replace")
+        name = _text(entry.name)
         index = entry.dir_index
         if version >= 5:
             directory = dirs[index] if index < len(dirs) else ""
@@ -69,6 +69,13 @@ def _file_names(program, comp_dir: str) -> list[str | None]:
             directory = comp_dir if index == 0 else (dirs[index - 1] if index <= len(dirs) else "")
         names.append(name if os.path.isabs(name) or not directory else _join(directory, name))
     return names
+
+
+def _text(value: bytes | str | None) -> str:
+    """A name from DWARF: bytes, or str from some forms, or None when damaged."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else "?"
 
 
 def _join(directory: str, name: str) -> str:
@@ -82,36 +89,28 @@ def _rows_for(path: str, mtime_ns: int, size: int) -> _Rows:
     file_index: list[int] = []
     lines: list[int] = []
     files: dict[str, int] = {}
-    try:
-        with open(path, "rb") as stream:
-            elf = ELFFile(stream)
-            if not elf.has_dwarf_info():
-                return _EMPTY
-            dwarf = elf.get_dwarf_info()
-            for cu in dwarf.iter_CUs():
-                program = dwarf.line_program_for_CU(cu)
-                if program is None:
+    with open_elf(Path(path), "damaged DWARF line table") as (elf, _, _):
+        if not elf.has_dwarf_info():
+            return _EMPTY
+        dwarf = elf.get_dwarf_info()
+        for cu in dwarf.iter_CUs():
+            program = dwarf.line_program_for_CU(cu)
+            if program is None:
+                continue
+            comp_dir = cu.get_top_DIE().attributes.get("DW_AT_comp_dir")
+            names = _file_names(program, _text(comp_dir.value) if comp_dir else "")
+            local = [-1 if n is None else files.setdefault(n, len(files)) for n in names]
+            for entry in program.get_entries():
+                state = entry.state
+                if state is None:
                     continue
-                comp_dir = cu.get_top_DIE().attributes.get("DW_AT_comp_dir")
-                names = _file_names(
-                    program, comp_dir.value.decode("utf-8", "replace") if comp_dir else ""
-                )
-                local = [-1 if n is None else files.setdefault(n, len(files)) for n in names]
-                for entry in program.get_entries():
-                    state = entry.state
-                    if state is None:
-                        continue
-                    addresses.append(state.address)
-                    if state.end_sequence:
-                        file_index.append(-1)
-                        lines.append(0)
-                    else:
-                        file_index.append(local[state.file] if state.file < len(local) else -1)
-                        lines.append(state.line)
-    except OSError as exc:
-        raise ImageError(f"{path}: cannot read line table: {exc.strerror}") from exc
-    except ELF_PARSE_ERRORS as exc:
-        raise ImageError(f"{path}: damaged DWARF line table: {exc}") from exc
+                addresses.append(state.address)
+                if state.end_sequence:
+                    file_index.append(-1)
+                    lines.append(0)
+                else:
+                    file_index.append(local[state.file] if state.file < len(local) else -1)
+                    lines.append(state.line)
     address_array = np.array(addresses, dtype=np.uint64)
     file_array = np.array(file_index, dtype=np.int32)
     # by address; at one address an end of sequence first, then rows in program order

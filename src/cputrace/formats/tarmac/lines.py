@@ -231,7 +231,12 @@ class TarmacLineParser:
             ):
                 addr_text, opcode_text = after[0], after[1]
                 j += 2
-            elif paren is not None and after and _OPCODE.fullmatch(after[0]):
+            elif (
+                paren is not None
+                and len(after) >= 2
+                and _OPCODE.fullmatch(after[0])
+                and after[1] in ISA_LETTERS
+            ):  # `IT (address) opcode ISA ...`
                 addr_text, opcode_text = paren.partition(":")[0], after[0]
                 j += 1
             else:

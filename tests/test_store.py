@@ -1,0 +1,133 @@
+"""Stores: atomic writes, the model contract, version checks, and cache reuse."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import cputrace
+from cputrace.errors import StoreError, TraceFormatError
+from cputrace.ingest import ingest
+from cputrace.model import MODEL_VERSION, SCHEMAS
+from cputrace.store import read_manifest
+
+TRACE = (
+    "0 clk IT (0) 00008000 e3a00001 A svc_s : MOV r0,#1\n"
+    "0 clk R r0 00000001\n"
+    "1 clk IT (1) 00008004 e5801000 A svc_s : STR r1,[r0,#0]\n"
+    "1 clk MW4 00000001 00000000\n"
+)
+
+
+def test_model_columns_are_the_public_contract() -> None:
+    assert {name: schema.names for name, schema in SCHEMAS.items()} == {
+        "instructions": [
+            "seq", "time", "cpu", "pc", "opcode", "size", "isa", "mode", "executed", "cycles",
+            "flags", "disasm", "src",
+        ],
+        "registers": ["seq", "time", "cpu", "reg", "size", "value", "wide", "mask", "src"],
+        "memory": [
+            "seq", "time", "cpu", "op", "source", "size", "addr", "paddr", "value", "wide",
+            "attrs", "src",
+        ],
+        "events": [
+            "seq", "time", "cpu", "kind", "number", "name", "value", "value1", "text", "src",
+        ],
+    }  # fmt: skip
+    assert SCHEMAS["instructions"].field("pc").type == pa.uint64()
+    assert SCHEMAS["instructions"].field("opcode").type == pa.uint32()
+    assert SCHEMAS["memory"].field("addr").type == pa.uint64()
+
+
+def test_store_files_and_manifest(tmp_path: Path) -> None:
+    src = tmp_path / "a.tarmac"
+    src.write_text(TRACE)
+    result = ingest([src])
+    assert result.store == tmp_path / "a.tarmac.ctrace"
+    assert sorted(p.name for p in result.store.iterdir()) == [
+        "events.parquet", "instructions.parquet", "manifest.json", "memory.parquet",
+        "registers.parquet",
+    ]  # fmt: skip
+    manifest = json.loads((result.store / "manifest.json").read_text())
+    assert manifest["model_version"] == MODEL_VERSION
+    assert manifest["counts"] == {"instructions": 2, "registers": 1, "memory": 1, "events": 0}
+    assert manifest["inputs"][0]["size"] == len(TRACE)
+    assert len(manifest["inputs"][0]["xxh3_128"]) == 32
+    assert manifest["time"] == {"min": 0, "max": 1, "unit": "clk"}
+    assert manifest["isas"] == ["A32"] and manifest["cpus"] == [0]
+
+
+def test_failed_ingest_leaves_nothing_and_keeps_the_old_store(tmp_path: Path) -> None:
+    good = tmp_path / "a.tarmac"
+    good.write_text(TRACE)
+    store = tmp_path / "out.ctrace"
+    ingest([good], store)
+    before = (store / "manifest.json").read_text()
+    bad = tmp_path / "b.tarmac"
+    bad.write_text(TRACE + "this is not tarmac\n")
+    with pytest.raises(TraceFormatError, match=r"b\.tarmac:5: expected"):
+        ingest([bad], store, strict=True)
+    assert (store / "manifest.json").read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.tarmac", "b.tarmac", "out.ctrace"]
+
+
+def test_newer_model_version_is_refused(tmp_path: Path) -> None:
+    src = tmp_path / "a.tarmac"
+    src.write_text(TRACE)
+    store = ingest([src]).store
+    manifest = json.loads((store / "manifest.json").read_text())
+    manifest["model_version"] = MODEL_VERSION + 1
+    (store / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(StoreError, match=r"newer|model version"):
+        read_manifest(store)
+    with pytest.raises(StoreError):
+        cputrace.open(store)
+
+
+def test_damaged_store_is_refused(tmp_path: Path) -> None:
+    src = tmp_path / "a.tarmac"
+    src.write_text(TRACE)
+    store = ingest([src]).store
+    (store / "memory.parquet").unlink()
+    with pytest.raises(StoreError, match=r"memory\.parquet is missing"):
+        cputrace.open(store)
+
+
+def test_open_reuses_the_store_while_the_input_is_unchanged(tmp_path: Path) -> None:
+    src = tmp_path / "a.tarmac"
+    src.write_text(TRACE)
+    t = cputrace.open(src)
+    created = (t.path / "manifest.json").stat().st_mtime_ns
+    assert cputrace.open(src).path == t.path
+    assert (t.path / "manifest.json").stat().st_mtime_ns == created  # reused
+    os.utime(src, ns=(1, 1))  # touched, same bytes: still reused (hash matches)
+    cputrace.open(src)
+    assert (t.path / "manifest.json").stat().st_mtime_ns == created
+    src.write_text(TRACE + "2 clk IT (2) 00008008 e3a00002 A svc_s : MOV r0,#2\n")
+    t2 = cputrace.open(src)
+    assert t2.manifest["counts"]["instructions"] == 3
+
+
+def test_python_api_tables_and_sql(tmp_path: Path) -> None:
+    src = tmp_path / "a.tarmac"
+    src.write_text(TRACE)
+    with cputrace.open(src) as t:
+        assert t.instructions.num_rows == 2
+        assert t.instructions.column("pc").to_pylist() == [0x8000, 0x8004]
+        assert t.memory.column("op").to_pylist() == ["W"]
+        assert t.registers.column("reg").to_pylist() == ["r0"]
+        got = t.sql(
+            "SELECT i.pc, m.addr FROM instructions i JOIN memory m USING (seq) WHERE i.pc = 0x8004"
+        ).to_pylist()
+        assert got == [{"pc": 0x8004, "addr": 1}]
+        assert t.sql("SELECT count(*) AS n FROM events").to_pylist() == [{"n": 0}]
+
+
+def test_hex_literals_only_outside_quotes() -> None:
+    from cputrace.trace import decimal_hex_literals
+
+    assert decimal_hex_literals("pc = 0x10 AND disasm = 'x 0x10'") == "pc = 16 AND disasm = 'x 0x10'"
