@@ -67,10 +67,8 @@ class StoreWriter:
 
     def abort(self) -> None:
         for writer in self._writers.values():
-            try:
+            with contextlib.suppress(Exception):  # cleaning up after a failure already reported
                 writer.close()
-            except Exception:
-                pass
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 

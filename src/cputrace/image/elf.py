@@ -42,9 +42,7 @@ def load_elf(path: str | os.PathLike[str], load_offset: int = 0) -> Image:
     return Image(regions, symbols, LineTable.from_elf(path, load_offset))
 
 
-def _segments(
-    elf: ELFFile, stream: BinaryIO, file_size: int, path: Path, load_offset: int
-) -> list[Region]:
+def _segments(elf: ELFFile, stream: BinaryIO, file_size: int, path: Path, load_offset: int) -> list[Region]:
     regions = []
     for index, segment in enumerate(elf.iter_segments()):
         if segment["p_type"] != "PT_LOAD" or not segment["p_filesz"]:

@@ -27,6 +27,7 @@ _PARSE_ERRORS = (
     AttributeError,
     TypeError,
     AssertionError,
+    RuntimeError,  # NotImplementedError for forms pyelftools does not know
 )
 """What pyelftools raises on damaged files. Damaged DWARF makes it fail deep inside (None
 where it expects bytes, asserts), so the list is wide; it is only caught around parsing."""

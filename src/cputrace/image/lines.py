@@ -46,9 +46,7 @@ class _Rows:
         return files, lines
 
 
-_EMPTY = _Rows(
-    np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32), ()
-)
+_EMPTY = _Rows(np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32), ())
 
 
 def _file_names(program, comp_dir: str) -> list[str | None]:
@@ -111,11 +109,11 @@ def _rows_for(path: str, mtime_ns: int, size: int) -> _Rows:
                 else:
                     file_index.append(local[state.file] if state.file < len(local) else -1)
                     lines.append(state.line)
-    address_array = np.array(addresses, dtype=np.uint64)
-    file_array = np.array(file_index, dtype=np.int32)
+        address_array = np.array(addresses, dtype=np.uint64)
+        file_array = np.array(file_index, dtype=np.int32)
+        line_array = np.array(lines, dtype=np.int32)
     # by address; at one address an end of sequence first, then rows in program order
     order = np.lexsort((np.arange(len(addresses)), file_array >= 0, address_array))
-    line_array = np.array(lines, dtype=np.int32)
     return _Rows(address_array[order], file_array[order], line_array[order], tuple(files))
 
 

@@ -37,16 +37,12 @@ def load_srec(path: str | os.PathLike[str], offset: int = 0) -> Image:
             )
         expected = ~sum(record[:-1]) & 0xFF
         if record[-1] != expected:
-            raise ImageError(
-                f"{where}: bad checksum 0x{record[-1]:02x} (expected 0x{expected:02x})"
-            )
+            raise ImageError(f"{where}: bad checksum 0x{record[-1]:02x} (expected 0x{expected:02x})")
         address = int.from_bytes(record[1 : 1 + width], "big")
         if kind in _DATA_TYPES:
             records.append(Record(address + offset, record[1 + width : -1], number))
         elif kind in _COUNT_TYPES and address != len(records):
-            raise ImageError(
-                f"{where}: S{kind} says {address} data records, the file has {len(records)}"
-            )
+            raise ImageError(f"{where}: S{kind} says {address} data records, the file has {len(records)}")
         elif kind in _END_TYPES:
             ended = True
     if not ended:

@@ -139,9 +139,7 @@ class SymbolTable:
     def _rank(self, i: int) -> tuple[int, int, int, int]:
         symbol = self.symbols[i]
         preferred = (
-            self.preferred.index(symbol.name)
-            if symbol.name in self.preferred
-            else len(self.preferred)
+            self.preferred.index(symbol.name) if symbol.name in self.preferred else len(self.preferred)
         )
         return (preferred, _KIND_RANK[symbol.kind], _BINDING_RANK[symbol.binding], i)
 
