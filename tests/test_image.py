@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from elftools.elf.elffile import ELFFile
+from paths import shared
 
 from cputrace.errors import CputraceError
 from cputrace.image import (
@@ -38,7 +39,6 @@ DATA = Path(__file__).parent / "data" / "image"
 QUICKSORT = DATA / "quicksort.elf"
 CALLTEST32 = DATA / "calltest32.elf"
 CALCULATOR64 = DATA / "calculator-aarch64.elf"
-TC2 = Path("/work/shared/data/tc2-etmv3")
 
 
 def segment_bytes(path: Path) -> list[tuple[int, bytes]]:
@@ -338,9 +338,9 @@ def test_truncated_elf_is_an_image_error(tmp_path: Path, length: int) -> None:
 
 
 def test_missing_file_is_an_image_error(tmp_path: Path) -> None:
-    with pytest.raises(ImageError, match="nothere.elf: cannot read"):
+    with pytest.raises(ImageError, match=r"nothere\.elf: cannot read"):
         load_elf(tmp_path / "nothere.elf")
-    with pytest.raises(ImageError, match="nothere.bin: cannot read"):
+    with pytest.raises(ImageError, match=r"nothere\.bin: cannot read"):
         load_image_spec(f"{tmp_path / 'nothere.bin'}@0x100")
 
 
@@ -395,15 +395,29 @@ def test_lines_with_load_offset_and_without_dwarf() -> None:
 
 
 def test_damaged_line_table_is_an_image_error(tmp_path: Path) -> None:
+    lines_module._rows_for.cache_clear()
     data = bytearray((DATA / "lines-dwarf5.elf").read_bytes())
     with open(DATA / "lines-dwarf5.elf", "rb") as stream:
         offset = ELFFile(stream).get_section_by_name(".debug_line")["sh_offset"]
-    data[offset + 4 : offset + 6] = b"\x63\x00"  # DWARF version 99
+    data[offset : offset + 4] = struct.pack("<I", 0x7FFFFFF0)  # unit length past the section
     path = tmp_path / "damaged.elf"
     path.write_bytes(bytes(data))
     image = load_elf(path)
     with pytest.raises(ImageError, match=r"damaged\.elf: damaged DWARF line table"):
         image.lines.lines_for(0x401000)
+
+
+def test_section_past_end_of_file(tmp_path: Path) -> None:
+    data = bytearray((DATA / "lines-dwarf4.elf").read_bytes())
+    with open(DATA / "lines-dwarf4.elf", "rb") as stream:
+        elf = ELFFile(stream)
+        index = next(i for i, s in enumerate(elf.iter_sections()) if s.name == ".debug_line")
+        header = elf["e_shoff"] + index * elf["e_shentsize"]
+    data[header + 32 : header + 40] = struct.pack("<Q", 1 << 40)  # sh_size of .debug_line
+    path = tmp_path / "huge.elf"
+    path.write_bytes(bytes(data))
+    with pytest.raises(ImageError, match=r"huge\.elf: section \d+ \(\.debug_line\) .*truncated"):
+        load_elf(path)
 
 
 # --- raw binaries, Intel HEX, S-records, image specs -------------------------------------------
@@ -478,7 +492,7 @@ def test_srec_round_trip(tmp_path: Path, calltest_chunks: list[tuple[int, bytes]
 
 def test_srec_s1_and_s2_records(tmp_path: Path) -> None:
     path = tmp_path / "small.s19"
-    path.write_text("S1070100DEADBEEFC5\nS2080200000102030401\nS9030000FC\n")
+    path.write_text("S1070100DEADBEEFBF\nS20802000001020304EB\nS9030000FC\n")
     image = load_srec(path)
     assert image.read(0x100, 4) == bytes.fromhex("deadbeef")
     assert image.read(0x20000, 4) == bytes.fromhex("01020304")
@@ -662,10 +676,10 @@ def test_snapshot_errors(tmp_path: Path, body: str, message: str) -> None:
         load_snapshot_device(ini)
 
 
-@pytest.mark.skipif(not TC2.exists(), reason="shared TC2 snapshot not available")
 def test_real_tc2_snapshot_device() -> None:
-    entries = read_dump_entries(TC2 / "cpu_0.ini")
+    ini = shared("tc2-etmv3", "cpu_0.ini")
+    entries = read_dump_entries(ini)
     assert entries == [DumpEntry("kernel_dump.bin", 0xC0008000, 0x50000, 0)]
-    image = load_snapshot_dumps(TC2 / "cpu_0.ini", entries)
+    image = load_snapshot_dumps(ini, entries)
     assert image.regions[0].end == 0xC0058000
     assert image.read(0xC002115C, 2) == bytes.fromhex("6369")  # LDR r3,[r4,#0x14] = 0x6963

@@ -70,7 +70,7 @@ class _Stats:
 class _BackgroundWrites:
     """Parquet encoding and compression on their own thread, a few batches behind decoding."""
 
-    def __init__(self, writer: StoreWriter, depth: int = 8) -> None:
+    def __init__(self, writer: StoreWriter, depth: int = 4) -> None:
         self._writer = writer
         self._pool = ThreadPoolExecutor(max_workers=1)
         self._pending: deque[Future[None]] = deque()

@@ -95,10 +95,10 @@ class InputFile:
     def size(self) -> int:
         return self.fingerprint.size
 
-    def open(self) -> BinaryIO:
-        """A fresh stream of the decompressed content; hashing restarts with it."""
+    def open(self, report: bool = True) -> BinaryIO:
+        """A fresh stream of the decompressed content; hashing (and progress) restart with it."""
         raw = open(self.path, "rb")  # noqa: SIM115 - owned by the returned stream
-        self._hasher = _HashingReader(raw, self._on_read)
+        self._hasher = _HashingReader(raw, self._on_read if report else None)
         buffered = io.BufferedReader(self._hasher, buffer_size=1 << 20)
         if self.compression == "gzip":
             return gzip.GzipFile(fileobj=buffered)  # type: ignore[return-value]
@@ -112,7 +112,7 @@ class InputFile:
 
     def head(self, n: int = 64 << 10) -> bytes:
         """The first n bytes of the decompressed content, for sniffing."""
-        stream = self.open()
+        stream = self.open(report=False)
         try:
             return read_exactly(stream, n, self.path)
         finally:
