@@ -5,7 +5,7 @@ Decoders of compressed traces walk the program image with these; a BlockCache ma
 """
 
 from .blocks import MAX_BLOCK, Block, BlockCache, Stop
-from .decode import SUPPORTED_ISAS, decode, decode_run
+from .dispatch import SUPPORTED_ISAS, decode, decode_run
 from .insn import InsnInfo, Kind
 from .itstate import condition_name, it_conditions
 from .sparc import sparc_insn

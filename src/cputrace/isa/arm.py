@@ -160,8 +160,10 @@ def _facts(insn: capstone.CsInsn, isa: Isa, it_condition: tuple[str | None] | No
     target = operands[-1].imm & (_MASK64 if aarch64 else _MASK32) if direct else None
     if it_condition is not None:
         condition = it_condition[0]
+    elif insn.cc > 0 and iid != _IT:  # capstone gives an IT its first condition
+        condition = condition_name(insn.cc - 1)
     else:
-        condition = condition_name(insn.cc - 1) if insn.cc > 0 else None
+        condition = None
     if not is_branch:
         kind, next_isa = Kind.NONE, isa
     else:

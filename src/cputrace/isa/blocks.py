@@ -14,7 +14,7 @@ import numpy as np
 
 from ..image import Image, ImageError
 from ..model import Isa
-from .decode import decode_run
+from .dispatch import decode_run
 from .insn import InsnInfo
 
 MAX_BLOCK = 1024

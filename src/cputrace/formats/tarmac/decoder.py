@@ -44,7 +44,7 @@ _MEMORY_ATTRS = [
 
 _SNIFF_LINE = re.compile(
     rb"\s*(?:(\d+(?:\.\d+)?)\s*(?:clk|ns|ps|cs|cyc|tic|us|ms|s)\s+)?(?:cpu\d+\s+)?"
-    rb"(?:IT|IS|ES|R|M[RW]\d+\w*|MU\d+_\w+|E|EXC|LD|ST|BR|CACHE|TTW|TTU|TLB|Tarmac Text)\s"
+    rb"(?:IT|IS|ES|FD|FI|R|M[RW]\d+\w*|MU\d+_\w+|E|EXC|LD|ST|BR|CACHE|TTW|TTU|TLB|Tarmac Text)\s"
 )
 
 

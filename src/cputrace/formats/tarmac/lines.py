@@ -170,6 +170,8 @@ class TarmacLineParser:
             self._exc(rest, record, src, rows)
         elif kw == "E":
             self._event(rest, record, src, rows)
+        elif kw in ("FD", "FI"):
+            self._flow(kw, rest, record, src, rows)
         elif kw == "BR" and rest and rest[0].startswith("("):
             self._branch(rest, record, src, rows)
         elif kw in ("CACHE", "TTW", "TTU", "TLB", "WALKCACHE"):
@@ -344,6 +346,7 @@ class TarmacLineParser:
         """Memory access records in all their spellings; False if `kw` is not one."""
         op = size = None
         flags = ""
+        bus_attrs: list[str] = []
         fetch = memory_order = False
         source = "core"
         update = _UPDATE.fullmatch(kw)
@@ -354,10 +357,12 @@ class TarmacLineParser:
         elif short:
             op, size = short.group(1), int(short.group(2))
         elif bus:
+            # B<rw><sz><fd><lk><p><s> I<wrcbs> O<wrcbs> <master> <addr> <data>, data lowest
+            # byte first
             op, size, source = bus.group(1), int(bus.group(2)), "bus"
-            fetch = bus.group(3) == "I"
-            flags = "".join(c for c in bus.group(4, 5, 6) if c != "_")
-            rest = rest[3:]  # inner and outer attributes, master id
+            fetch, memory_order = bus.group(3) == "I", True
+            flags = "".join(c for c in bus.group(4, 5) if c != "_") + bus.group(6)
+            bus_attrs, rest = rest[:3], rest[3:]
         else:
             word = parse_cycle_word(kw)
             if word is None or not word.op:
@@ -369,6 +374,9 @@ class TarmacLineParser:
         attrs: list[str] = [c for c in flags if c in "XTLO" and not (fetch and c == "O")]
         if update:
             attrs = [flags]
+        elif bus:
+            attrs = [c for c in flags if c in "XLP"] + ["NS" if flags[-1] == "N" else "S"]
+            attrs += [f"master={bus_attrs[2]}", *bus_attrs[:2]] if len(bus_attrs) == 3 else []
         if k < len(rest) and rest[k] in ("X", "T", "L"):
             attrs.append(rest[k])
             k += 1
@@ -539,6 +547,24 @@ class TarmacLineParser:
         rows.events.append(kind="branch", value=int(target, 16), name=isa, text=record, src=src)
 
     @staticmethod
+    def _flow(kw: str, rest: list[str], record: str, src: int, rows: Rows) -> None:
+        """Program-flow records: `FD|FI (tick) <addr> <target> <ISA after>`."""
+        args = rest[1:] if rest and rest[0].startswith("(") else rest
+        source = _ADDRESS.fullmatch(args[0]) if args else None
+        target = _ADDRESS.fullmatch(args[1]) if len(args) > 1 else None
+        if not source or not target:
+            raise LineError(f"{kw} branch address and target address")
+        isa = ISA_LETTERS[args[2]][0].name if len(args) > 2 and args[2] in ISA_LETTERS else None
+        rows.events.append(
+            kind="branch",
+            name=f"{kw} {isa}" if isa else kw,
+            value=int(source.group(1), 16),
+            value1=int(target.group(1), 16),
+            text=record,
+            src=src,
+        )
+
+    @staticmethod
     def _microarch(kw: str, rest: list[str], record: str, src: int, rows: Rows) -> None:
         """Cache, table-walk and TLB records: structured where the seed gives the syntax."""
         name, value, value1 = kw, None, None
@@ -560,7 +586,7 @@ class TarmacLineParser:
 
 
 _KEYWORDS = frozenset(
-    {"IT", "IS", "IF", "ES", "R", "E", "EXC", "LD", "ST", "BR", "CACHE", "TTW", "TTU", "TLB"}
+    {"IT", "IS", "IF", "ES", "R", "E", "EXC", "LD", "ST", "BR", "CACHE", "TTW", "TTU", "TLB", "FD", "FI"}
 )
 
 

@@ -1,4 +1,4 @@
-"""Decoding instructions of any supported instruction set from bytes."""
+"""Decoding instructions of any supported instruction set from bytes: one entry, per-ISA backends."""
 
 from __future__ import annotations
 
