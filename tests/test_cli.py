@@ -61,7 +61,8 @@ def test_ingest_info_list_sql(trace: Path) -> None:
 
     r = run("list", str(trace), "--where", "pc between 0x8004 and 0x8008", "--limit", "5")
     assert r.returncode == 0, r.stderr
-    lines = r.stdout.splitlines()
+    header, *lines = r.stdout.splitlines()
+    assert header.split() == ["seq", "time", "cpu", "pc", "opcode", "X", "isa", "mode", "disasm"]
     assert len(lines) == 2
     assert "0x00008004 e5801000 E A32" in lines[0] and "STR r1,[r0,#0]" in lines[0]
     assert "0x00008008 03a00002 N A32" in lines[1]

@@ -193,7 +193,8 @@ def test_t32_opcode_packing_and_sizes() -> None:
     bl = t32(0xC004F6A6, 0xF7FF, 0xFFE5)  # from the TC2 kernel, as DS-5 lists it
     assert (bl.opcode, bl.size, bl.target, bl.kind) == (0xF7FFFFE5, 4, 0xC004F674, Kind.CALL)
     ldr = t32(0xC004F69E, 0xF85D, 0xEB04)  # ldr lr, [sp], #4 (DS-5: POP {lr})
-    assert (ldr.opcode, ldr.size, ldr.is_load, ldr.transfers, ldr.is_branch) == (0xF85DEB04, 4, True, 1, False)
+    assert (ldr.opcode, ldr.size, ldr.is_load, ldr.transfers) == (0xF85DEB04, 4, True, 1)
+    assert not ldr.is_branch
     push = t32(0xC004EF88, 0xE92D, 0x47F0)  # push.w {r4-r10, lr}
     assert (push.opcode, push.is_store, push.transfers) == (0xE92D47F0, True, 8)
     narrow = t32(0xC002115C, 0x6963)  # ldr r3, [r4, #0x14]
@@ -405,7 +406,7 @@ def test_block_ends_at_undefined_and_at_end_of_image() -> None:
 
 def test_instruction_cut_by_end_of_image() -> None:
     cache = BlockCache(Image([Region(0x1000, thumb(0xF7FF), "cut")]))
-    with pytest.raises(ImageError, match="0x1000: .*runs past the end of the image"):
+    with pytest.raises(ImageError, match=r"0x1000: .*runs past the end of the image"):
         cache.block_at(0x1000, Isa.T32)
 
 

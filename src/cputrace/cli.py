@@ -182,7 +182,7 @@ def list_cmd(trace: str, where: str | None, limit: int | None, fmt: str) -> None
     if fmt == "tarmac":
         write_tarmac(t, table, out)
     elif fmt == "text":
-        out.write(f"{'seq':>8} {'time':>10} {'cpu':>3} {'pc':<10} {'opcode':>8} X {'isa':<5} {'mode':<7} disasm\n")
+        out.write(f"{'seq':>8} {'time':>10} cpu {'pc':<10} {'opcode':>8} X isa   mode    disasm\n")
         for r in table.to_pylist():
             opcode = "--------" if r["opcode"] is None else f"{r['opcode']:0{2 * r['size']}x}"
             time = "" if r["time"] is None else str(r["time"])
