@@ -106,7 +106,7 @@ def elf32(
 
 FUNC, OBJECT, NOTYPE = 2, 1, 0
 LOCAL, GLOBAL = 0, 1
-THUMB_CODE = bytes.fromhex("10b5" "00bf" "00bf" "10bd")  # push {r4,lr}; nop; nop; pop {r4,pc}
+THUMB_CODE = bytes.fromhex("10b500bf00bf10bd")  # push {r4,lr}; nop; nop; pop {r4,pc}
 ARM_CODE = bytes.fromhex("1eff2fe1")  # bx lr
 TABLE = bytes.fromhex("78563412")
 MAPPED = [("$t", 0x8000, 0, NOTYPE, LOCAL), ("$a.1", 0x8008, 0, NOTYPE, LOCAL)]
@@ -359,9 +359,7 @@ def test_lines_for_addresses(version: int) -> None:
     assert lines.lines_for(0x401075) == ("util/helper.c", 6)
     assert lines.lines_for(0x401076) is None  # end of the last sequence
     assert lines.lines_for(0x400FFF) is None
-    files, numbers = lines.lines_for_many(
-        np.array([0x401000, 0x401068, 0x500000, 0x40102A], dtype=np.uint64)
-    )
+    files, numbers = lines.lines_for_many(np.array([0x401000, 0x401068, 0x500000, 0x40102A], dtype=np.uint64))
     names = [lines.files[f] if f >= 0 else None for f in files.tolist()]
     assert names == ["lines.c", "util/helper.c", None, "lines.c"]
     assert numbers.tolist() == [6, 4, 0, 14]
@@ -453,14 +451,17 @@ def srec_text(chunks: list[tuple[int, bytes]], width: int = 16) -> str:
         for start, data in chunks
         for offset in range(0, len(data), width)
     ]
-    return "\n".join(
-        [
-            record("0", bytes(2), b"cputrace"),
-            *data_records,
-            record("5", len(data_records).to_bytes(2, "big"), b""),
-            record("7", chunks[0][0].to_bytes(4, "big"), b""),
-        ]
-    ) + "\n"
+    return (
+        "\n".join(
+            [
+                record("0", bytes(2), b"cputrace"),
+                *data_records,
+                record("5", len(data_records).to_bytes(2, "big"), b""),
+                record("7", chunks[0][0].to_bytes(4, "big"), b""),
+            ]
+        )
+        + "\n"
+    )
 
 
 @pytest.fixture
@@ -576,9 +577,7 @@ def test_srec_errors_name_the_line(
         load_srec(path)
 
 
-def test_srec_count_and_termination(
-    tmp_path: Path, calltest_chunks: list[tuple[int, bytes]]
-) -> None:
+def test_srec_count_and_termination(tmp_path: Path, calltest_chunks: list[tuple[int, bytes]]) -> None:
     lines = srec_text(calltest_chunks).splitlines()
     path = tmp_path / "count.srec"
     path.write_text("\n".join(lines[:-1]) + "\n")
@@ -597,7 +596,7 @@ def test_non_ascii_text_image(tmp_path: Path) -> None:
 
 
 def test_raw_binary_at_address(tmp_path: Path) -> None:
-    (start, code), = segment_bytes(QUICKSORT)
+    ((start, code),) = segment_bytes(QUICKSORT)
     path = tmp_path / "quicksort.bin"
     path.write_bytes(code)
     image = load_image_spec(f"{path}@0x{start:x}")

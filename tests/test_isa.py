@@ -204,6 +204,9 @@ def test_t32_opcode_packing_and_sizes() -> None:
 def test_t32_returns_and_indirect_branches() -> None:
     pop = t32(0x100, 0xBD38)  # pop {r3, r4, r5, pc}
     assert (pop.kind, pop.transfers, pop.writes_pc, pop.next_isa) == (Kind.RETURN, 4, True, None)
+    pop_one = t32(0x100, 0xF85D, 0xFB04)  # ldr pc, [sp], #4: POP {pc}
+    assert (pop_one.kind, pop_one.is_direct, pop_one.target) == (Kind.RETURN, False, None)
+    assert pop_one.next_isa is None
     ldm = t32(0x100, 0xE8BD, 0x8010)  # pop.w {r4, pc}
     assert (ldm.kind, ldm.transfers, ldm.size) == (Kind.RETURN, 2, 4)
     bx = t32(0x100, 0x4770)
@@ -379,6 +382,7 @@ def test_block_runs_to_the_next_branch(calltest32: BlockCache) -> None:
 def test_decoding_a_block_twice_hits_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     cache = BlockCache(load_elf(DATA / "calltest64.elf"))
     calls = []
+
     def counting(code: bytes, address: int, isa: Isa):
         calls.append(address)
         return decode_run(code, address, isa)

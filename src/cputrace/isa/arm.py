@@ -43,9 +43,7 @@ def _ids(module: ModuleType, prefix: str, *starts: str) -> frozenset[int]:
 
 def _named(module: ModuleType, prefix: str, *names: str) -> frozenset[int]:
     """Capstone instruction ids with exactly these names (after `prefix`)."""
-    return frozenset(
-        getattr(module, prefix + name) for name in names if hasattr(module, prefix + name)
-    )
+    return frozenset(getattr(module, prefix + name) for name in names if hasattr(module, prefix + name))
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,9 +85,7 @@ _AARCH64 = _Classes(
     | _ids(a64, _X, "CASP"),
     lists=frozenset(),
     based_lists=frozenset(),
-    structures=_named(
-        a64, _X, *(f"{op}{n}{r}" for op in ("LD", "ST") for n in "1234" for r in ("", "R"))
-    ),
+    structures=_named(a64, _X, *(f"{op}{n}{r}" for op in ("LD", "ST") for n in "1234" for r in ("", "R"))),
     tests=_named(a64, _X, "CBZ", "CBNZ", "TBZ", "TBNZ"),
     exception_returns=_named(a64, _X, "ERET", "ERETAA", "ERETAB", "DRPS"),
     undefined=_named(a64, _X, "UDF"),
@@ -97,9 +93,11 @@ _AARCH64 = _Classes(
 _RETURN_LISTS = _named(arm, _A, "POP", "LDM", "LDMDA", "LDMDB", "LDMIB")
 _TABLE_BRANCHES = _named(arm, _A, "TBB", "TBH")
 _IT = arm.ARM_INS_IT
-_BX, _BLX, _MOV = arm.ARM_INS_BX, arm.ARM_INS_BLX, arm.ARM_INS_MOV
-_PC, _LR = arm.ARM_REG_PC, arm.ARM_REG_LR
+_BX, _BLX, _MOV, _LDR = arm.ARM_INS_BX, arm.ARM_INS_BLX, arm.ARM_INS_MOV, arm.ARM_INS_LDR
+_PC, _LR, _SP = arm.ARM_REG_PC, arm.ARM_REG_LR, arm.ARM_REG_SP
 _BRANCH_GROUPS = frozenset({capstone.CS_GRP_JUMP, capstone.CS_GRP_CALL, capstone.CS_GRP_RET})
+_FIRST_CHUNK = 8  # instructions capstone decodes at a time, doubling up to the largest
+_LARGEST_CHUNK = 256
 _MASK32 = (1 << 32) - 1
 _MASK64 = (1 << 64) - 1
 
@@ -133,17 +131,23 @@ def _transfers(classes: _Classes, iid: int, operands: list) -> int:
 
 
 def _is_return(iid: int, operands: list) -> bool:
-    """A32/T32 returns: BX lr, POP/LDM with pc in the list, MOV pc, lr."""
+    """A32/T32 returns: BX lr, POP/LDM with pc in the list, LDR pc from the stack, MOV pc, lr."""
     registers = [op.reg for op in operands if op.type == _OP_REG]
     if iid == _BX:
         return registers == [_LR]
     if iid in _RETURN_LISTS:
         return _PC in registers
+    if iid == _LDR:  # T32 prints the one-register POP {pc} as LDR pc, [sp], #4
+        return registers == [_PC] and any(op.type == _OP_MEM and op.mem.base == _SP for op in operands)
     return iid == _MOV and registers == [_PC, _LR]
 
 
 def _facts(insn: capstone.CsInsn, isa: Isa, it_condition: tuple[str | None] | None) -> InsnInfo:
-    """InsnInfo of a decoded instruction; `it_condition` = (condition,) inside an IT block."""
+    """InsnInfo of a decoded instruction.
+
+    `it_condition` is None outside IT blocks; inside one it is a 1-tuple holding the
+    condition the IT gives this instruction (None for always).
+    """
     iid = insn.id
     groups = set(insn.groups)
     operands = insn.operands
@@ -156,7 +160,7 @@ def _facts(insn: capstone.CsInsn, isa: Isa, it_condition: tuple[str | None] | No
     is_branch = jumps or writes_pc or exception_return
     is_load = iid in classes.loads
     is_store = iid in classes.stores
-    direct = is_branch and bool(operands) and operands[-1].type == _OP_IMM
+    direct = jumps and bool(operands) and operands[-1].type == _OP_IMM
     target = operands[-1].imm & (_MASK64 if aarch64 else _MASK32) if direct else None
     if it_condition is not None:
         condition = it_condition[0]
@@ -196,9 +200,7 @@ def _facts(insn: capstone.CsInsn, isa: Isa, it_condition: tuple[str | None] | No
     )
 
 
-def _next_isa(
-    isa: Isa, iid: int, direct: bool, computes_pc: bool, exception_return: bool
-) -> Isa | None:
+def _next_isa(isa: Isa, iid: int, direct: bool, computes_pc: bool, exception_return: bool) -> Isa | None:
     """The ISA at a branch's target: BLX immediate switches; register targets interwork.
 
     In T32, data-processing writes to pc (ADD pc, MOV pc) and TBB/TBH stay in T32; loads
@@ -233,30 +235,51 @@ def _undefined(code: bytes, offset: int, address: int, isa: Isa) -> InsnInfo | N
     if offset + size > len(code):
         return None
     raw = code[offset : offset + size]
-    return InsnInfo(
-        address, isa, size, _opcode(raw, isa), "undefined", next_isa=isa, is_undefined=True
-    )
+    return InsnInfo(address, isa, size, _opcode(raw, isa), "undefined", next_isa=isa, is_undefined=True)
+
+
+def _open_it_block(insns: list[capstone.CsInsn]) -> int | None:
+    """Index of an IT instruction whose block runs past the end of `insns`, if any."""
+    for index in range(max(0, len(insns) - 5), len(insns)):
+        insn = insns[index]
+        if insn.id == _IT and len(it_conditions(insn.bytes[0])) >= len(insns) - index:
+            return index
+    return None
 
 
 def decode_arm(code: bytes, address: int, isa: Isa) -> Iterator[InsnInfo]:
     """Consecutive instructions from the start of `code` (at `address`), as far as they go.
 
     Ends with an undefined instruction where capstone cannot decode, or where the bytes run
-    out mid-instruction. IT blocks are tracked here, so the instructions an IT covers are
+    out mid-instruction. capstone decodes all it is given before returning anything, so
+    it gets growing chunks: a block of a few instructions costs a few decodes. IT blocks
+    are tracked here (chunks never split one), so the instructions an IT covers are
     conditional whatever capstone prints for them.
     """
-    covered: tuple[str | None, ...] = ()
-    end = address
-    for insn in _engine(isa).disasm(code, address):
-        if covered:
-            info = _facts(insn, isa, covered[:1])
-            covered = covered[1:]
-        else:
-            info = _facts(insn, isa, None)
-        yield info
-        if insn.id == _IT and isa is Isa.T32:
-            covered = it_conditions(info.opcode)
-        end = info.next_address
-    undefined = _undefined(code, end - address, end, isa)
+    engine = _engine(isa)
+    offset = 0
+    count = _FIRST_CHUNK
+    while True:
+        chunk = code[offset : offset + count * 4]
+        insns = list(engine.disasm(chunk, address + offset, count))
+        complete = len(insns) == count
+        if complete and isa is Isa.T32:
+            cut = _open_it_block(insns)
+            insns = insns if cut is None else insns[:cut]
+        covered: tuple[str | None, ...] = ()
+        for insn in insns:
+            if covered:
+                info = _facts(insn, isa, covered[:1])
+                covered = covered[1:]
+            else:
+                info = _facts(insn, isa, None)
+            yield info
+            if insn.id == _IT and isa is Isa.T32:
+                covered = it_conditions(info.opcode)
+            offset += insn.size
+        if not complete:
+            break
+        count = min(count * 2, _LARGEST_CHUNK)
+    undefined = _undefined(code, offset, address + offset, isa)
     if undefined is not None:
         yield undefined
