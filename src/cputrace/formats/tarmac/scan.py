@@ -75,6 +75,36 @@ def _unit_code(d, a, b):
     return 0
 
 
+@numba.njit(inline="always")
+def _hex_run(d, q, e):
+    """Up to 16 hex digits from q: (value, digit count, position after them)."""
+    val = 0
+    nd = 0
+    while q < e and _hex(d[q]) >= 0 and nd < 16:
+        val = val * 16 + _hex(d[q])
+        q += 1
+        nd += 1
+    return val, nd, q
+
+
+@numba.njit(inline="always")
+def _value_token(d, q, e, colon_ok):
+    """A whitespace-delimited hex value with `_` (and `:`) separators: (value, digits, end, ok)."""
+    val = 0
+    nd = 0
+    ok = q < e
+    while q < e and not _space(d[q]):
+        h = _hex(d[q])
+        if h >= 0:
+            val = val * 16 + h
+            nd += 1
+        elif d[q] != 95 and not (colon_ok and d[q] == 58):
+            ok = False
+            break
+        q += 1
+    return val, nd, q, ok
+
+
 @numba.njit(nogil=True, cache=True)
 def _scan(
     d,
@@ -177,13 +207,8 @@ def _scan(
                 s = nxt
                 continue
             q += 1
-            pc = 0
-            nd = 0
             if es:
-                while q < e and _hex(d[q]) >= 0 and nd < 16:
-                    pc = pc * 16 + _hex(d[q])
-                    q += 1
-                    nd += 1
+                pc, nd, q = _hex_run(d, q, e)
                 if nd == 0 or q >= e or d[q] != 58:  # ':'
                     s = nxt
                     continue
@@ -194,11 +219,7 @@ def _scan(
                 if q >= e or d[q] != 41:  # ')'
                     s = nxt
                     continue
-                q = _skip(d, q + 1, e)
-                while q < e and _hex(d[q]) >= 0 and nd < 16:
-                    pc = pc * 16 + _hex(d[q])
-                    q += 1
-                    nd += 1
+                pc, nd, q = _hex_run(d, _skip(d, q + 1, e), e)
                 if nd == 0 or q >= e:
                     s = nxt
                     continue
@@ -317,19 +338,7 @@ def _scan(
             if n1 == n0 or q >= e or not _space(d[q]):
                 s = nxt
                 continue
-            q = _skip(d, q, e)
-            val = 0
-            nd = 0
-            ok = q < e
-            while q < e and not _space(d[q]):
-                h = _hex(d[q])
-                if h >= 0:
-                    val = val * 16 + h
-                    nd += 1
-                elif d[q] != 95 and d[q] != 58:
-                    ok = False
-                    break
-                q += 1
+            val, nd, q, ok = _value_token(d, _skip(d, q, e), e, True)
             if not ok or nd == 0 or nd > 16 or _skip(d, q, e) != e:
                 s = nxt
                 continue
@@ -364,25 +373,14 @@ def _scan(
             if size == 0 or size > 8 or q >= e or not _space(d[q]):
                 s = nxt
                 continue
-            q = _skip(d, q, e)
-            addr = 0
-            nd = 0
-            while q < e and _hex(d[q]) >= 0 and nd < 16:
-                addr = addr * 16 + _hex(d[q])
-                q += 1
-                nd += 1
+            addr, nd, q = _hex_run(d, _skip(d, q, e), e)
             if nd == 0 or q >= e:
                 s = nxt
                 continue
             paddr = 0
             has_paddr = False
             if d[q] == 58:
-                q += 1
-                nd = 0
-                while q < e and _hex(d[q]) >= 0 and nd < 16:
-                    paddr = paddr * 16 + _hex(d[q])
-                    q += 1
-                    nd += 1
+                paddr, nd, q = _hex_run(d, q + 1, e)
                 has_paddr = nd > 0
             if q + 3 <= e and d[q] == 95 and d[q + 1] == 78 and d[q + 2] == 83:  # _NS
                 attr |= MEM_NS
@@ -392,19 +390,7 @@ def _scan(
             if q >= e or not _space(d[q]):
                 s = nxt
                 continue
-            q = _skip(d, q, e)
-            val = 0
-            nd = 0
-            ok = q < e
-            while q < e and not _space(d[q]):
-                h = _hex(d[q])
-                if h >= 0:
-                    val = val * 16 + h
-                    nd += 1
-                elif d[q] != 95:
-                    ok = False
-                    break
-                q += 1
+            val, nd, q, ok = _value_token(d, _skip(d, q, e), e, False)
             if not ok or nd == 0 or nd > 2 * size or _skip(d, q, e) != e:
                 s = nxt
                 continue
