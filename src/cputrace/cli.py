@@ -32,7 +32,7 @@ from .export.tarmac import write_tarmac
 from .formats import DECODERS
 from .ingest import ProgressHook, ingest
 from .inputs import Fingerprint
-from .trace import Trace, cached_store_path
+from .trace import Trace
 from .trace import open as open_trace
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -248,5 +248,3 @@ def _write_rows(table: pa.Table, fmt: str, out: Any) -> None:
 def main() -> None:
     cli(prog_name="cputrace")
 
-
-__all__ = ["cached_store_path", "cli", "main"]
