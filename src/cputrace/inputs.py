@@ -145,8 +145,6 @@ class LineChunk:
 
     data: bytes
     first_line: int  # 1-based number of the first line
-    offset: int  # byte offset of data in the decompressed input
-    final: bool
 
 
 def line_chunks(
@@ -155,24 +153,21 @@ def line_chunks(
     """Split a stream into chunks of whole lines, numbering them as it goes."""
     carry = b""
     line = 1
-    offset = 0
     while True:
         block = read_exactly(stream, chunk_bytes, path)
-        final = len(block) < chunk_bytes
         data = carry + block if carry else block
         if not data:
             return
-        if final:
-            yield LineChunk(data, line, offset, True)
+        if len(block) < chunk_bytes:
+            yield LineChunk(data, line)
             return
         cut = data.rfind(b"\n") + 1
         if cut == 0:  # a single line longer than a chunk: keep growing it
             carry = data
             continue
         chunk, carry = data[:cut], data[cut:]
-        yield LineChunk(chunk, line, offset, False)
+        yield LineChunk(chunk, line)
         line += chunk.count(b"\n")
-        offset += cut
 
 
 def prefetched(items: Iterator[T], depth: int = 2) -> Iterator[T]:

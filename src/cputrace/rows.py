@@ -45,6 +45,3 @@ class RowBuffer:
         self.columns = {name: [] for name in self.schema.names}
         return table
 
-
-def empty_table(table: str) -> pa.Table:
-    return SCHEMAS[table].empty_table()

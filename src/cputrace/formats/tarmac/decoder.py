@@ -143,7 +143,8 @@ class _Assembler:
         has_time = scan.tunit > 0
         slow_lines = np.flatnonzero(scan.kind == KIND_SLOW)
         slow_time: dict[int, int] = {}
-        self._decide_unit(scan, has_time, slow_lines, chunk)
+        # a timed fast line before any slow line chooses the time unit; else the slow path does
+        self._decide_unit(scan, has_time, int(slow_lines[0]) if len(slow_lines) else scan.n_lines)
         for li in slow_lines.tolist():
             raw = chunk.data[scan.line_start[li] : scan.line_start[li + 1]].rstrip(b"\r\n")
             text = raw.decode("utf-8", "replace")
@@ -158,7 +159,7 @@ class _Assembler:
                 slow_time[li] = self.timescale.convert(stamp.time, stamp.unit)
             if stamp.cpu is not None:
                 scan.cpu[li] = stamp.cpu
-        self._decide_unit(scan, has_time, np.empty(0, np.int64), chunk)
+        self._decide_unit(scan, has_time, scan.n_lines)
         line_time, line_has_time = self._line_times(scan, has_time, slow_time)
         line_cpu = self._line_cpus(scan.cpu)
 
@@ -173,7 +174,7 @@ class _Assembler:
         for name, table in (
             ("registers", _merge(fast["registers"], rows.registers.to_table())),
             ("memory", _merge(fast["memory"], rows.memory.to_table())),
-            ("events", _sorted_by_src(rows.events.to_table())),
+            ("events", rows.events.to_table()),  # only the line parser makes events, in order
         ):
             line = table.column("src").to_numpy() - first
             seq = self._seq_of(line, line_cpu[line], insn_line, insn_cpu)
@@ -185,16 +186,13 @@ class _Assembler:
 
     # -- time and core of every line -------------------------------------------------------
 
-    def _decide_unit(
-        self, scan: Scan, has_time: np.ndarray, slow_lines: np.ndarray, chunk: LineChunk
-    ) -> None:
+    def _decide_unit(self, scan: Scan, has_time: np.ndarray, before: int) -> None:
+        """Let the first timed scanner line, if it comes before line `before`, pick the unit."""
         if self.timescale.unit is not None:
             return
-        timed = np.flatnonzero(has_time)
-        first_fast = int(timed[0]) if len(timed) else None
-        if first_fast is not None and (not len(slow_lines) or first_fast < slow_lines[0]):
-            self.timescale.decide(TIME_UNITS[scan.tunit[first_fast]], False)
-        # otherwise the slow path meets the first time first and decides there
+        timed = np.flatnonzero(has_time[:before])
+        if len(timed):
+            self.timescale.decide(TIME_UNITS[scan.tunit[timed[0]]], False)
 
     def _line_times(
         self, scan: Scan, has_time: np.ndarray, slow_time: dict[int, int]
