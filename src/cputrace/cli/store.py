@@ -1,85 +1,20 @@
-"""The command line: one thin layer over the library.
-
-Exit codes: 0 success, 1 bad input (the message names file, line or offset), 2 bad usage.
-"""
+"""Commands that make and read a store: ingest, info, list, sql."""
 
 from __future__ import annotations
 
-import contextlib
-import csv
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import click
-import duckdb
-import pyarrow as pa
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
 from rich.table import Table
 
-from . import __version__
-from .errors import CputraceError
-from .export.tarmac import write_tarmac
-from .formats import DECODERS
-from .ingest import ProgressHook, ingest
-from .inputs import Fingerprint
-from .trace import Trace
-from .trace import open as open_trace
-
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-@contextlib.contextmanager
-def _progress(total: int, label: str) -> Iterator[ProgressHook | None]:
-    """A progress bar on a terminal; nothing when stderr is piped."""
-    if not sys.stderr.isatty():
-        yield None
-        return
-    columns = (
-        "{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-        TimeRemainingColumn(),
-    )  # fmt: skip
-    with Progress(*columns, console=err, transient=True) as bar:
-        task = bar.add_task(label, total=total)
-        yield lambda n: bar.advance(task, n)
-
-
-def _open(trace: str) -> Trace:
-    """A store, or a raw input ingested (once) into its cached store."""
-    path = Path(trace)
-    if not path.exists():
-        raise click.BadParameter(f"{trace}: no such file or store", param_hint="TRACE")
-    if path.is_dir():
-        return Trace(path)
-    with _progress(Fingerprint.of(path).size, f"ingesting {path.name}") as hook:
-        return open_trace(path, progress=hook)
-
-
-class _Group(click.Group):
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except CputraceError as exc:
-            err.print(f"[red]error:[/red] {exc}", markup=True)
-            sys.exit(1)
-        except duckdb.Error as exc:
-            err.print(f"[red]error:[/red] SQL: {exc}", markup=True)
-            sys.exit(2)
-
-
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="cputrace")
-def cli() -> None:
-    """Read processor instruction traces into one queryable execution history."""
+from ..export.tarmac import write_tarmac
+from ..formats import DECODERS
+from ..ingest import ingest
+from ..inputs import Fingerprint
+from .common import cli, err, json_value, open_trace_arg, plain, progress, write_rows
 
 
 @cli.command("ingest")
@@ -103,7 +38,7 @@ def ingest_cmd(
         how = "given" if fmt else "sniffed"
         err.print(f"{path}: format {name} ({how})")
 
-    with _progress(total, "ingesting") as hook:
+    with progress(total, "ingesting") as hook:
         result = ingest(
             inputs, output, format=fmt, strict=strict, options=options, progress=hook,
             on_format=said_format,
@@ -127,7 +62,7 @@ def ingest_cmd(
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest and figures as JSON.")
 def info_cmd(trace: str, as_json: bool) -> None:
     """Summarise a trace: instructions, time span, cores, ISAs, modes, records, warnings."""
-    t = _open(trace)
+    t = open_trace_arg(trace)
     row = t.sql(
         "SELECT count(*) FILTER (WHERE NOT executed) AS failed, min(pc) AS lo, max(pc) AS hi "
         "FROM instructions"
@@ -173,7 +108,7 @@ def _where(where: str | None) -> str:
 )  # fmt: skip
 def list_cmd(trace: str, where: str | None, limit: int | None, fmt: str) -> None:
     """List instructions (with --format tarmac, also their records, as a Tarmac trace)."""
-    t = _open(trace)
+    t = open_trace_arg(trace)
     query = f"SELECT * FROM instructions {_where(where)} ORDER BY seq"
     if limit is not None:
         query += f" LIMIT {limit}"
@@ -192,7 +127,7 @@ def list_cmd(trace: str, where: str | None, limit: int | None, fmt: str) -> None
                 f"{r['isa'] or '':<5} {r['mode'] or '':<7} {r['disasm'] or ''}\n"
             )
     else:
-        _write_rows(table, fmt, out)
+        write_rows(table, fmt, out)
 
 
 @cli.command("sql")
@@ -204,47 +139,18 @@ def list_cmd(trace: str, where: str | None, limit: int | None, fmt: str) -> None
 )  # fmt: skip
 def sql_cmd(trace: str, query: str, fmt: str) -> None:
     """Run SQL over the tables instructions, registers, memory, events."""
-    t = _open(trace)
+    t = open_trace_arg(trace)
     table = t.sql(query)
     out = sys.stdout
     if fmt == "table":
         view = Table(*table.column_names)
         for row in table.to_pylist():
-            view.add_row(*(_plain(v) for v in row.values()))
+            view.add_row(*(plain(v) for v in row.values()))
         Console(file=out, highlight=False).print(view)
     elif fmt == "csv":
-        _write_rows(table, "csv", out)
+        write_rows(table, "csv", out)
     else:
-        json.dump([{k: _json(v) for k, v in r.items()} for r in table.to_pylist()], out, indent=1)
+        json.dump([{k: json_value(v) for k, v in r.items()} for r in table.to_pylist()], out, indent=1)
         out.write("\n")
 
-
-def _plain(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bytes):
-        return value.hex()
-    return str(value)
-
-
-def _json(value: Any) -> Any:
-    return value.hex() if isinstance(value, bytes) else value
-
-
-def _write_rows(table: pa.Table, fmt: str, out: Any) -> None:
-    """csv (header row, plain decimal integers) or one JSON object per line."""
-    if fmt == "csv":
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(table.column_names)
-        for batch in table.to_batches(65536):
-            for row in batch.to_pylist():
-                writer.writerow([_plain(v) for v in row.values()])
-    else:
-        for batch in table.to_batches(65536):
-            for row in batch.to_pylist():
-                out.write(json.dumps({k: _json(v) for k, v in row.items()}) + "\n")
-
-
-def main() -> None:
-    cli(prog_name="cputrace")
 

@@ -1,0 +1,104 @@
+"""What every command shares: the group, error handling, progress, opening a trace, row output."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+import duckdb
+import pyarrow as pa
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+
+from .. import __version__
+from ..errors import CputraceError
+from ..ingest import ProgressHook
+from ..inputs import Fingerprint
+from ..trace import Trace
+from ..trace import open as open_trace
+
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+@contextlib.contextmanager
+def progress(total: int, label: str) -> Iterator[ProgressHook | None]:
+    """A progress bar on a terminal; nothing when stderr is piped."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    columns = (
+        "{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+        TimeRemainingColumn(),
+    )  # fmt: skip
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda n: bar.advance(task, n)
+
+
+def open_trace_arg(trace: str) -> Trace:
+    """A store, or a raw input ingested (once) into its cached store."""
+    path = Path(trace)
+    if not path.exists():
+        raise click.BadParameter(f"{trace}: no such file or store", param_hint="TRACE")
+    if path.is_dir():
+        return Trace(path)
+    with progress(Fingerprint.of(path).size, f"ingesting {path.name}") as hook:
+        return open_trace(path, progress=hook)
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except CputraceError as exc:
+            err.print(f"[red]error:[/red] {exc}", markup=True)
+            sys.exit(1)
+        except duckdb.Error as exc:
+            err.print(f"[red]error:[/red] SQL: {exc}", markup=True)
+            sys.exit(2)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="cputrace")
+def cli() -> None:
+    """Read processor instruction traces into one queryable execution history."""
+
+
+def plain(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.hex()
+    return str(value)
+
+
+def json_value(value: Any) -> Any:
+    return value.hex() if isinstance(value, bytes) else value
+
+
+def write_rows(table: pa.Table, fmt: str, out: Any) -> None:
+    """csv (header row, plain decimal integers) or one JSON object per line."""
+    if fmt == "csv":
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(table.column_names)
+        for batch in table.to_batches(65536):
+            for row in batch.to_pylist():
+                writer.writerow([plain(v) for v in row.values()])
+    else:
+        for batch in table.to_batches(65536):
+            for row in batch.to_pylist():
+                out.write(json.dumps({k: json_value(v) for k, v in row.items()}) + "\n")
+
+
