@@ -59,6 +59,7 @@ class _Classes:
     tests: frozenset[int]  # compare-and-branch: conditional without a condition code
     exception_returns: frozenset[int]
     undefined: frozenset[int]
+    traps: frozenset[int]  # exception-generating instructions
 
 
 _A = "ARM_INS_"
@@ -73,6 +74,7 @@ _AARCH32 = _Classes(
     tests=_named(arm, _A, "CBZ", "CBNZ"),
     exception_returns=_named(arm, _A, "ERET") | _ids(arm, _A, "RFE"),
     undefined=_named(arm, _A, "UDF"),
+    traps=_named(arm, _A, "SVC", "BKPT", "HVC", "SMC", "UDF"),
 )
 _X = "ARM64_INS_"
 _ATOMIC_OPS = ("ADD", "CLR", "EOR", "SET", "SMAX", "SMIN", "UMAX", "UMIN")
@@ -89,6 +91,7 @@ _AARCH64 = _Classes(
     tests=_named(a64, _X, "CBZ", "CBNZ", "TBZ", "TBNZ"),
     exception_returns=_named(a64, _X, "ERET", "ERETAA", "ERETAB", "DRPS"),
     undefined=_named(a64, _X, "UDF"),
+    traps=_named(a64, _X, "SVC", "HVC", "SMC", "BRK", "HLT", "UDF"),
 )
 _RETURN_LISTS = _named(arm, _A, "POP", "LDM", "LDMDA", "LDMDB", "LDMIB")
 _TABLE_BRANCHES = _named(arm, _A, "TBB", "TBH")
@@ -197,6 +200,7 @@ def _facts(insn: capstone.CsInsn, isa: Isa, it_condition: tuple[str | None] | No
         is_store=is_store,
         transfers=_transfers(classes, iid, operands) if is_load or is_store else 0,
         is_undefined=iid in classes.undefined,
+        raises_exception=iid in classes.traps,
     )
 
 

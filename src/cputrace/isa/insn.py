@@ -45,6 +45,7 @@ class InsnInfo:
     is_store: bool = False
     transfers: int = 0  # memory transfers: registers of LDM/STM/PUSH/POP, 2 for pairs
     is_undefined: bool = False  # encoding that does not decode (or UDF/UNIMP)
+    raises_exception: bool = False  # SVC, BKPT, HVC, SMC, BRK, HLT, UDF, SPARC Ticc: a trap by design
     delay_slot: bool = False  # SPARC: the next instruction executes before the target
     annul: bool = False  # SPARC: the annul bit (delay slot skipped unless taken; always for ba,a)
 

@@ -207,7 +207,9 @@ def sparc_insn(word: int, address: int) -> InsnInfo:
         return _info(word, address, ("undefined", ""), is_undefined=True)
     if fields.op3 == _TICC:
         condition = _condition(_ICC, word)
-        return _info(word, address, condition=condition, is_conditional=condition is not None)
+        return _info(
+            word, address, condition=condition, is_conditional=condition is not None, raises_exception=True
+        )
     if fields.op3 == _JMPL:
         return _info(word, address, is_branch=True, kind=_jmpl_kind(fields), delay_slot=True)
     if fields.op3 == _RETT:

@@ -1,0 +1,587 @@
+"""Instructions that a compressed trace leaves out, recovered by walking the program image.
+
+ETM atoms, XScale messages, Tarmac FD/FI records and filtered LEON buffers say only where
+control went. A decoder turns its records into a column of *waypoint ops* (`Ops`); a
+`Walker` follows them through the image and yields `instructions` rows flagged
+RECONSTRUCTED, plus `trace_gap` events where the walk cannot go on.
+
+The walk is one compiled loop over ops. Instruction facts come from a `Program`: every
+address the walk reaches is decoded once (a basic block at a time, through `isa.BlockCache`)
+into flat arrays, and the links between blocks are cached in those arrays, so a loop that
+runs a million times costs one decode and a million array reads. When the loop meets an
+address not yet decoded it returns to Python, which decodes the block and resumes it.
+
+What the trace and the image cannot tell is never guessed:
+- a reconstructed instruction with a condition whose outcome the trace does not give has
+  `executed` null;
+- when the walk loses its place (no code at an address, an undefined instruction, the trace
+  contradicting the image, an indirect branch whose target never came), the next op that
+  needs the position emits one `trace_gap` event naming the reason and the address, and
+  the ops are dropped (counted in `Walker.lost`) until one carries an address again.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+import pyarrow as pa
+from numba import types
+from numba.typed import Dict
+
+from .image import Image, ImageError
+from .isa import BlockCache, InsnInfo
+from .model import ISA_NAMES, SCHEMAS, Flag, Isa
+
+
+class Op(enum.IntEnum):
+    """Waypoint ops. Fields: `a`, `b` (addresses or counts), `isa`, `cycles`, `time`, `src`."""
+
+    SYNC = 0  # the walk (re)starts at address a in `isa` (I-sync, trace on, a resume)
+    ATOM = 1  # the next instruction executed (b=1) or failed its condition (b=0); `cycles`
+    RUN = 2  # a instructions ran in sequence; the last was a taken branch when b=1
+    BRANCH = 3  # run in sequence to the branch at a, which was taken to b in `isa` (FD/FI)
+    TARGET = 4  # a taken indirect branch went to a in `isa` (or the next one will)
+    EXCEPTION = 5  # an exception entered the vector a in `isa`; b=1: last instruction cancelled
+    GAP = 6  # the trace stops here (trace off, overflow); the decoder reports why
+    TRAP = 7  # run in sequence to the next exception-generating instruction (SVC, UDF, Ticc)
+
+
+EXCEPTION_CANCELS = 1
+"""`Ops.b` bit of EXCEPTION: the exception cancelled the last instruction (it did not complete)."""
+EXCEPTION_NO_VECTOR = 2
+"""`Ops.b` bit of EXCEPTION: the vector is unknown; the walk resumes at the next address."""
+
+
+class GapReason(enum.IntEnum):
+    """Why the walk lost its place (`trace_gap` events' `number`; `name` is the lower-case name).
+
+    The first three are anomalies, reported where they happen; the others only when an op
+    needs the position before the trace gives an address again.
+    """
+
+    NO_CODE = 1  # the image has no instruction at the address
+    UNDEFINED = 2  # the bytes at the address do not decode (or are an undefined instruction)
+    MISMATCH = 3  # the trace contradicts the image (a branch the trace says was not taken)
+    NO_TARGET = 4  # an indirect branch was taken and the trace gave no target
+    VECTOR = 5  # an exception entered a handler at an address the trace does not give
+
+
+GAP_TEXT = {
+    GapReason.NO_CODE: "no instruction in the program image at this address",
+    GapReason.UNDEFINED: "undecodable or undefined instruction in the image at this address",
+    GapReason.MISMATCH: "the trace contradicts the program image here",
+    GapReason.NO_TARGET: "an indirect branch was taken but the trace gave no target",
+    GapReason.VECTOR: "an exception entered a handler the trace does not locate",
+}
+
+NO_TIME = np.iinfo(np.int64).min
+"""`Ops.time` and `Ops.cycles` value meaning none."""
+
+MAX_SEQUENTIAL = 1 << 20
+"""Instructions a BRANCH op may walk before its source; beyond that trace and image disagree."""
+
+# Instruction facts in Program.flags.
+_BRANCH = 1
+_DIRECT = 2
+_CONDITIONAL = 4  # may not branch/execute (condition, CBZ-style test)
+_HAS_COND = 8  # not taken means condition failed (B<cond>), unlike CBZ
+_UNDEFINED = 16
+_DELAY = 32  # SPARC: has a delay slot
+_ANNUL = 64  # SPARC: the annul bit
+_BLOCK_END = 128  # the following instruction is found through the index, not at idx + 1
+_TRAP = 256  # raises an exception by design
+
+_NO_ISA = 255
+_UNRESOLVED = -1
+_NO_CODE = -2  # index value: decoding failed there (reason in Program.failures)
+
+_KEY_TYPE = types.int64
+_INDEX_TYPE = types.int64
+
+
+def _key(address: int, isa: int) -> int:
+    return (address << 3) | isa
+
+
+@dataclass
+class Ops:
+    """A column of waypoint ops, as decoders build them (NumPy arrays of equal length)."""
+
+    kind: np.ndarray  # uint8, Op
+    a: np.ndarray  # uint64
+    b: np.ndarray  # uint64
+    isa: np.ndarray  # uint8, Isa
+    cycles: np.ndarray  # int64, NO_TIME when none
+    time: np.ndarray  # int64, NO_TIME when none
+    src: np.ndarray  # int64: line or byte offset of the record in the input
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+
+class OpBuffer:
+    """Builds `Ops` one record at a time, for decoders whose records come one by one."""
+
+    def __init__(self) -> None:
+        self._rows: list[tuple[int, int, int, int, int, int, int]] = []
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def add(
+        self, kind: Op, a: int = 0, b: int = 0, isa: Isa | int = 0, *, cycles: int | None = None,
+        time: int | None = None, src: int = 0,
+    ) -> None:  # fmt: skip
+        cycles = NO_TIME if cycles is None else cycles
+        self._rows.append((kind, a, b, int(isa), cycles, NO_TIME if time is None else time, src))
+
+    def take(self) -> Ops:
+        """The ops added so far; the buffer starts afresh."""
+        rows, self._rows = self._rows, []
+        columns = list(zip(*rows, strict=True)) if rows else [()] * 7
+        dtypes = (np.uint8, np.uint64, np.uint64, np.uint8, np.int64, np.int64, np.int64)
+        return Ops(*(np.array(c, dtype=t) for c, t in zip(columns, dtypes, strict=True)))
+
+
+class Program:
+    """The instructions of an image that walks have reached, as flat arrays plus an index.
+
+    Shared by the walkers of all cores that run the same image.
+    """
+
+    def __init__(self, image: Image, capacity: int = 4096) -> None:
+        self.blocks = BlockCache(image)
+        self.count = 0
+        self.pc = np.zeros(capacity, np.uint64)
+        self.size = np.zeros(capacity, np.uint8)
+        self.opcode = np.zeros(capacity, np.uint32)
+        self.isa = np.zeros(capacity, np.uint8)
+        self.flags = np.zeros(capacity, np.uint16)
+        self.target = np.zeros(capacity, np.uint64)
+        self.next_isa = np.zeros(capacity, np.uint8)
+        self.next_idx = np.zeros(capacity, np.int64)
+        self.target_idx = np.zeros(capacity, np.int64)
+        self.index = Dict.empty(_KEY_TYPE, _INDEX_TYPE)
+        self.failures: dict[int, str] = {}
+
+    def decode(self, key: int) -> None:
+        """Decode the block at `key` (address << 3 | ISA) into the arrays."""
+        address, isa = key >> 3, Isa(key & 7)
+        try:
+            block = self.blocks.block_at(address, isa)
+        except ImageError as exc:
+            self.index[key] = _NO_CODE
+            self.failures[key] = str(exc)
+            return
+        new: list[InsnInfo] = []
+        for info in block.insns:
+            delay_slot = bool(new) and new[-1].delay_slot
+            if _key(info.address, isa) in self.index and not delay_slot:
+                break  # the rest was decoded before, from an earlier entry point
+            new.append(info)
+        self._append(new, isa)
+
+    def _append(self, insns: list[InsnInfo], isa: Isa) -> None:
+        n, start = len(insns), self.count
+        if start + n > len(self.pc):
+            self._grow(max(2 * len(self.pc), start + n))
+        for i, info in enumerate(insns):
+            j = start + i
+            self.pc[j] = info.address
+            self.size[j] = info.size
+            self.opcode[j] = info.opcode
+            self.isa[j] = isa
+            self.flags[j] = _facts(info) | (_BLOCK_END if i == n - 1 else 0)
+            self.target[j] = info.target or 0
+            self.next_isa[j] = _NO_ISA if info.next_isa is None else info.next_isa
+            self.next_idx[j] = j + 1 if i < n - 1 else _UNRESOLVED
+            self.target_idx[j] = _UNRESOLVED
+            self.index[_key(info.address, isa)] = j
+        self.count = start + n
+
+    def _grow(self, capacity: int) -> None:
+        for name in ("pc", "size", "opcode", "isa", "flags", "target", "next_isa", "next_idx", "target_idx"):
+            old = getattr(self, name)
+            new = np.zeros(capacity, old.dtype)
+            new[: self.count] = old[: self.count]
+            setattr(self, name, new)
+
+
+def _facts(info: InsnInfo) -> int:
+    return (
+        (_BRANCH if info.is_branch else 0)
+        | (_DIRECT if info.is_direct and info.target is not None else 0)
+        | (_CONDITIONAL if info.is_conditional else 0)
+        | (_HAS_COND if info.condition is not None else 0)
+        | (_UNDEFINED if info.is_undefined and not info.raises_exception else 0)
+        | (_TRAP if info.raises_exception else 0)
+        | (_DELAY if info.delay_slot else 0)
+        | (_ANNUL if info.annul else 0)
+    )
+
+
+# Walker state: one int64 array, so the compiled loop can stop anywhere and resume.
+_S_OP = 0  # the op being applied
+_S_STEP = 1  # instructions the current RUN/BRANCH/TRAP op has walked
+_S_BEGUN = 2  # op_first is set for the current op
+_S_POS = 3  # index of the next instruction, or _UNRESOLVED
+_S_KEY = 4  # when _S_POS is unresolved: the key to look up, or -1 when the position is lost
+_S_LINK = 5  # instruction whose link waits for _S_KEY's index (-1: none)
+_S_SLOT = 6  # which link: 0 fall-through (next_idx), 1 branch target (target_idx)
+_S_LOST = 7  # GapReason while lost and not yet reported (0: none to report)
+_S_LOST_ADDR = 8
+_S_ISA = 9  # ISA of the last position (for an FD/FI source when the walk resumes there)
+_S_ROWS = 10  # rows in the output buffers
+_S_SEQ = 11  # seq of the next row
+_S_GAPS = 12  # rows in the gap buffers
+_S_DROPPED = 13  # ops dropped for want of a position
+_S_NEED = 14  # key to decode when the loop returns _NEED
+_S_LEN = 15
+
+_DONE, _FULL, _NEED = 0, 1, 2
+_NOT_EXECUTED, _EXECUTED, _UNKNOWN = 0, 1, -1
+
+
+@numba.njit(cache=True, nogil=True)
+def _lose(state: np.ndarray, reason: int, address: int) -> None:
+    state[_S_POS] = _UNRESOLVED
+    state[_S_KEY] = -1
+    state[_S_LINK] = -1
+    state[_S_LOST] = reason
+    state[_S_LOST_ADDR] = address
+
+
+@numba.njit(cache=True, nogil=True)
+def _go_to(state: np.ndarray, address: int, isa: int) -> None:
+    """Continue at an address from the trace."""
+    state[_S_POS] = _UNRESOLVED
+    state[_S_KEY] = (np.int64(address) << 3) | np.int64(isa)
+    state[_S_LINK] = -1
+    state[_S_LOST] = 0
+    state[_S_ISA] = isa
+
+
+@numba.njit(cache=True, nogil=True)
+def _follow(state, idx, slot, link, address, isa) -> None:
+    """Continue along a link of instruction `idx`: its index if cached, else its address."""
+    if link >= 0:
+        state[_S_POS] = link
+    else:
+        _go_to(state, address, isa)
+        state[_S_LINK] = idx
+        state[_S_SLOT] = slot
+
+
+@numba.njit(cache=True, nogil=True)
+def _fall_through(state, idx, pc, size, isa, next_idx) -> None:
+    _follow(state, idx, 0, next_idx[idx], pc[idx] + size[idx], isa[idx])
+
+
+@numba.njit(cache=True, nogil=True)
+def _take(state, idx, pc, isa, flags, target, next_isa, target_idx) -> None:
+    """Continue at the target of the taken branch `idx`; lost if the image cannot say where."""
+    if flags[idx] & _DIRECT and next_isa[idx] != _NO_ISA:
+        _follow(state, idx, 1, target_idx[idx], target[idx], next_isa[idx])
+    else:
+        _lose(state, GapReason.NO_TARGET, pc[idx])
+
+
+@numba.njit(cache=True, nogil=True)
+def _resolve(state, index, next_idx, target_idx) -> bool:
+    """Turn a pending address into an index; False when it must be decoded first."""
+    if state[_S_POS] != _UNRESOLVED or state[_S_KEY] == -1:
+        return True
+    found = index.get(state[_S_KEY], _UNRESOLVED)
+    if found == _UNRESOLVED:
+        state[_S_NEED] = state[_S_KEY]
+        return False
+    if found == _NO_CODE:
+        _lose(state, GapReason.NO_CODE, state[_S_KEY] >> 3)
+        return True
+    link = state[_S_LINK]
+    if link >= 0:
+        if state[_S_SLOT] == 0:
+            next_idx[link] = found
+        else:
+            target_idx[link] = found
+    state[_S_POS] = found
+    state[_S_KEY] = -1
+    state[_S_LINK] = -1
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def _report_loss(state, gap_seq, gap_reason, gap_addr) -> None:
+    if state[_S_LOST] != 0:
+        g = state[_S_GAPS]
+        gap_seq[g] = state[_S_SEQ]
+        gap_reason[g] = state[_S_LOST]
+        gap_addr[g] = state[_S_LOST_ADDR]
+        state[_S_GAPS] = g + 1
+        state[_S_LOST] = 0
+
+
+@numba.njit(cache=True, nogil=True)
+def _emit(state, out, idx, executed, cycles, time, src, isa) -> None:
+    out_idx, out_exec, out_cycles, out_cancel, out_time, out_src = out
+    r = state[_S_ROWS]
+    out_idx[r] = idx
+    out_exec[r] = executed
+    out_cycles[r] = cycles
+    out_cancel[r] = False
+    out_time[r] = time
+    out_src[r] = src
+    state[_S_ROWS] = r + 1
+    state[_S_SEQ] += 1
+    state[_S_ISA] = isa[idx]
+
+
+@numba.njit(cache=True, nogil=True)
+def _walk(
+    op_kind, op_a, op_b, op_isa, op_cycles, op_time, op_src,
+    pc, size, isa, flags, target, next_isa, next_idx, target_idx, index,
+    state, out, gap_seq, gap_reason, gap_addr, op_first, op_end,
+):  # fmt: skip
+    """Apply ops from state[_S_OP] on; returns _DONE, _FULL (buffers full) or _NEED (decode)."""
+    out_exec, out_cancel = out[1], out[3]
+    while state[_S_OP] < len(op_kind):
+        i = state[_S_OP]
+        if state[_S_ROWS] + 2 > len(out_exec) or state[_S_GAPS] + 2 > len(gap_seq):
+            return _FULL
+        if state[_S_LOST] != 0 and state[_S_LOST] <= GapReason.MISMATCH:
+            _report_loss(state, gap_seq, gap_reason, gap_addr)  # anomalies: at once
+        if state[_S_BEGUN] == 0:
+            op_first[i] = state[_S_SEQ]
+            state[_S_BEGUN] = 1
+        kind = op_kind[i]
+        done = True
+        if kind == Op.SYNC or kind == Op.TARGET:
+            _go_to(state, op_a[i], op_isa[i])
+        elif kind == Op.EXCEPTION:
+            if op_b[i] & EXCEPTION_CANCELS and state[_S_ROWS] > 0:
+                r = state[_S_ROWS] - 1
+                out_exec[r] = _NOT_EXECUTED
+                out_cancel[r] = True
+            if op_b[i] & EXCEPTION_NO_VECTOR:
+                _lose(state, GapReason.VECTOR, 0)
+            else:
+                _go_to(state, op_a[i], op_isa[i])
+        elif kind == Op.GAP:
+            _lose(state, 0, 0)  # the decoder reports its own gaps
+        else:  # ATOM, RUN, BRANCH, TRAP: these need the position
+            if not _resolve(state, index, next_idx, target_idx):
+                return _NEED
+            idx = state[_S_POS]
+            if idx >= 0 and flags[idx] & _UNDEFINED:
+                _lose(state, GapReason.UNDEFINED, pc[idx])
+                idx = _UNRESOLVED
+            if idx < 0:
+                _report_loss(state, gap_seq, gap_reason, gap_addr)
+                if kind == Op.BRANCH:  # its source address resumes the walk
+                    _go_to(state, op_a[i], op_isa[i] if state[_S_ISA] < 0 else state[_S_ISA])
+                    state[_S_STEP] = 0
+                    continue
+                state[_S_DROPPED] += 1
+            elif kind == Op.ATOM:
+                executed = op_b[i] == 1
+                _emit(state, out, idx, _EXECUTED if executed else _NOT_EXECUTED, op_cycles[i], op_time[i],
+                      op_src[i], isa)  # fmt: skip
+                if executed and flags[idx] & _BRANCH:
+                    _take(state, idx, pc, isa, flags, target, next_isa, target_idx)
+                else:
+                    _fall_through(state, idx, pc, size, isa, next_idx)
+            else:
+                f = flags[idx]
+                count = np.int64(op_a[i])
+                if kind == Op.RUN and count == 0:
+                    pass
+                elif (
+                    (kind == Op.RUN and state[_S_STEP] + 1 == count and op_b[i] == 1)
+                    or (kind == Op.BRANCH and pc[idx] == op_a[i])
+                ):  # the taken branch that ends the op
+                    _emit(state, out, idx, _EXECUTED, op_cycles[i], op_time[i], op_src[i], isa)
+                    after = idx
+                    if f & _DELAY:
+                        if f & _BLOCK_END:
+                            _lose(state, GapReason.NO_CODE, pc[idx] + 4)
+                            after = -1
+                        else:
+                            after = idx + 1
+                            annulled = f & _ANNUL and not f & _CONDITIONAL  # ba,a
+                            _emit(state, out, after, _NOT_EXECUTED if annulled else _EXECUTED, op_cycles[i],
+                                  op_time[i], op_src[i], isa)  # fmt: skip
+                    if after >= 0:
+                        if kind == Op.BRANCH:
+                            _go_to(state, op_b[i], op_isa[i])
+                        elif f & _BRANCH:
+                            _take(state, idx, pc, isa, flags, target, next_isa, target_idx)
+                        else:  # a count that ends on a non-branch: the trace and image disagree
+                            _lose(state, GapReason.MISMATCH, pc[idx])
+                elif (f & _BRANCH and not f & _CONDITIONAL) or state[_S_STEP] >= MAX_SEQUENTIAL:
+                    _lose(state, GapReason.MISMATCH, pc[idx])  # a branch the trace says was not taken
+                    done = kind != Op.BRANCH
+                    if not done:
+                        continue
+                else:  # one instruction in sequence: not a taken branch
+                    trap = kind == Op.TRAP and f & _TRAP
+                    if trap:
+                        executed = _EXECUTED
+                    elif f & _BRANCH:
+                        executed = _NOT_EXECUTED if f & _HAS_COND else _EXECUTED
+                    else:
+                        executed = _UNKNOWN if f & _CONDITIONAL else _EXECUTED
+                    _emit(state, out, idx, executed, op_cycles[i], op_time[i], op_src[i], isa)
+                    last = idx
+                    if f & _DELAY and f & _BLOCK_END:
+                        _lose(state, GapReason.NO_CODE, pc[idx] + 4)
+                        last = -1
+                    elif f & _DELAY:  # a branch not taken: its delay slot, unless annulled
+                        last = idx + 1
+                        _emit(state, out, last, _NOT_EXECUTED if f & _ANNUL else _EXECUTED, op_cycles[i],
+                              op_time[i], op_src[i], isa)  # fmt: skip
+                    if last >= 0:
+                        _fall_through(state, last, pc, size, isa, next_idx)
+                    state[_S_STEP] += 1
+                    done = trap or (kind == Op.RUN and state[_S_STEP] >= count)
+                    if last < 0:
+                        done = kind != Op.BRANCH
+                    if not done:
+                        continue
+        if done:
+            op_end[i] = state[_S_SEQ]
+            state[_S_OP] = i + 1
+            state[_S_STEP] = 0
+            state[_S_BEGUN] = 0
+    if state[_S_LOST] != 0 and state[_S_LOST] <= GapReason.MISMATCH:
+        _report_loss(state, gap_seq, gap_reason, gap_addr)
+    return _DONE
+
+
+class Walker:
+    """Follows one core's waypoint ops through a `Program`, yielding model rows in batches.
+
+    Feed ops with `run` as the decoder produces them (any number of calls), then `finish`.
+    The last row is held back until then, so an EXCEPTION that cancels it can still mark
+    it. After each `run`, `op_first[i]` and `op_end[i]` are the seq before and after op i
+    (op i emitted rows op_first[i] .. op_end[i] - 1), so the decoder can give its own events
+    (exceptions, timestamps, gaps) the seq of the instruction they belong to.
+    """
+
+    def __init__(self, program: Program, *, cpu: int = 0, first_seq: int = 0, batch: int = 1 << 16) -> None:
+        self.program = program
+        self.cpu = cpu
+        self.state = np.zeros(_S_LEN, np.int64)
+        self.state[[_S_POS, _S_KEY, _S_LINK, _S_ISA]] = (_UNRESOLVED, -1, -1, -1)
+        self.state[_S_SEQ] = first_seq
+        self._out = (
+            np.zeros(batch, np.int64),  # instruction index in the program
+            np.zeros(batch, np.int8),  # executed: 1, 0, or -1 unknown
+            np.zeros(batch, np.int64),  # cycles
+            np.zeros(batch, np.bool_),  # cancelled
+            np.zeros(batch, np.int64),  # time
+            np.zeros(batch, np.int64),  # src
+        )
+        self._gaps = (np.zeros(256, np.int64), np.zeros(256, np.int64), np.zeros(256, np.int64))
+        self.op_first = np.zeros(0, np.int64)
+        self.op_end = np.zeros(0, np.int64)
+
+    @property
+    def next_seq(self) -> int:
+        """The seq the next instruction will get."""
+        return int(self.state[_S_SEQ])
+
+    @property
+    def dropped(self) -> int:
+        """Ops dropped because the walk had lost its place."""
+        return int(self.state[_S_DROPPED])
+
+    def run(self, ops: Ops) -> Iterator[dict[str, pa.Table]]:
+        """Apply `ops`; yields batches of `instructions` and `events` (trace_gap) rows."""
+        self.op_first = np.zeros(len(ops), np.int64)
+        self.op_end = np.zeros(len(ops), np.int64)
+        state = self.state
+        state[_S_OP] = state[_S_STEP] = state[_S_BEGUN] = 0
+        p = self.program
+        while True:
+            status = _walk(
+                ops.kind, ops.a, ops.b, ops.isa, ops.cycles, ops.time, ops.src,
+                p.pc, p.size, p.isa, p.flags, p.target, p.next_isa, p.next_idx, p.target_idx, p.index,
+                state, self._out, *self._gaps, self.op_first, self.op_end,
+            )  # fmt: skip
+            if status == _NEED:
+                p.decode(int(state[_S_NEED]))
+            elif status == _FULL:
+                yield self._flush(keep_last=True)
+            else:
+                break
+        if state[_S_ROWS] > 1 or state[_S_GAPS]:
+            yield self._flush(keep_last=True)
+
+    def finish(self) -> Iterator[dict[str, pa.Table]]:
+        """The row held back, once no more ops will come."""
+        if self.state[_S_ROWS] or self.state[_S_GAPS]:
+            yield self._flush(keep_last=False)
+
+    def _flush(self, *, keep_last: bool) -> dict[str, pa.Table]:
+        rows = int(self.state[_S_ROWS])
+        n = rows - 1 if keep_last and rows else rows
+        batch = {"instructions": self._instructions(n), "events": self._gap_events()}
+        if n < rows:
+            for column in self._out:
+                column[0] = column[rows - 1]
+        self.state[_S_ROWS] = rows - n
+        return batch
+
+    def _instructions(self, n: int) -> pa.Table:
+        p = self.program
+        idx, executed, cycles, cancelled, time, src = (column[:n] for column in self._out)
+        first_seq = int(self.state[_S_SEQ]) - int(self.state[_S_ROWS])
+        flags = np.where(cancelled, Flag.RECONSTRUCTED | Flag.CANCELLED, Flag.RECONSTRUCTED)
+        columns = [
+            pa.array(np.arange(first_seq, first_seq + n, dtype=np.int64)),
+            pa.array(time, mask=time == NO_TIME),
+            pa.array(np.full(n, self.cpu, np.uint16)),
+            pa.array(p.pc[idx]),
+            pa.array(p.opcode[idx]),
+            pa.array(p.size[idx]),
+            pa.DictionaryArray.from_arrays(pa.array(p.isa[idx].astype(np.int32)), ISA_NAMES),
+            pa.nulls(n, SCHEMAS["instructions"].field("mode").type),
+            pa.array(executed == _EXECUTED, mask=executed == _UNKNOWN),
+            pa.array(cycles, mask=cycles == NO_TIME),
+            pa.array(flags.astype(np.uint16)),
+            pa.nulls(n, pa.string()),
+            pa.array(src.copy()),
+        ]
+        return pa.Table.from_arrays(columns, schema=SCHEMAS["instructions"])
+
+    def _gap_events(self) -> pa.Table:
+        count = int(self.state[_S_GAPS])
+        self.state[_S_GAPS] = 0
+        seq, reason, address = (column[:count] for column in self._gaps)
+        reasons = [GapReason(int(r)) for r in reason]
+        return pa.Table.from_pydict(
+            {
+                "seq": pa.array(seq.copy()),
+                "time": pa.nulls(count, pa.int64()),
+                "cpu": pa.array(np.full(count, self.cpu, np.uint16)),
+                "kind": pa.array(["trace_gap"] * count, pa.string()).dictionary_encode(),
+                "number": pa.array([int(r) for r in reasons], pa.int64()),
+                "name": pa.array([r.name.lower() for r in reasons], pa.string()),
+                "value": pa.array(address.astype(np.uint64)),
+                "value1": pa.nulls(count, pa.uint64()),
+                "text": pa.array([self._gap_text(r, int(a)) for r, a in zip(reasons, address, strict=True)]),
+                "src": pa.nulls(count, pa.int64()),
+            },
+            schema=SCHEMAS["events"],
+        )
+
+    def _gap_text(self, reason: GapReason, address: int) -> str:
+        if reason is GapReason.VECTOR:
+            return GAP_TEXT[reason]
+        failure = next((m for k, m in self.program.failures.items() if k >> 3 == address), None)
+        detail = f" ({failure})" if failure and reason is GapReason.NO_CODE else ""
+        return f"{GAP_TEXT[reason]} at 0x{address:x}{detail}"
