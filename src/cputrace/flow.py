@@ -240,7 +240,9 @@ _S_SEQ = 11  # seq of the next row
 _S_GAPS = 12  # rows in the gap buffers
 _S_DROPPED = 13  # ops dropped for want of a position
 _S_NEED = 14  # key to decode when the loop returns _NEED
-_S_LEN = 15
+_S_CHECKED = 15  # the current RUN/BRANCH/TRAP op's instructions are known to be there
+_S_RESUMED = 16  # the current BRANCH op resumed the walk at its source
+_S_LEN = 17
 
 _DONE, _FULL, _NEED = 0, 1, 2
 _NOT_EXECUTED, _EXECUTED, _UNKNOWN = 0, 1, -1
@@ -341,6 +343,73 @@ def _emit(state, out, idx, executed, cycles, time, src, isa) -> None:
 
 
 @numba.njit(cache=True, nogil=True)
+def _ends_op(kind, steps, count, source, taken, pc, f) -> bool:
+    """Whether the instruction with facts `f` at `pc` is the last one of a RUN/BRANCH/TRAP op."""
+    if kind == Op.RUN:
+        return steps + 1 >= count
+    if kind == Op.BRANCH:
+        return pc == source
+    return f & _TRAP != 0
+
+
+@numba.njit(cache=True, nogil=True)
+def _check_run(state, idx, kind, count, source, taken, pc, size, isa, flags, next_idx, index) -> int:
+    """Walk a RUN/BRANCH/TRAP op's instructions without emitting them: are they all there?
+
+    Returns 1 when the walk can be emitted (every fall-through link is then cached), 0 when
+    trace and image disagree (the position is lost, with the reason), 2 when an address
+    must be decoded first (state[_S_NEED]). Checking first means a contradiction never
+    leaves instructions behind that the trace did not run.
+    """
+    steps = 0
+    while True:
+        f = flags[idx]
+        if f & _UNDEFINED:
+            _lose(state, GapReason.UNDEFINED, pc[idx])
+            return 0
+        if _ends_op(kind, steps, count, source, taken, pc[idx], f):
+            if taken and not f & _BRANCH:
+                _lose(state, GapReason.MISMATCH, pc[idx])  # a taken branch that is not one
+                return 0
+            if taken and f & _DELAY and f & _BLOCK_END:
+                _lose(state, GapReason.NO_CODE, pc[idx] + 4)
+                return 0
+            return 1
+        if (f & _BRANCH and not f & _CONDITIONAL) or steps >= MAX_SEQUENTIAL:
+            _lose(state, GapReason.MISMATCH, pc[idx])  # a branch the trace says was not taken
+            return 0
+        last = idx
+        if f & _DELAY:
+            if f & _BLOCK_END:
+                _lose(state, GapReason.NO_CODE, pc[idx] + 4)
+                return 0
+            last = idx + 1
+            steps += 1
+        following = next_idx[last]
+        if following < 0:
+            address = pc[last] + size[last]
+            key = (np.int64(address) << 3) | np.int64(isa[last])
+            if key not in index:
+                state[_S_NEED] = key
+                return 2
+            following = index[key]
+            if following == _NO_CODE:
+                _lose(state, GapReason.NO_CODE, address)
+                return 0
+            next_idx[last] = following
+        idx = following
+        steps += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _in_sequence(f) -> int:
+    """`executed` of an instruction passed in sequence (not a taken branch)."""
+    if f & _BRANCH:
+        return _NOT_EXECUTED if f & _HAS_COND else _EXECUTED
+    return _UNKNOWN if f & _CONDITIONAL else _EXECUTED
+
+
+@numba.njit(cache=True, nogil=True)
 def _walk(
     op_kind, op_a, op_b, op_isa, op_cycles, op_time, op_src,
     pc, size, isa, flags, target, next_isa, next_idx, target_idx, index,
@@ -358,104 +427,90 @@ def _walk(
             op_first[i] = state[_S_SEQ]
             state[_S_BEGUN] = 1
         kind = op_kind[i]
+        cycles, time, src = op_cycles[i], op_time[i], op_src[i]
         done = True
         if kind == Op.SYNC or kind == Op.TARGET:
             _go_to(state, op_a[i], op_isa[i])
         elif kind == Op.EXCEPTION:
             if op_b[i] & EXCEPTION_CANCELS and state[_S_ROWS] > 0:
-                r = state[_S_ROWS] - 1
-                out_exec[r] = _NOT_EXECUTED
-                out_cancel[r] = True
+                out_exec[state[_S_ROWS] - 1] = _NOT_EXECUTED
+                out_cancel[state[_S_ROWS] - 1] = True
             if op_b[i] & EXCEPTION_NO_VECTOR:
                 _lose(state, GapReason.VECTOR, 0)
             else:
                 _go_to(state, op_a[i], op_isa[i])
         elif kind == Op.GAP:
             _lose(state, 0, 0)  # the decoder reports its own gaps
+        elif kind == Op.RUN and op_a[i] == 0:
+            pass
         else:  # ATOM, RUN, BRANCH, TRAP: these need the position
             if not _resolve(state, index, next_idx, target_idx):
                 return _NEED
             idx = state[_S_POS]
             if idx >= 0 and flags[idx] & _UNDEFINED:
                 _lose(state, GapReason.UNDEFINED, pc[idx])
+                _report_loss(state, gap_seq, gap_reason, gap_addr)
                 idx = _UNRESOLVED
+            count, source = np.int64(op_a[i]), op_a[i]
+            taken = kind == Op.BRANCH or (kind == Op.RUN and op_b[i] == 1)
+            if idx >= 0 and kind != Op.ATOM and state[_S_CHECKED] == 0:
+                checked = _check_run(
+                    state, idx, kind, count, source, taken, pc, size, isa, flags, next_idx, index
+                )
+                if checked == 2:
+                    return _NEED
+                state[_S_CHECKED] = checked
+                if checked == 0:
+                    idx = _UNRESOLVED
             if idx < 0:
                 _report_loss(state, gap_seq, gap_reason, gap_addr)
-                if kind == Op.BRANCH:  # its source address resumes the walk
-                    _go_to(state, op_a[i], op_isa[i] if state[_S_ISA] < 0 else state[_S_ISA])
-                    state[_S_STEP] = 0
+                if kind == Op.BRANCH and state[_S_RESUMED] == 0:  # its source address resumes the walk
+                    _go_to(state, source, op_isa[i] if state[_S_ISA] < 0 else state[_S_ISA])
+                    state[_S_RESUMED] = 1
                     continue
                 state[_S_DROPPED] += 1
             elif kind == Op.ATOM:
                 executed = op_b[i] == 1
-                _emit(state, out, idx, _EXECUTED if executed else _NOT_EXECUTED, op_cycles[i], op_time[i],
-                      op_src[i], isa)  # fmt: skip
+                _emit(state, out, idx, _EXECUTED if executed else _NOT_EXECUTED, cycles, time, src, isa)
                 if executed and flags[idx] & _BRANCH:
                     _take(state, idx, pc, isa, flags, target, next_isa, target_idx)
                 else:
                     _fall_through(state, idx, pc, size, isa, next_idx)
-            else:
+            else:  # checked: emit one instruction (two with a delay slot) per pass
                 f = flags[idx]
-                count = np.int64(op_a[i])
-                if kind == Op.RUN and count == 0:
-                    pass
-                elif (
-                    (kind == Op.RUN and state[_S_STEP] + 1 == count and op_b[i] == 1)
-                    or (kind == Op.BRANCH and pc[idx] == op_a[i])
-                ):  # the taken branch that ends the op
-                    _emit(state, out, idx, _EXECUTED, op_cycles[i], op_time[i], op_src[i], isa)
-                    after = idx
-                    if f & _DELAY:
-                        if f & _BLOCK_END:
-                            _lose(state, GapReason.NO_CODE, pc[idx] + 4)
-                            after = -1
-                        else:
-                            after = idx + 1
-                            annulled = f & _ANNUL and not f & _CONDITIONAL  # ba,a
-                            _emit(state, out, after, _NOT_EXECUTED if annulled else _EXECUTED, op_cycles[i],
-                                  op_time[i], op_src[i], isa)  # fmt: skip
-                    if after >= 0:
+                steps = state[_S_STEP]
+                if _ends_op(kind, steps, count, source, taken, pc[idx], f):
+                    if taken:
+                        _emit(state, out, idx, _EXECUTED, cycles, time, src, isa)
+                        if f & _DELAY:  # the delay slot runs with the branch, unless ba,a
+                            annulled = f & _ANNUL and not f & _CONDITIONAL
+                            _emit(state, out, idx + 1, _NOT_EXECUTED if annulled else _EXECUTED, cycles, time,
+                                  src, isa)  # fmt: skip
                         if kind == Op.BRANCH:
                             _go_to(state, op_b[i], op_isa[i])
-                        elif f & _BRANCH:
+                        else:
                             _take(state, idx, pc, isa, flags, target, next_isa, target_idx)
-                        else:  # a count that ends on a non-branch: the trace and image disagree
-                            _lose(state, GapReason.MISMATCH, pc[idx])
-                elif (f & _BRANCH and not f & _CONDITIONAL) or state[_S_STEP] >= MAX_SEQUENTIAL:
-                    _lose(state, GapReason.MISMATCH, pc[idx])  # a branch the trace says was not taken
-                    done = kind != Op.BRANCH
-                    if not done:
-                        continue
-                else:  # one instruction in sequence: not a taken branch
-                    trap = kind == Op.TRAP and f & _TRAP
-                    if trap:
-                        executed = _EXECUTED
-                    elif f & _BRANCH:
-                        executed = _NOT_EXECUTED if f & _HAS_COND else _EXECUTED
+                        idx = -1
                     else:
-                        executed = _UNKNOWN if f & _CONDITIONAL else _EXECUTED
-                    _emit(state, out, idx, executed, op_cycles[i], op_time[i], op_src[i], isa)
+                        done = True
+                else:
+                    done = False
+                if idx >= 0:
+                    trap = kind == Op.TRAP and f & _TRAP
+                    _emit(state, out, idx, _EXECUTED if trap else _in_sequence(f), cycles, time, src, isa)
                     last = idx
-                    if f & _DELAY and f & _BLOCK_END:
-                        _lose(state, GapReason.NO_CODE, pc[idx] + 4)
-                        last = -1
-                    elif f & _DELAY:  # a branch not taken: its delay slot, unless annulled
+                    if f & _DELAY:  # a branch not taken: its delay slot, unless annulled
                         last = idx + 1
-                        _emit(state, out, last, _NOT_EXECUTED if f & _ANNUL else _EXECUTED, op_cycles[i],
-                              op_time[i], op_src[i], isa)  # fmt: skip
-                    if last >= 0:
-                        _fall_through(state, last, pc, size, isa, next_idx)
-                    state[_S_STEP] += 1
-                    done = trap or (kind == Op.RUN and state[_S_STEP] >= count)
-                    if last < 0:
-                        done = kind != Op.BRANCH
+                        _emit(state, out, last, _NOT_EXECUTED if f & _ANNUL else _EXECUTED, cycles, time, src,
+                              isa)  # fmt: skip
+                        steps += 1
+                    _fall_through(state, last, pc, size, isa, next_idx)
+                    state[_S_STEP] = steps + 1
                     if not done:
                         continue
-        if done:
-            op_end[i] = state[_S_SEQ]
-            state[_S_OP] = i + 1
-            state[_S_STEP] = 0
-            state[_S_BEGUN] = 0
+        op_end[i] = state[_S_SEQ]
+        state[_S_OP] = i + 1
+        state[_S_STEP] = state[_S_BEGUN] = state[_S_CHECKED] = state[_S_RESUMED] = 0
     if state[_S_LOST] != 0 and state[_S_LOST] <= GapReason.MISMATCH:
         _report_loss(state, gap_seq, gap_reason, gap_addr)
     return _DONE
@@ -504,7 +559,7 @@ class Walker:
         self.op_first = np.zeros(len(ops), np.int64)
         self.op_end = np.zeros(len(ops), np.int64)
         state = self.state
-        state[_S_OP] = state[_S_STEP] = state[_S_BEGUN] = 0
+        state[_S_OP] = state[_S_STEP] = state[_S_BEGUN] = state[_S_CHECKED] = state[_S_RESUMED] = 0
         p = self.program
         while True:
             status = _walk(

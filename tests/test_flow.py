@@ -1,0 +1,284 @@
+"""flow.py: walking waypoint ops through the image gives the recorded run back."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from flow_ops import Stream, atom_ops, branch_ops, run_ops
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from paths import shared
+
+import cputrace
+from cputrace.flow import (
+    EXCEPTION_CANCELS,
+    EXCEPTION_NO_VECTOR,
+    GapReason,
+    Op,
+    OpBuffer,
+    Ops,
+    Program,
+    Walker,
+)
+from cputrace.image import Image, Region, load_elf
+from cputrace.model import Flag, Isa
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def walk(program: Program, *op_batches: Ops, batch: int = 1 << 16) -> tuple[pa.Table, pa.Table, Walker]:
+    walker = Walker(program, batch=batch)
+    out = []
+    for ops in op_batches:
+        out += list(walker.run(ops))
+    out += list(walker.finish())
+    instructions = pa.concat_tables([b["instructions"] for b in out]) if out else None
+    events = pa.concat_tables([b["events"] for b in out]) if out else None
+    return instructions, events, walker
+
+
+def ground_truth(trace: Path, elf: Path) -> tuple[Stream, Program]:
+    table = cputrace.open(trace).sql("SELECT pc, isa, executed FROM instructions ORDER BY seq")
+    return Stream.of(table), Program(load_elf(elf))
+
+
+@pytest.fixture(scope="module")
+def quicksort() -> tuple[Stream, Program]:
+    return ground_truth(EXAMPLES / "quicksort.tarmac", EXAMPLES / "quicksort.elf")
+
+
+@pytest.fixture(scope="module")
+def calculator32() -> tuple[Stream, Program]:
+    samples = "tarmac-trace-utilities", "samples"
+    return ground_truth(
+        shared(*samples, "calculator-aarch32-fastmodel.tarmac"), shared(*samples, "calculator-aarch32.elf")
+    )
+
+
+@pytest.mark.parametrize("style", [atom_ops, branch_ops, run_ops])
+@pytest.mark.parametrize("run", ["quicksort", "calculator32"])
+def test_walk_gives_the_recorded_run_back(style, run, request) -> None:
+    stream, program = request.getfixturevalue(run)
+    instructions, events, walker = walk(program, style(stream, program.blocks))
+    assert events.num_rows == 0
+    assert walker.dropped == 0
+    assert instructions.column("pc").to_pylist() == stream.pc
+    assert instructions.column("isa").to_pylist() == [isa.name for isa in stream.isa]
+    assert instructions.column("seq").to_pylist() == list(range(len(stream.pc)))
+    executed = instructions.column("executed").to_pylist()
+    if style is atom_ops:
+        assert executed == stream.executed
+    else:  # known where the trace implies it, unknown (null) only for conditions it cannot see
+        known = [(got, want) for got, want in zip(executed, stream.executed, strict=True) if got is not None]
+        assert all(got == want for got, want in known)
+        assert len(known) > len(executed) // 2
+    assert set(instructions.column("flags").to_pylist()) == {Flag.RECONSTRUCTED}
+
+
+def test_opcodes_come_from_the_image(quicksort) -> None:
+    stream, program = quicksort
+    instructions, _, _ = walk(program, atom_ops(stream, program.blocks))
+    recorded = cputrace.open(EXAMPLES / "quicksort.tarmac").sql(
+        "SELECT opcode, size FROM instructions ORDER BY seq"
+    )
+    assert instructions.select(["opcode", "size"]).to_pydict() == recorded.to_pydict()
+
+
+def test_small_batches_and_split_op_streams_change_nothing(quicksort) -> None:
+    stream, program = quicksort
+    ops = run_ops(stream, program.blocks)
+    whole, _, _ = walk(program, ops)
+    halves = [_slice(ops, 0, len(ops) // 2), _slice(ops, len(ops) // 2, len(ops))]
+    split, _, walker = walk(Program(program.blocks.image), *halves, batch=5)
+    assert split.to_pydict() == whole.to_pydict()
+    assert walker.next_seq == len(stream.pc)
+
+
+def test_op_seq_ranges_locate_each_ops_instructions(quicksort) -> None:
+    stream, program = quicksort
+    ops = branch_ops(stream, program.blocks)
+    walker = Walker(program)
+    list(walker.run(ops))
+    branches = np.flatnonzero(ops.kind == Op.BRANCH)
+    last_of_op = walker.op_end[branches] - 1  # a BRANCH op ends with its branch
+    assert [stream.pc[i] for i in last_of_op] == ops.a[branches].tolist()
+    assert (walker.op_first <= walker.op_end).all()
+
+
+def test_each_address_is_decoded_once(quicksort) -> None:
+    stream, program = quicksort
+    fresh = Program(program.blocks.image)
+    walk(fresh, atom_ops(stream, program.blocks), atom_ops(stream, program.blocks))
+    decoded = fresh.pc[: fresh.count]
+    assert len(np.unique(decoded)) == len(decoded)  # whole blocks, each address once
+    assert set(decoded.tolist()) >= set(stream.pc)
+
+
+# Hand-made images for the edge cases: A32 words at 0x1000.
+B_SELF = 0xEAFFFFFE  # b .
+NOP = 0xE1A00000  # mov r0, r0
+BX_LR = 0xE12FFF1E
+BEQ_PLUS_8 = 0x0A000000  # beq .+8
+SVC = 0xEF000000
+UDF = 0xE7F000F0
+
+
+def a32_program(*words: int, base: int = 0x1000, tail: bytes = b"") -> Program:
+    code = b"".join(struct.pack("<I", w) for w in words) + tail
+    return Program(Image([Region(base, code, "test")]))
+
+
+def ops(*rows: tuple) -> Ops:
+    buffer = OpBuffer()
+    for row in rows:
+        buffer.add(*row)
+    return buffer.take()
+
+
+def test_an_address_outside_the_image_is_a_gap_then_the_next_address_resumes() -> None:
+    program = a32_program(NOP, NOP, BX_LR)
+    instructions, events, walker = walk(
+        program,
+        ops((Op.SYNC, 0x9000, 0, Isa.A32), (Op.ATOM, 0, 1), (Op.ATOM, 0, 1), (Op.TARGET, 0x1004, 0, Isa.A32),
+            (Op.ATOM, 0, 1)),
+    )  # fmt: skip
+    assert events.column("name").to_pylist() == ["no_code"]
+    assert events.column("value").to_pylist() == [0x9000]
+    assert "0x9000" in events.column("text")[0].as_py()
+    assert instructions.column("pc").to_pylist() == [0x1004]
+    assert walker.dropped == 2
+
+
+def test_undecodable_bytes_end_the_walk_with_a_gap_and_nothing_unproven_is_emitted() -> None:
+    program = a32_program(NOP, tail=b"\xff\xff\xff\xff")
+    instructions, events, _ = walk(
+        program,
+        ops((Op.SYNC, 0x1000, 0, Isa.A32), (Op.ATOM, 0, 1), (Op.SYNC, 0x1000, 0, Isa.A32), (Op.RUN, 3, 0)),
+    )
+    assert events.column("name").to_pylist() == ["undefined"]
+    assert events.column("value").to_pylist() == [0x1004]
+    assert instructions.column("pc").to_pylist() == [0x1000]  # the atom's; the run cannot be walked
+    assert events.column("seq").to_pylist() == [1]
+
+
+def test_running_past_the_end_of_the_image_is_a_gap() -> None:
+    program = a32_program(NOP, NOP)
+    _, events, _ = walk(program, ops((Op.SYNC, 0x1000, 0, Isa.A32), (Op.RUN, 4, 0)))
+    assert events.column("name").to_pylist() == ["no_code"]
+    assert events.column("value").to_pylist() == [0x1008]
+
+
+def test_a_trace_contradicting_the_image_is_a_gap_and_the_branch_source_resumes() -> None:
+    program = a32_program(NOP, B_SELF, NOP, NOP, BX_LR)
+    # the trace says the branch at 0x100c was taken, but 0x1004 branches unconditionally first
+    instructions, events, _ = walk(
+        program, ops((Op.SYNC, 0x1000, 0, Isa.A32), (Op.BRANCH, 0x1010, 0x1000, Isa.A32), (Op.ATOM, 0, 1))
+    )
+    assert events.column("name").to_pylist() == ["mismatch"]
+    assert events.column("value").to_pylist() == [0x1004]
+    assert instructions.column("pc").to_pylist() == [0x1010, 0x1000]
+
+
+def test_atoms_after_an_indirect_branch_without_target_are_a_gap() -> None:
+    program = a32_program(BX_LR)
+    instructions, events, walker = walk(
+        program, ops((Op.SYNC, 0x1000, 0, Isa.A32), (Op.ATOM, 0, 1), (Op.ATOM, 0, 1), (Op.ATOM, 0, 1))
+    )
+    assert instructions.num_rows == 1
+    assert events.column("name").to_pylist() == ["no_target"]
+    assert walker.dropped == 2
+
+
+def test_conditional_branch_atoms_and_condition_unknown_in_runs() -> None:
+    program = a32_program(BEQ_PLUS_8, 0x03A00001, NOP, B_SELF)  # beq; moveq r0,#1; nop; b .
+    instructions, _, _ = walk(
+        program,
+        ops((Op.SYNC, 0x1000, 0, Isa.A32), (Op.ATOM, 0, 0), (Op.ATOM, 0, 1), (Op.SYNC, 0x1000, 0, Isa.A32),
+            (Op.ATOM, 0, 1), (Op.ATOM, 0, 1), (Op.SYNC, 0x1000, 0, Isa.A32), (Op.RUN, 3, 0)),
+    )  # fmt: skip
+    assert instructions.column("pc").to_pylist() == [0x1000, 0x1004, 0x1000, 0x1008, 0x1000, 0x1004, 0x1008]
+    assert instructions.column("executed").to_pylist() == [False, True, True, True, False, None, True]
+
+
+def test_exception_cancels_the_last_instruction_and_enters_the_vector() -> None:
+    program = a32_program(NOP, NOP, SVC, NOP, base=0)
+    instructions, events, _ = walk(
+        program,
+        ops((Op.SYNC, 0, 0, Isa.A32), (Op.ATOM, 0, 1), (Op.ATOM, 0, 1),
+            (Op.EXCEPTION, 0x8, EXCEPTION_CANCELS, Isa.A32), (Op.ATOM, 0, 1)),
+    )  # fmt: skip
+    assert instructions.column("pc").to_pylist() == [0, 4, 8]
+    assert instructions.column("executed").to_pylist() == [True, False, True]
+    assert instructions.column("flags").to_pylist()[1] == Flag.RECONSTRUCTED | Flag.CANCELLED
+    assert events.num_rows == 0
+
+
+def test_trap_runs_to_the_exception_generating_instruction() -> None:
+    program = a32_program(NOP, NOP, SVC, NOP, BX_LR, base=0)
+    instructions, events, _ = walk(
+        program,
+        ops((Op.SYNC, 0, 0, Isa.A32), (Op.TRAP,), (Op.EXCEPTION, 0x8, 0, Isa.A32), (Op.RUN, 1, 0),
+            (Op.EXCEPTION, 0, EXCEPTION_NO_VECTOR), (Op.RUN, 1, 0), (Op.BRANCH, 0x10, 0x0, Isa.A32)),
+    )  # fmt: skip
+    assert instructions.column("pc").to_pylist() == [0, 4, 8, 8, 0x10]
+    assert events.column("name").to_pylist() == ["vector"]
+    assert events.column("number").to_pylist() == [GapReason.VECTOR]
+
+
+# SPARC: words at 0x40000000 (big-endian).
+SPARC_NOP = 0x01000000
+SPARC_BA_PLUS_12 = 0x10800003  # ba .+12
+SPARC_BA_A_PLUS_12 = 0x30800003  # ba,a .+12
+SPARC_BNE_A_PLUS_12 = 0x32800003  # bne,a .+12
+
+
+def sparc_program(*words: int) -> Program:
+    code = b"".join(struct.pack(">I", w) for w in words)
+    return Program(Image([Region(0x40000000, code, "test")]))
+
+
+@pytest.mark.parametrize(
+    ("branch", "taken", "pcs", "executed"),
+    [
+        (SPARC_BA_PLUS_12, True, [0, 4, 12], [True, True, True]),
+        (SPARC_BA_A_PLUS_12, True, [0, 4, 12], [True, False, True]),
+        (SPARC_BNE_A_PLUS_12, True, [0, 4, 12], [True, True, True]),
+        (SPARC_BNE_A_PLUS_12, False, [0, 4, 8], [False, False, True]),
+    ],
+)
+def test_sparc_delay_slots_and_annulling(branch, taken, pcs, executed) -> None:
+    program = sparc_program(branch, SPARC_NOP, SPARC_NOP, SPARC_NOP)
+    run = (Op.RUN, 1, 1) if taken else (Op.RUN, 1, 0)
+    instructions, events, _ = walk(program, ops((Op.SYNC, 0x40000000, 0, Isa.SPARC), run, (Op.RUN, 1, 0)))
+    assert events.num_rows == 0
+    assert [pc - 0x40000000 for pc in instructions.column("pc").to_pylist()] == pcs
+    assert instructions.column("executed").to_pylist() == executed
+
+
+def _slice(ops: Ops, start: int, stop: int) -> Ops:
+    return Ops(*(getattr(ops, f)[start:stop] for f in ("kind", "a", "b", "isa", "cycles", "time", "src")))
+
+
+OP_ROWS = st.tuples(
+    st.sampled_from(list(Op)),
+    st.integers(0x80000, 0x80400) | st.integers(0, 2**40),
+    st.integers(0, 40),
+    st.sampled_from([Isa.A64, Isa.A32, Isa.T32]),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(OP_ROWS, max_size=40))
+def test_any_op_stream_walks_without_crashing(quicksort, rows) -> None:
+    _, program = quicksort
+    instructions, events, walker = walk(program, ops(*rows), batch=3)
+    n = 0 if instructions is None else instructions.num_rows
+    assert walker.next_seq == n
+    if n:
+        assert instructions.column("seq").to_pylist() == list(range(n))
+    if events is not None and events.num_rows:
+        assert set(events.column("kind").to_pylist()) == {"trace_gap"}
