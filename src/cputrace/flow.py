@@ -29,8 +29,6 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 import pyarrow as pa
-from numba import types
-from numba.typed import Dict
 
 from .image import Image, ImageError
 from .isa import BlockCache, InsnInfo
@@ -99,8 +97,57 @@ _NO_ISA = 255
 _UNRESOLVED = -1
 _NO_CODE = -2  # index value: decoding failed there (reason in Program.failures)
 
-_KEY_TYPE = types.int64
-_INDEX_TYPE = types.int64
+_EMPTY = -1  # hash slot without a key
+_HASH = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing
+
+
+@numba.njit(cache=True, nogil=True)
+def _slot(keys: np.ndarray, key: int) -> int:
+    """The slot holding `key` in an open-addressing table, or the empty slot where it would go."""
+    mask = len(keys) - 1
+    slot = np.int64((np.uint64(key) * _HASH) >> np.uint64(40)) & mask
+    while keys[slot] != _EMPTY and keys[slot] != key:
+        slot = (slot + 1) & mask
+    return slot
+
+
+@numba.njit(cache=True, nogil=True)
+def _lookup(keys: np.ndarray, values: np.ndarray, key: int) -> int:
+    slot = _slot(keys, key)
+    return values[slot] if keys[slot] == key else _UNRESOLVED
+
+
+@numba.njit(cache=True, nogil=True)
+def _insert(keys: np.ndarray, values: np.ndarray, new_keys: np.ndarray, new_values: np.ndarray) -> None:
+    for i in range(len(new_keys)):
+        slot = _slot(keys, new_keys[i])
+        keys[slot] = new_keys[i]
+        values[slot] = new_values[i]
+
+
+class _AddressIndex:
+    """(address << 3 | ISA) -> instruction index: a hash table the compiled walk reads directly."""
+
+    def __init__(self, capacity: int = 1 << 12) -> None:
+        self.keys = np.full(capacity, _EMPTY, np.int64)
+        self.values = np.zeros(capacity, np.int64)
+        self.count = 0
+
+    def __contains__(self, key: int) -> bool:
+        return _lookup(self.keys, self.values, key) != _UNRESOLVED
+
+    def add(self, keys: np.ndarray, values: np.ndarray) -> None:
+        if 2 * (self.count + len(keys)) > len(self.keys):  # keep probes short: at most half full
+            old_keys, old_values = self.keys, self.values
+            used = old_keys != _EMPTY
+            capacity = len(old_keys)
+            while 2 * (self.count + len(keys)) > capacity:
+                capacity *= 2
+            self.keys = np.full(capacity, _EMPTY, np.int64)
+            self.values = np.zeros(capacity, np.int64)
+            _insert(self.keys, self.values, old_keys[used], old_values[used])
+        _insert(self.keys, self.values, keys, values)
+        self.count += len(keys)
 
 
 def _key(address: int, isa: int) -> int:
@@ -165,7 +212,7 @@ class Program:
         self.next_isa = np.zeros(capacity, np.uint8)
         self.next_idx = np.zeros(capacity, np.int64)
         self.target_idx = np.zeros(capacity, np.int64)
-        self.index = Dict.empty(_KEY_TYPE, _INDEX_TYPE)
+        self.index = _AddressIndex()
         self.failures: dict[int, str] = {}
 
     def decode(self, key: int) -> None:
@@ -174,7 +221,7 @@ class Program:
         try:
             block = self.blocks.block_at(address, isa)
         except ImageError as exc:
-            self.index[key] = _NO_CODE
+            self.index.add(np.array([key], np.int64), np.array([_NO_CODE], np.int64))
             self.failures[key] = str(exc)
             return
         new: list[InsnInfo] = []
@@ -200,7 +247,8 @@ class Program:
             self.next_isa[j] = _NO_ISA if info.next_isa is None else info.next_isa
             self.next_idx[j] = j + 1 if i < n - 1 else _UNRESOLVED
             self.target_idx[j] = _UNRESOLVED
-            self.index[_key(info.address, isa)] = j
+        keys = [_key(info.address, isa) for info in insns]
+        self.index.add(np.array(keys, np.int64), np.arange(start, start + n, dtype=np.int64))
         self.count = start + n
 
     def _grow(self, capacity: int) -> None:
@@ -245,6 +293,15 @@ _S_RESUMED = 16  # the current BRANCH op resumed the walk at its source
 _S_LEN = 17
 
 _DONE, _FULL, _NEED = 0, 1, 2
+
+# Rows of the walker's output array (one int64 array: a tuple of arrays costs a call each time).
+_O_IDX = 0  # instruction index in the program
+_O_EXEC = 1  # executed: 1, 0, or -1 unknown
+_O_CYCLES = 2
+_O_CANCEL = 3
+_O_TIME = 4
+_O_SRC = 5
+_O_LEN = 6
 _NOT_EXECUTED, _EXECUTED, _UNKNOWN = 0, 1, -1
 
 
@@ -293,11 +350,11 @@ def _take(state, idx, pc, isa, flags, target, next_isa, target_idx) -> None:
 
 
 @numba.njit(cache=True, nogil=True)
-def _resolve(state, index, next_idx, target_idx) -> bool:
+def _resolve(state, keys, values, next_idx, target_idx) -> bool:
     """Turn a pending address into an index; False when it must be decoded first."""
     if state[_S_POS] != _UNRESOLVED or state[_S_KEY] == -1:
         return True
-    found = index.get(state[_S_KEY], _UNRESOLVED)
+    found = _lookup(keys, values, state[_S_KEY])
     if found == _UNRESOLVED:
         state[_S_NEED] = state[_S_KEY]
         return False
@@ -317,26 +374,25 @@ def _resolve(state, index, next_idx, target_idx) -> bool:
 
 
 @numba.njit(cache=True, nogil=True)
-def _report_loss(state, gap_seq, gap_reason, gap_addr) -> None:
+def _report_loss(state, gaps) -> None:
     if state[_S_LOST] != 0:
         g = state[_S_GAPS]
-        gap_seq[g] = state[_S_SEQ]
-        gap_reason[g] = state[_S_LOST]
-        gap_addr[g] = state[_S_LOST_ADDR]
+        gaps[0, g] = state[_S_SEQ]
+        gaps[1, g] = state[_S_LOST]
+        gaps[2, g] = state[_S_LOST_ADDR]
         state[_S_GAPS] = g + 1
         state[_S_LOST] = 0
 
 
 @numba.njit(cache=True, nogil=True)
 def _emit(state, out, idx, executed, cycles, time, src, isa) -> None:
-    out_idx, out_exec, out_cycles, out_cancel, out_time, out_src = out
     r = state[_S_ROWS]
-    out_idx[r] = idx
-    out_exec[r] = executed
-    out_cycles[r] = cycles
-    out_cancel[r] = False
-    out_time[r] = time
-    out_src[r] = src
+    out[_O_IDX, r] = idx
+    out[_O_EXEC, r] = executed
+    out[_O_CYCLES, r] = cycles
+    out[_O_CANCEL, r] = 0
+    out[_O_TIME, r] = time
+    out[_O_SRC, r] = src
     state[_S_ROWS] = r + 1
     state[_S_SEQ] += 1
     state[_S_ISA] = isa[idx]
@@ -353,7 +409,7 @@ def _ends_op(kind, steps, count, source, taken, pc, f) -> bool:
 
 
 @numba.njit(cache=True, nogil=True)
-def _check_run(state, idx, kind, count, source, taken, pc, size, isa, flags, next_idx, index) -> int:
+def _check_run(state, idx, kind, count, source, taken, pc, size, isa, flags, next_idx, keys, values) -> int:
     """Walk a RUN/BRANCH/TRAP op's instructions without emitting them: are they all there?
 
     Returns 1 when the walk can be emitted (every fall-through link is then cached), 0 when
@@ -389,10 +445,10 @@ def _check_run(state, idx, kind, count, source, taken, pc, size, isa, flags, nex
         if following < 0:
             address = pc[last] + size[last]
             key = (np.int64(address) << 3) | np.int64(isa[last])
-            if key not in index:
+            following = _lookup(keys, values, key)
+            if following == _UNRESOLVED:
                 state[_S_NEED] = key
                 return 2
-            following = index[key]
             if following == _NO_CODE:
                 _lose(state, GapReason.NO_CODE, address)
                 return 0
@@ -412,17 +468,16 @@ def _in_sequence(f) -> int:
 @numba.njit(cache=True, nogil=True)
 def _walk(
     op_kind, op_a, op_b, op_isa, op_cycles, op_time, op_src,
-    pc, size, isa, flags, target, next_isa, next_idx, target_idx, index,
-    state, out, gap_seq, gap_reason, gap_addr, op_first, op_end,
+    pc, size, isa, flags, target, next_isa, next_idx, target_idx, keys, values,
+    state, out, gaps, op_first, op_end,
 ):  # fmt: skip
     """Apply ops from state[_S_OP] on; returns _DONE, _FULL (buffers full) or _NEED (decode)."""
-    out_exec, out_cancel = out[1], out[3]
     while state[_S_OP] < len(op_kind):
         i = state[_S_OP]
-        if state[_S_ROWS] + 2 > len(out_exec) or state[_S_GAPS] + 2 > len(gap_seq):
+        if state[_S_ROWS] + 2 > out.shape[1] or state[_S_GAPS] + 2 > gaps.shape[1]:
             return _FULL
         if state[_S_LOST] != 0 and state[_S_LOST] <= GapReason.MISMATCH:
-            _report_loss(state, gap_seq, gap_reason, gap_addr)  # anomalies: at once
+            _report_loss(state, gaps)  # anomalies: at once
         if state[_S_BEGUN] == 0:
             op_first[i] = state[_S_SEQ]
             state[_S_BEGUN] = 1
@@ -433,8 +488,8 @@ def _walk(
             _go_to(state, op_a[i], op_isa[i])
         elif kind == Op.EXCEPTION:
             if op_b[i] & EXCEPTION_CANCELS and state[_S_ROWS] > 0:
-                out_exec[state[_S_ROWS] - 1] = _NOT_EXECUTED
-                out_cancel[state[_S_ROWS] - 1] = True
+                out[_O_EXEC, state[_S_ROWS] - 1] = _NOT_EXECUTED
+                out[_O_CANCEL, state[_S_ROWS] - 1] = 1
             if op_b[i] & EXCEPTION_NO_VECTOR:
                 _lose(state, GapReason.VECTOR, 0)
             else:
@@ -444,18 +499,18 @@ def _walk(
         elif kind == Op.RUN and op_a[i] == 0:
             pass
         else:  # ATOM, RUN, BRANCH, TRAP: these need the position
-            if not _resolve(state, index, next_idx, target_idx):
+            if not _resolve(state, keys, values, next_idx, target_idx):
                 return _NEED
             idx = state[_S_POS]
             if idx >= 0 and flags[idx] & _UNDEFINED:
                 _lose(state, GapReason.UNDEFINED, pc[idx])
-                _report_loss(state, gap_seq, gap_reason, gap_addr)
+                _report_loss(state, gaps)
                 idx = _UNRESOLVED
             count, source = np.int64(op_a[i]), op_a[i]
             taken = kind == Op.BRANCH or (kind == Op.RUN and op_b[i] == 1)
             if idx >= 0 and kind != Op.ATOM and state[_S_CHECKED] == 0:
                 checked = _check_run(
-                    state, idx, kind, count, source, taken, pc, size, isa, flags, next_idx, index
+                    state, idx, kind, count, source, taken, pc, size, isa, flags, next_idx, keys, values
                 )
                 if checked == 2:
                     return _NEED
@@ -463,7 +518,7 @@ def _walk(
                 if checked == 0:
                     idx = _UNRESOLVED
             if idx < 0:
-                _report_loss(state, gap_seq, gap_reason, gap_addr)
+                _report_loss(state, gaps)
                 if kind == Op.BRANCH and state[_S_RESUMED] == 0:  # its source address resumes the walk
                     _go_to(state, source, op_isa[i] if state[_S_ISA] < 0 else state[_S_ISA])
                     state[_S_RESUMED] = 1
@@ -512,7 +567,7 @@ def _walk(
         state[_S_OP] = i + 1
         state[_S_STEP] = state[_S_BEGUN] = state[_S_CHECKED] = state[_S_RESUMED] = 0
     if state[_S_LOST] != 0 and state[_S_LOST] <= GapReason.MISMATCH:
-        _report_loss(state, gap_seq, gap_reason, gap_addr)
+        _report_loss(state, gaps)
     return _DONE
 
 
@@ -532,15 +587,8 @@ class Walker:
         self.state = np.zeros(_S_LEN, np.int64)
         self.state[[_S_POS, _S_KEY, _S_LINK, _S_ISA]] = (_UNRESOLVED, -1, -1, -1)
         self.state[_S_SEQ] = first_seq
-        self._out = (
-            np.zeros(batch, np.int64),  # instruction index in the program
-            np.zeros(batch, np.int8),  # executed: 1, 0, or -1 unknown
-            np.zeros(batch, np.int64),  # cycles
-            np.zeros(batch, np.bool_),  # cancelled
-            np.zeros(batch, np.int64),  # time
-            np.zeros(batch, np.int64),  # src
-        )
-        self._gaps = (np.zeros(256, np.int64), np.zeros(256, np.int64), np.zeros(256, np.int64))
+        self._out = np.zeros((_O_LEN, batch), np.int64)
+        self._gaps = np.zeros((3, 256), np.int64)  # seq, reason, address
         self.op_first = np.zeros(0, np.int64)
         self.op_end = np.zeros(0, np.int64)
 
@@ -564,8 +612,9 @@ class Walker:
         while True:
             status = _walk(
                 ops.kind, ops.a, ops.b, ops.isa, ops.cycles, ops.time, ops.src,
-                p.pc, p.size, p.isa, p.flags, p.target, p.next_isa, p.next_idx, p.target_idx, p.index,
-                state, self._out, *self._gaps, self.op_first, self.op_end,
+                p.pc, p.size, p.isa, p.flags, p.target, p.next_isa, p.next_idx, p.target_idx,
+                p.index.keys, p.index.values,
+                state, self._out, self._gaps, self.op_first, self.op_end,
             )  # fmt: skip
             if status == _NEED:
                 p.decode(int(state[_S_NEED]))
@@ -586,16 +635,15 @@ class Walker:
         n = rows - 1 if keep_last and rows else rows
         batch = {"instructions": self._instructions(n), "events": self._gap_events()}
         if n < rows:
-            for column in self._out:
-                column[0] = column[rows - 1]
+            self._out[:, 0] = self._out[:, rows - 1]
         self.state[_S_ROWS] = rows - n
         return batch
 
     def _instructions(self, n: int) -> pa.Table:
         p = self.program
-        idx, executed, cycles, cancelled, time, src = (column[:n] for column in self._out)
+        idx, executed, cycles, cancelled, time, src = self._out[:, :n]
         first_seq = int(self.state[_S_SEQ]) - int(self.state[_S_ROWS])
-        flags = np.where(cancelled, Flag.RECONSTRUCTED | Flag.CANCELLED, Flag.RECONSTRUCTED)
+        flags = np.where(cancelled != 0, Flag.RECONSTRUCTED | Flag.CANCELLED, Flag.RECONSTRUCTED)
         columns = [
             pa.array(np.arange(first_seq, first_seq + n, dtype=np.int64)),
             pa.array(time, mask=time == NO_TIME),
@@ -609,14 +657,14 @@ class Walker:
             pa.array(cycles, mask=cycles == NO_TIME),
             pa.array(flags.astype(np.uint16)),
             pa.nulls(n, pa.string()),
-            pa.array(src.copy()),
+            pa.array(src),
         ]
         return pa.Table.from_arrays(columns, schema=SCHEMAS["instructions"])
 
     def _gap_events(self) -> pa.Table:
         count = int(self.state[_S_GAPS])
         self.state[_S_GAPS] = 0
-        seq, reason, address = (column[:count] for column in self._gaps)
+        seq, reason, address = self._gaps[:, :count]
         reasons = [GapReason(int(r)) for r in reason]
         return pa.Table.from_pydict(
             {
