@@ -641,7 +641,7 @@ class Walker:
 
     def _instructions(self, n: int) -> pa.Table:
         p = self.program
-        idx, executed, cycles, cancelled, time, src = self._out[:, :n]
+        idx, executed, cycles, cancelled, time, src = self._out[:, :n].copy()  # Arrow would share the buffer
         first_seq = int(self.state[_S_SEQ]) - int(self.state[_S_ROWS])
         flags = np.where(cancelled != 0, Flag.RECONSTRUCTED | Flag.CANCELLED, Flag.RECONSTRUCTED)
         columns = [
@@ -664,7 +664,7 @@ class Walker:
     def _gap_events(self) -> pa.Table:
         count = int(self.state[_S_GAPS])
         self.state[_S_GAPS] = 0
-        seq, reason, address = self._gaps[:, :count]
+        seq, reason, address = self._gaps[:, :count].copy()
         reasons = [GapReason(int(r)) for r in reason]
         return pa.Table.from_pydict(
             {
