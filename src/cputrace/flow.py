@@ -220,7 +220,7 @@ class Program:
         address, isa = key >> 3, Isa(key & 7)
         try:
             block = self.blocks.block_at(address, isa)
-        except ImageError as exc:
+        except (ImageError, ValueError) as exc:  # ValueError: an instruction set isa/ cannot decode
             self.index.add(np.array([key], np.int64), np.array([_NO_CODE], np.int64))
             self.failures[key] = str(exc)
             return
@@ -301,7 +301,8 @@ _O_CYCLES = 2
 _O_CANCEL = 3
 _O_TIME = 4
 _O_SRC = 5
-_O_LEN = 6
+_O_SEQ = 6
+_O_LEN = 7
 _NOT_EXECUTED, _EXECUTED, _UNKNOWN = 0, 1, -1
 
 
@@ -393,6 +394,7 @@ def _emit(state, out, idx, executed, cycles, time, src, isa) -> None:
     out[_O_CANCEL, r] = 0
     out[_O_TIME, r] = time
     out[_O_SRC, r] = src
+    out[_O_SEQ, r] = state[_S_SEQ]
     state[_S_ROWS] = r + 1
     state[_S_SEQ] += 1
     state[_S_ISA] = isa[idx]
@@ -597,6 +599,11 @@ class Walker:
         """The seq the next instruction will get."""
         return int(self.state[_S_SEQ])
 
+    @next_seq.setter
+    def next_seq(self, seq: int) -> None:
+        """Number on from `seq`: when several cores' walks interleave in one seq order."""
+        self.state[_S_SEQ] = seq
+
     @property
     def dropped(self) -> int:
         """Ops dropped because the walk had lost its place."""
@@ -641,11 +648,10 @@ class Walker:
 
     def _instructions(self, n: int) -> pa.Table:
         p = self.program
-        idx, executed, cycles, cancelled, time, src = self._out[:, :n].copy()  # Arrow would share the buffer
-        first_seq = int(self.state[_S_SEQ]) - int(self.state[_S_ROWS])
+        idx, executed, cycles, cancelled, time, src, seq = self._out[:, :n].copy()  # Arrow would share it
         flags = np.where(cancelled != 0, Flag.RECONSTRUCTED | Flag.CANCELLED, Flag.RECONSTRUCTED)
         columns = [
-            pa.array(np.arange(first_seq, first_seq + n, dtype=np.int64)),
+            pa.array(seq),
             pa.array(time, mask=time == NO_TIME),
             pa.array(np.full(n, self.cpu, np.uint16)),
             pa.array(p.pc[idx]),

@@ -9,6 +9,7 @@ from typing import Any, ClassVar, Protocol
 import pyarrow as pa
 
 from ..errors import TraceFormatError
+from ..image import Image, load_image_spec
 from ..inputs import InputFile
 
 Batch = dict[str, pa.Table]
@@ -26,6 +27,13 @@ class DecodeContext:
     warnings: int = 0
     warning_samples: list[str] = field(default_factory=list)
     notes: dict[str, Any] = field(default_factory=dict)
+    _image: Image | None = field(default=None, repr=False)
+
+    def image(self) -> Image | None:
+        """The program image given as `images` (`PATH[@ADDR]` specs, merged), loaded once."""
+        if self._image is None and self.options.get("images"):
+            self._image = Image.merge(load_image_spec(spec) for spec in self.options["images"])
+        return self._image
 
     def warn(self, path: str, where: str, message: str) -> None:
         self.warnings += 1

@@ -39,7 +39,8 @@ def load_elf(path: str | os.PathLike[str], load_offset: int = 0) -> Image:
     with open_elf(path, "not a valid ELF file (truncated or damaged?)") as (elf, stream, size):
         regions = _segments(elf, stream, size, path, load_offset)
         symbols = _symbols(elf, load_offset)
-    return Image(regions, symbols, LineTable.from_elf(path, load_offset))
+        entry = elf.header["e_entry"] + load_offset
+    return Image(regions, symbols, LineTable.from_elf(path, load_offset), entry)
 
 
 def _segments(elf: ELFFile, stream: BinaryIO, file_size: int, path: Path, load_offset: int) -> list[Region]:

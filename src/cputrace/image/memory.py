@@ -41,6 +41,7 @@ class Image:
         regions: Iterable[Region] = (),
         symbols: SymbolTable | None = None,
         lines: LineTable | None = None,
+        entry: int | None = None,
     ) -> None:
         ordered = sorted((r for r in regions if len(r.data)), key=lambda r: r.start)
         for region in ordered:
@@ -53,6 +54,7 @@ class Image:
         self._starts = [r.start for r in ordered]
         self.symbols: SymbolTable = symbols if symbols is not None else SymbolTable()
         self.lines: LineTable = lines if lines is not None else LineTable()
+        self.entry = entry  # where execution starts (ELF e_entry), when the file says
 
     @classmethod
     def merge(cls, images: Iterable[Image]) -> Image:
@@ -62,6 +64,7 @@ class Image:
             (r for image in images for r in image.regions),
             SymbolTable.merge(image.symbols for image in images),
             LineTable.merge(image.lines for image in images),
+            next((image.entry for image in images if image.entry is not None), None),
         )
 
     @property

@@ -23,6 +23,7 @@ from ...inputs import InputFile, LineChunk, line_chunks, prefetched
 from ...model import ISA_NAMES, SCHEMAS, Flag, Isa
 from ...regnames import canonical_register
 from ..base import Batch, DecodeContext
+from .flowonly import BranchFlow
 from .lines import LineError, LineStamp, Rows, TarmacLineParser
 from .scan import KIND_SLOW, MEM_L, MEM_NS, MEM_T, MEM_X, TIME_UNITS, Scan, scan_chunk
 from .stitch import NO_SEQ, assign_seq, fill_forward, update_last_seq
@@ -107,6 +108,16 @@ class TarmacDecoder:
         return int(100 * score / len(lines))
 
     def decode(self, source: InputFile, ctx: DecodeContext) -> Iterator[Batch]:
+        image = ctx.image()
+        if image is None:
+            yield from self._records(source, ctx)
+            return
+        flow = BranchFlow(image, ctx)  # a program-flow trace's FD/FI records walk the image
+        for batch in self._records(source, ctx):
+            yield flow.expand(batch)
+        yield from flow.finish()
+
+    def _records(self, source: InputFile, ctx: DecodeContext) -> Iterator[Batch]:
         default_isa = Isa[ctx.options.get("default_isa", "T32")]
         assembler = _Assembler(source.path, ctx, TarmacLineParser(default_isa))
         stream = source.open()

@@ -548,7 +548,8 @@ class TarmacLineParser:
 
     @staticmethod
     def _flow(kw: str, rest: list[str], record: str, src: int, rows: Rows) -> None:
-        """Program-flow records: `FD|FI (tick) <addr> <target> <ISA after>`."""
+        """Program-flow records: `FD|FI (tick) <addr> <target> <ISA after>`; the tick is `number`."""
+        tick = rest[0][1:-1] if rest and rest[0].startswith("(") and rest[0].endswith(")") else None
         args = rest[1:] if rest and rest[0].startswith("(") else rest
         source = _ADDRESS.fullmatch(args[0]) if args else None
         target = _ADDRESS.fullmatch(args[1]) if len(args) > 1 else None
@@ -558,6 +559,7 @@ class TarmacLineParser:
         rows.events.append(
             kind="branch",
             name=f"{kw} {isa}" if isa else kw,
+            number=int(tick) if tick is not None and tick.isdigit() else None,
             value=int(source.group(1), 16),
             value1=int(target.group(1), 16),
             text=record,

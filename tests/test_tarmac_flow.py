@@ -1,0 +1,144 @@
+"""Program-flow Tarmac traces (FD/FI only) ingested with their image give the full run back."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from flow_ops import Stream
+from paths import shared
+
+import cputrace
+from cputrace.cli import cli
+from cputrace.image import load_elf
+from cputrace.ingest import ingest
+from cputrace.isa import BlockCache
+from cputrace.model import Flag
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+_LETTER = {"A32": "A", "T32": "T", "A64": "O"}
+
+
+def flow_trace(full: Path, elf: Path, out: Path, *, ticks: bool = True) -> Stream:
+    """Write the FD/FI records a flow-only tracer gives for the run in `full`; returns the run."""
+    stream = Stream.of(cputrace.open(full).sql("SELECT pc, isa, executed FROM instructions ORDER BY seq"))
+    blocks = BlockCache(load_elf(elf))
+    lines = []
+    for i in range(len(stream.pc) - 1):
+        if stream.taken(i, blocks):
+            kw = "FD" if blocks.insn_at(stream.pc[i], stream.isa[i]).is_direct else "FI"
+            tick = f"({i + 1}) " if ticks else ""
+            letter = _LETTER[stream.isa[i + 1].name]
+            lines.append(f"{i + 1} clk {kw} {tick}{stream.pc[i]:08x} {stream.pc[i + 1]:08x} {letter}")
+    out.write_text("\n".join(lines) + "\n")
+    return stream
+
+
+def pcs_of(store: Path) -> list[int]:
+    return cputrace.Trace(store).sql("SELECT pc FROM instructions ORDER BY seq").column("pc").to_pylist()
+
+
+def last_branch(stream: Stream, blocks: BlockCache) -> int:
+    return max(i for i in range(len(stream.pc) - 1) if stream.taken(i, blocks))
+
+
+@pytest.mark.parametrize(
+    ("full", "elf"),
+    [
+        (EXAMPLES / "quicksort.tarmac", EXAMPLES / "quicksort.elf"),
+        (("samples", "calculator-aarch32-fastmodel.tarmac"), ("samples", "calculator-aarch32.elf")),
+        (("samples", "calculator-aarch64-fastmodel.tarmac"), ("samples", "calculator-aarch64.elf")),
+    ],
+)
+def test_flow_only_trace_with_its_image_gives_the_full_run(full, elf, tmp_path: Path) -> None:
+    if isinstance(full, tuple):
+        full, elf = shared("tarmac-trace-utilities", *full), shared("tarmac-trace-utilities", *elf)
+    stream = flow_trace(full, elf, tmp_path / "flow.tarmac")
+    trace = ingest([tmp_path / "flow.tarmac"], tmp_path / "s.ctrace", strict=True,
+                                   options={"images": [str(elf)]})  # fmt: skip
+    rows = cputrace.Trace(trace.store).sql("SELECT pc, isa, executed, flags FROM instructions ORDER BY seq")
+    end = last_branch(stream, BlockCache(load_elf(elf))) + 1  # what ran after the last branch is unknown
+    assert rows.column("pc").to_pylist() == stream.pc[:end]
+    assert rows.column("isa").to_pylist() == [isa.name for isa in stream.isa[:end]]
+    assert set(rows.column("flags").to_pylist()) == {Flag.RECONSTRUCTED}
+    gaps = cputrace.Trace(trace.store).sql("SELECT count(*) AS n FROM events WHERE kind = 'trace_gap'")
+    assert gaps.column("n")[0].as_py() == 0
+    # every FD/FI record belongs to the branch instruction it names
+    wrong = cputrace.Trace(trace.store).sql(
+        "SELECT count(*) AS n FROM events e JOIN instructions i USING (seq) "
+        "WHERE e.kind = 'branch' AND e.value <> i.pc"
+    )
+    assert wrong.column("n")[0].as_py() == 0
+
+
+def test_without_ticks_or_entry_the_walk_starts_at_the_first_branch(tmp_path: Path) -> None:
+    stream = flow_trace(
+        EXAMPLES / "quicksort.tarmac", EXAMPLES / "quicksort.elf", tmp_path / "f.tarmac", ticks=False
+    )
+    lines = (tmp_path / "f.tarmac").read_text().splitlines()
+    (tmp_path / "late.tarmac").write_text("\n".join(lines[5:]) + "\n")  # tracing began later
+    result = ingest([tmp_path / "late.tarmac"], tmp_path / "s.ctrace",
+                                    options={"images": [str(EXAMPLES / "quicksort.elf")]})  # fmt: skip
+    pcs = pcs_of(result.store)
+    source = int(lines[5].split()[3], 16)
+    assert pcs[0] == source
+    start = next(i for i in range(len(stream.pc)) if stream.pc[i] == source and i >= 5)
+    assert pcs == stream.pc[start : start + len(pcs)]
+
+
+def test_cli_ingest_with_image(tmp_path: Path) -> None:
+    flow_trace(EXAMPLES / "quicksort.tarmac", EXAMPLES / "quicksort.elf", tmp_path / "f.tarmac")
+    runner = CliRunner()
+    elf = str(EXAMPLES / "quicksort.elf")
+    store = str(tmp_path / "s")
+    out = runner.invoke(cli, ["ingest", str(tmp_path / "f.tarmac"), "--image", elf, "-o", store])
+    assert out.exit_code == 0, out.output
+    assert "2,036 instructions" in out.output
+    listed = runner.invoke(cli, ["list", str(tmp_path / "s"), "--limit", "3"])
+    assert listed.exit_code == 0
+    assert "0x00008000" in listed.output
+
+
+def test_a_missing_image_file_is_a_clear_error(tmp_path: Path) -> None:
+    flow_trace(EXAMPLES / "quicksort.tarmac", EXAMPLES / "quicksort.elf", tmp_path / "f.tarmac")
+    missing = str(tmp_path / "nope.elf")
+    out = CliRunner().invoke(cli, ["ingest", str(tmp_path / "f.tarmac"), "--image", missing])
+    assert out.exit_code == 1
+    assert "nope.elf" in out.output
+    assert not (tmp_path / "f.tarmac.ctrace").exists()
+
+
+A32 = {"nop": 0xE1A00000, "svc": 0xEF000000, "b_self": 0xEAFFFFFE}
+
+
+def test_exceptions_trap_to_the_vector_and_interrupts_are_gaps(tmp_path: Path) -> None:
+    # 0x0: vectors (0x8, 0x18: b 0x100), 0x100: handler; 0x200: main: nop, svc, nop, nop, b 0x200
+    words = {0x8: 0xEA00003C, 0x18: 0xEA000038, 0x100: 0xE1B0F00E}  # b 0x100; b 0x100; movs pc, lr
+    words |= {0x200: A32["nop"], 0x204: A32["svc"], 0x208: A32["nop"], 0x20C: A32["nop"], 0x210: 0xEAFFFFFA}
+    image = bytearray(0x214)
+    for address, word in words.items():
+        image[address : address + 4] = struct.pack("<I", word)
+    (tmp_path / "code.bin").write_bytes(bytes(image))
+    (tmp_path / "f.tarmac").write_text(
+        "1 clk FD (1) 00000210 00000200 A\n"  # a first loop pass ends at the b
+        "2 clk E 00000000 00000003 CoreEvent_SWI\n"
+        "3 clk FD (3) 00000008 00000100 A\n"
+        "4 clk FI (4) 00000100 00000208 A\n"
+        "5 clk FD (5) 00000210 00000200 A\n"
+        "6 clk E 00000000 00000007 CoreEvent_IRQ\n"
+        "7 clk FD (7) 00000018 00000100 A\n"
+    )
+    result = ingest([tmp_path / "f.tarmac"], tmp_path / "s.ctrace",
+                                    options={"images": [f"{tmp_path / 'code.bin'}@0"]})  # fmt: skip
+    t = cputrace.Trace(result.store)
+    pcs = pcs_of(result.store)
+    assert pcs == [0x210, 0x200, 0x204, 0x8, 0x100, 0x208, 0x20C, 0x210, 0x18]
+    events = t.sql(
+        "SELECT kind, name, seq FROM events WHERE kind IN ('exception', 'trace_gap') ORDER BY seq"
+    ).to_pylist()
+    assert [(e["kind"], e["name"]) for e in events] == [
+        ("exception", "CoreEvent_SWI"), ("exception", "CoreEvent_IRQ"), ("trace_gap", "interrupted"),
+    ]  # fmt: skip
+    assert events[0]["seq"] == 2  # the SVC
