@@ -27,11 +27,19 @@ from .common import cli, err, json_value, open_trace_arg, plain, progress, write
     type=click.Choice(["A32", "T32", "A64"]),
     help="ISA of Tarmac instructions that do not name one (default T32, as on Cortex-M).",
 )
+@click.option(
+    "--image", "images", multiple=True, metavar="PATH[@ADDR]",
+    help="Program image (ELF, Intel HEX, S-record, raw binary at ADDR) to recover the instructions "
+    "a flow-only trace leaves out; repeatable.",
+)  # fmt: skip
 def ingest_cmd(
-    inputs: tuple[str, ...], output: str | None, fmt: str | None, strict: bool, default_isa: str | None
-) -> None:
+    inputs: tuple[str, ...], output: str | None, fmt: str | None, strict: bool, default_isa: str | None,
+    images: tuple[str, ...],
+) -> None:  # fmt: skip
     """Decode INPUT... into a store (Parquet tables + manifest.json)."""
-    options = {"default_isa": default_isa} if default_isa else {}
+    options: dict[str, object] = {"default_isa": default_isa} if default_isa else {}
+    if images:
+        options["images"] = list(images)
     total = sum(Fingerprint.of(p).size for p in inputs)
 
     def said_format(path: str, name: str) -> None:
