@@ -142,3 +142,16 @@ def test_exceptions_trap_to_the_vector_and_interrupts_are_gaps(tmp_path: Path) -
         ("exception", "CoreEvent_SWI"), ("exception", "CoreEvent_IRQ"), ("trace_gap", "interrupted"),
     ]  # fmt: skip
     assert events[0]["seq"] == 2  # the SVC
+
+
+def test_list_fills_disassembly_the_input_lacks_and_keeps_the_inputs_own(tmp_path: Path) -> None:
+    flow_trace(EXAMPLES / "quicksort.tarmac", EXAMPLES / "quicksort.elf", tmp_path / "f.tarmac")
+    runner = CliRunner()
+    elf = str(EXAMPLES / "quicksort.elf")
+    runner.invoke(cli, ["ingest", str(tmp_path / "f.tarmac"), "--image", elf, "-o", str(tmp_path / "s")])
+    filled = runner.invoke(cli, ["list", str(tmp_path / "s"), "--limit", "3", "--format", "csv"])
+    assert filled.exit_code == 0
+    rows = filled.output.splitlines()
+    assert rows[1].endswith(',"mov x0, #0x100000",1') and "bl #0x800c" in rows[3]
+    own = runner.invoke(cli, ["list", str(EXAMPLES / "quicksort.tarmac"), "--limit", "1", "--format", "csv"])
+    assert "MOV      x0,#0x100000" in own.output  # the input's own text wins

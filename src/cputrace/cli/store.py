@@ -12,8 +12,10 @@ from rich.table import Table
 
 from ..export.tarmac import write_tarmac
 from ..formats import DECODERS
+from ..image import Image, load_image_spec
 from ..ingest import ingest
 from ..inputs import Fingerprint
+from ..isa import Disassembler, fill_disasm
 from .common import cli, err, json_value, open_trace_arg, plain, progress, write_rows
 
 
@@ -114,13 +116,21 @@ def _where(where: str | None) -> str:
     "--format", "fmt", type=click.Choice(["text", "csv", "jsonl", "tarmac"]), default="text",
     show_default=True,
 )  # fmt: skip
-def list_cmd(trace: str, where: str | None, limit: int | None, fmt: str) -> None:
-    """List instructions (with --format tarmac, also their records, as a Tarmac trace)."""
+@click.option(
+    "--image", "images", multiple=True, metavar="PATH[@ADDR]",
+    help="Program image for the disassembly of instructions the trace gave no opcode for.",
+)  # fmt: skip
+def list_cmd(trace: str, where: str | None, limit: int | None, fmt: str, images: tuple[str, ...]) -> None:
+    """List instructions (with --format tarmac, also their records, as a Tarmac trace).
+
+    Instructions the input gave no disassembly for get it from their opcode (or the image).
+    """
     t = open_trace_arg(trace)
     query = f"SELECT * FROM instructions {_where(where)} ORDER BY seq"
     if limit is not None:
         query += f" LIMIT {limit}"
-    table = t.sql(query)
+    image = Image.merge(load_image_spec(spec) for spec in images) if images else None
+    table = fill_disasm(t.sql(query), Disassembler(image))
     out = sys.stdout
     if fmt == "tarmac":
         write_tarmac(t, table, out)
@@ -129,7 +139,7 @@ def list_cmd(trace: str, where: str | None, limit: int | None, fmt: str) -> None
         for r in table.to_pylist():
             opcode = "--------" if r["opcode"] is None else f"{r['opcode']:0{2 * r['size']}x}"
             time = "" if r["time"] is None else str(r["time"])
-            state = "E" if r["executed"] else "N"
+            state = "?" if r["executed"] is None else "E" if r["executed"] else "N"
             out.write(
                 f"{r['seq']:>8} {time:>10} {r['cpu']:>3} {r['pc']:#010x} {opcode:>8} {state} "
                 f"{r['isa'] or '':<5} {r['mode'] or '':<7} {r['disasm'] or ''}\n"

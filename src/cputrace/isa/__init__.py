@@ -5,6 +5,7 @@ Decoders of compressed traces walk the program image with these; a BlockCache ma
 """
 
 from .blocks import MAX_BLOCK, Block, BlockCache, Stop
+from .disasm import Disassembler, fill_disasm, opcode_bytes
 from .dispatch import SUPPORTED_ISAS, decode, decode_run
 from .insn import InsnInfo, Kind
 from .itstate import condition_name, it_conditions
@@ -15,12 +16,15 @@ __all__ = [
     "SUPPORTED_ISAS",
     "Block",
     "BlockCache",
+    "Disassembler",
     "InsnInfo",
     "Kind",
     "Stop",
     "condition_name",
     "decode",
     "decode_run",
+    "fill_disasm",
     "it_conditions",
+    "opcode_bytes",
     "sparc_insn",
 ]
