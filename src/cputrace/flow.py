@@ -42,8 +42,8 @@ class Op(enum.IntEnum):
     ATOM = 1  # the next instruction executed (b=1) or failed its condition (b=0); `cycles`
     RUN = 2  # a instructions ran in sequence; the last was a taken branch when b=1
     BRANCH = 3  # run in sequence to the branch at a, which was taken to b in `isa` (FD/FI)
-    TARGET = 4  # a taken indirect branch went to a in `isa` (or the next one will)
-    EXCEPTION = 5  # an exception entered the vector a in `isa`; b=1: last instruction cancelled
+    TARGET = 4  # the walk goes on at a in `isa`: where the last taken indirect branch went
+    EXCEPTION = 5  # an exception entered the vector a in `isa`; b: EXCEPTION_* bits
     GAP = 6  # the trace stops here (trace off, overflow); the decoder reports why
     TRAP = 7  # run in sequence to the next exception-generating instruction (SVC, UDF, Ticc)
 
