@@ -155,3 +155,29 @@ def test_list_fills_disassembly_the_input_lacks_and_keeps_the_inputs_own(tmp_pat
     assert rows[1].endswith(',"mov x0, #0x100000",1') and "bl #0x800c" in rows[3]
     own = runner.invoke(cli, ["list", str(EXAMPLES / "quicksort.tarmac"), "--limit", "1", "--format", "csv"])
     assert "MOV      x0,#0x100000" in own.output  # the input's own text wins
+
+
+def test_bad_images_are_clear_errors_or_gaps(tmp_path: Path) -> None:
+    flow_trace(EXAMPLES / "quicksort.tarmac", EXAMPLES / "quicksort.elf", tmp_path / "f.tarmac")
+    runner = CliRunner()
+    elf = (EXAMPLES / "quicksort.elf").read_bytes()
+    (tmp_path / "cut.elf").write_bytes(elf[: len(elf) // 3])
+    trace = str(tmp_path / "f.tarmac")
+    truncated = runner.invoke(cli, ["ingest", trace, "--image", str(tmp_path / "cut.elf")])
+    assert truncated.exit_code == 1
+    assert "cut.elf" in truncated.output and "Traceback" not in truncated.output
+    (tmp_path / "a.bin").write_bytes(b"\0" * 64)
+    overlapping = runner.invoke(
+        cli, ["ingest", str(tmp_path / "f.tarmac"), "--image", f"{tmp_path / 'a.bin'}@0x8000",
+              "--image", f"{tmp_path / 'a.bin'}@0x8020"],
+    )  # fmt: skip
+    assert overlapping.exit_code == 1 and "overlaps" in overlapping.output
+    # an image that lacks the code: every branch source is an address outside it, so gaps
+    (tmp_path / "far.bin").write_bytes(b"\0" * 64)
+    far = f"{tmp_path / 'far.bin'}@0x100000"
+    result = ingest([tmp_path / "f.tarmac"], tmp_path / "s.ctrace", options={"images": [far]})
+    gaps = cputrace.Trace(result.store).sql(
+        "SELECT name, count(*) AS n FROM events WHERE kind = 'trace_gap' GROUP BY 1"
+    )
+    assert gaps.to_pylist() == [{"name": "no_code", "n": 309}]
+    assert result.manifest["counts"]["instructions"] == 0
