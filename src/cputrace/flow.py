@@ -468,6 +468,41 @@ def _in_sequence(f) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
+def _run_checked(state, out, idx, kind, count, source, taken, cycles, time, src, pc, isa, flags, next_idx):
+    """Emit a checked RUN/BRANCH/TRAP walk up to (not including) its last instruction.
+
+    The hot loop of every flow-only trace, so it keeps its state in locals. Returns where it
+    stopped and the op's step count there; stops early when the output is full.
+    """
+    rows, seq, steps = state[_S_ROWS], state[_S_SEQ], state[_S_STEP]
+    room = out.shape[1] - 1  # rows < room: space for a branch and its delay slot
+    f = flags[idx]
+    while rows < room and not _ends_op(kind, steps, count, source, taken, pc[idx], f):
+        last = idx + 1 if f & _DELAY else idx  # a branch not taken runs its delay slot too
+        for row in range(idx, last + 1):
+            if row == idx:
+                executed = _in_sequence(f)
+            else:
+                executed = _NOT_EXECUTED if f & _ANNUL else _EXECUTED
+                steps += 1
+            out[_O_IDX, rows] = row
+            out[_O_EXEC, rows] = executed
+            out[_O_CYCLES, rows] = cycles
+            out[_O_CANCEL, rows] = 0
+            out[_O_TIME, rows] = time
+            out[_O_SRC, rows] = src
+            out[_O_SEQ, rows] = seq
+            rows += 1
+            seq += 1
+        state[_S_ISA] = isa[last]
+        idx = next_idx[last]
+        steps += 1
+        f = flags[idx]
+    state[_S_ROWS], state[_S_SEQ], state[_S_STEP], state[_S_POS] = rows, seq, steps, idx
+    return idx, steps
+
+
+@numba.njit(cache=True, nogil=True)
 def _walk(
     op_kind, op_a, op_b, op_isa, op_cycles, op_time, op_src,
     pc, size, isa, flags, target, next_isa, next_idx, target_idx, keys, values,
@@ -485,7 +520,6 @@ def _walk(
             state[_S_BEGUN] = 1
         kind = op_kind[i]
         cycles, time, src = op_cycles[i], op_time[i], op_src[i]
-        done = True
         if kind == Op.SYNC or kind == Op.TARGET:
             _go_to(state, op_a[i], op_isa[i])
         elif kind == Op.EXCEPTION:
@@ -533,38 +567,30 @@ def _walk(
                     _take(state, idx, pc, isa, flags, target, next_isa, target_idx)
                 else:
                     _fall_through(state, idx, pc, size, isa, next_idx)
-            else:  # checked: emit one instruction (two with a delay slot) per pass
+            else:  # checked, so every link up to the op's last instruction is cached
+                idx, steps = _run_checked(state, out, idx, kind, count, source, taken, cycles, time, src,
+                                          pc, isa, flags, next_idx)  # fmt: skip
                 f = flags[idx]
-                steps = state[_S_STEP]
-                if _ends_op(kind, steps, count, source, taken, pc[idx], f):
-                    if taken:
-                        _emit(state, out, idx, _EXECUTED, cycles, time, src, isa)
-                        if f & _DELAY:  # the delay slot runs with the branch, unless ba,a
-                            annulled = f & _ANNUL and not f & _CONDITIONAL
-                            _emit(state, out, idx + 1, _NOT_EXECUTED if annulled else _EXECUTED, cycles, time,
-                                  src, isa)  # fmt: skip
-                        if kind == Op.BRANCH:
-                            _go_to(state, op_b[i], op_isa[i])
-                        else:
-                            _take(state, idx, pc, isa, flags, target, next_isa, target_idx)
-                        idx = -1
+                if not _ends_op(kind, steps, count, source, taken, pc[idx], f):
+                    continue  # the output is full: the loop's top hands it over
+                if taken:
+                    _emit(state, out, idx, _EXECUTED, cycles, time, src, isa)
+                    if f & _DELAY:  # the delay slot runs with the branch, unless ba,a
+                        slot = _NOT_EXECUTED if f & _ANNUL and not f & _CONDITIONAL else _EXECUTED
+                        _emit(state, out, idx + 1, slot, cycles, time, src, isa)
+                    if kind == Op.BRANCH:
+                        _go_to(state, op_b[i], op_isa[i])
                     else:
-                        done = True
+                        _take(state, idx, pc, isa, flags, target, next_isa, target_idx)
                 else:
-                    done = False
-                if idx >= 0:
-                    trap = kind == Op.TRAP and f & _TRAP
+                    trap = kind == Op.TRAP
                     _emit(state, out, idx, _EXECUTED if trap else _in_sequence(f), cycles, time, src, isa)
                     last = idx
                     if f & _DELAY:  # a branch not taken: its delay slot, unless annulled
                         last = idx + 1
                         _emit(state, out, last, _NOT_EXECUTED if f & _ANNUL else _EXECUTED, cycles, time, src,
                               isa)  # fmt: skip
-                        steps += 1
                     _fall_through(state, last, pc, size, isa, next_idx)
-                    state[_S_STEP] = steps + 1
-                    if not done:
-                        continue
         op_end[i] = state[_S_SEQ]
         state[_S_OP] = i + 1
         state[_S_STEP] = state[_S_BEGUN] = state[_S_CHECKED] = state[_S_RESUMED] = 0
