@@ -17,6 +17,7 @@ from ..ingest import ingest
 from ..inputs import Fingerprint
 from ..isa import Disassembler, fill_disasm
 from .common import cli, err, json_value, open_trace_arg, plain, progress, write_rows
+from .etm import etm_input_options, etm_options
 
 
 @cli.command("ingest")
@@ -34,14 +35,26 @@ from .common import cli, err, json_value, open_trace_arg, plain, progress, write
     help="Program image (ELF, Intel HEX, S-record, raw binary at ADDR) to recover the instructions "
     "a flow-only trace leaves out; repeatable.",
 )  # fmt: skip
+@click.option(
+    "--option", "decoder_options", multiple=True, metavar="KEY=VALUE",
+    help="A decoder option (docs/formats.md), e.g. high_vectors=true, vector_base=0x8000, xscale_pc=0x8040; "
+    "repeatable.",
+)  # fmt: skip
+@etm_input_options
 def ingest_cmd(
     inputs: tuple[str, ...], output: str | None, fmt: str | None, strict: bool, default_isa: str | None,
-    images: tuple[str, ...],
+    images: tuple[str, ...], decoder_options: tuple[str, ...], **etm: object,
 ) -> None:  # fmt: skip
     """Decode INPUT... into a store (Parquet tables + manifest.json)."""
     options: dict[str, object] = {"default_isa": default_isa} if default_isa else {}
     if images:
         options["images"] = list(images)
+    options.update(etm_options(etm))
+    for item in decoder_options:
+        key, equals, value = item.partition("=")
+        if not equals or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--option")
+        options[key.strip()] = value.strip()
     total = sum(Fingerprint.of(p).size for p in inputs)
 
     def said_format(path: str, name: str) -> None:

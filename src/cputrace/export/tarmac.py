@@ -17,11 +17,13 @@ if TYPE_CHECKING:
 
 ISA_LETTER = {"A32": "A", "T32": "T", "A64": "O", "T32EE": "X"}
 _BATCH = 65536
+_TARMAC_UNITS = {"cycles": "cyc"}  # units of other formats, as Tarmac spells them
 
 
 def write_tarmac(trace: Trace, selection: pa.Table, out: TextIO) -> None:
     """Write the instructions in `selection` (ordered by seq) and everything that belongs to them."""
     unit = (trace.manifest.get("time") or {}).get("unit") or "clk"
+    unit = _TARMAC_UNITS.get(unit, unit)
     multicore = len(trace.manifest.get("cpus", [])) > 1
     for start in range(0, selection.num_rows, _BATCH):
         batch = selection.slice(start, _BATCH)
@@ -29,8 +31,7 @@ def write_tarmac(trace: Trace, selection: pa.Table, out: TextIO) -> None:
         try:
             related = {
                 name: trace.sql(
-                    f"SELECT * FROM {name} WHERE seq IN (SELECT seq FROM _selected) "
-                    "ORDER BY seq, src"
+                    f"SELECT * FROM {name} WHERE seq IN (SELECT seq FROM _selected) ORDER BY seq, src"
                 ).to_pylist()
                 for name in ("registers", "memory", "events")
             }
@@ -72,19 +73,37 @@ def _hex(value: int, digits: int) -> str:
     return f"{value:0{digits}x}"
 
 
-def _instruction(r: dict[str, Any]) -> str:
-    digits = 2 * (r["size"] or 4)
-    opcode = "-" * digits if r["opcode"] is None else _hex(r["opcode"], digits)
-    kw = "IT" if r["executed"] else "IS"
-    addr = _hex(r["pc"], 8 if r["pc"] < 1 << 32 else 16)
-    letter = ISA_LETTER.get(r["isa"] or "")
+def instruction_record(
+    ident: int,
+    pc: int,
+    opcode: int | None,
+    size: int | None,
+    isa: str | None,
+    mode: str | None,
+    executed: bool,
+    disasm: str | None,
+) -> str:
+    """`IT|IS (ident) addr opcode ISA mode : disasm`; `ident` is the tick count or seq."""
+    digits = 2 * (size or 4)
+    opcode_text = "-" * digits if opcode is None else _hex(opcode, digits)
+    kw = "IT" if executed else "IS"
+    addr = _hex(pc, 8 if pc < 1 << 32 else 16)
+    letter = ISA_LETTER.get(isa or "")
     if letter is None:
-        return f"{kw} ({r['seq']}) {addr} {opcode} {r['disasm'] or ''}".rstrip()
-    return f"{kw} ({r['seq']}) {addr} {opcode} {letter} {r['mode'] or ''} : {r['disasm'] or ''}".rstrip()
+        return f"{kw} ({ident}) {addr} {opcode_text} {disasm or ''}".rstrip()
+    return f"{kw} ({ident}) {addr} {opcode_text} {letter} {mode or ''} : {disasm or ''}".rstrip()
+
+
+def _instruction(r: dict[str, Any]) -> str:
+    return instruction_record(
+        r["seq"], r["pc"], r["opcode"], r["size"], r["isa"], r["mode"], r["executed"], r["disasm"]
+    )
 
 
 def _masked_hex(data: bytes, mask: bytes | None) -> str:
     """Bytes (little-endian) as big-endian hex, `--` for bytes the mask says were not written."""
+    if mask is None:
+        return data[::-1].hex()
     pairs = []
     for i in reversed(range(len(data))):
         written = mask is None or (mask[i // 8] >> (i % 8)) & 1
@@ -92,39 +111,62 @@ def _masked_hex(data: bytes, mask: bytes | None) -> str:
     return "".join(pairs)
 
 
+def register_record(reg: str, data: bytes, mask: bytes | None = None) -> str:
+    """`R name value`: `data` little-endian, printed big-endian with `--` for unwritten bytes."""
+    return f"R {reg} {_masked_hex(data, mask)}"
+
+
 def _register(r: dict[str, Any]) -> str:
     if r["wide"] is not None:
-        return f"R {r['reg']} {_masked_hex(r['wide'], r['mask'])}"
+        return register_record(r["reg"], r["wide"], r["mask"])
     size = r["size"] or (4 if (r["value"] or 0) < 1 << 32 else 8)
-    data = (r["value"] or 0).to_bytes(size, "little")
-    return f"R {r['reg']} {_masked_hex(data, r['mask'])}"
+    return register_record(r["reg"], (r["value"] or 0).to_bytes(size, "little"), r["mask"])
 
 
-def _memory(r: dict[str, Any]) -> str:
-    size = r["size"]
-    attrs = (r["attrs"] or "").split()
-    if r["op"] == "U":
-        word = f"MU{size}_{attrs[0] if attrs else 'SWP'}"
-    elif r["source"] == "bus":
-        word = f"B{'R' if r['op'] == 'F' else r['op']}{size}{'O' if r['op'] == 'F' else ''}"
-    elif r["op"] == "F":
+def memory_record(
+    op: str,
+    size: int,
+    addr: int,
+    value: int | None,
+    *,
+    source: str = "core",
+    paddr: int | None = None,
+    attrs: str | None = None,
+    wide: bytes | None = None,
+) -> str:
+    """A memory access in the record syntax its op and source call for (MR/MW/MU/B...)."""
+    attr_list = (attrs or "").split()
+    if op == "U":
+        word = f"MU{size}_{attr_list[0] if attr_list else 'SWP'}"
+    elif source == "bus":
+        word = f"B{'R' if op == 'F' else op}{size}{'O' if op == 'F' else ''}"
+    elif op == "F":
         word = f"MR{size}_I"
     else:
-        word = f"M{r['op']}{size}" + "".join(a for a in attrs if a in ("X", "T", "L"))
-    addr = _hex(r["addr"], 8 if r["addr"] < 1 << 32 else 16)
-    if r["paddr"] is not None:
-        addr += ":" + _hex(r["paddr"], 12)
-    if "NS" in attrs:
-        addr += "_NS"
-    if "ABORTED" in attrs:
+        word = f"M{op}{size}" + "".join(a for a in attr_list if a in ("X", "T", "L"))
+    addr_text = _hex(addr, 8 if addr < 1 << 32 else 16)
+    if paddr is not None:
+        addr_text += ":" + _hex(paddr, 12)
+    if "NS" in attr_list:
+        addr_text += "_NS"
+    if "ABORTED" in attr_list:
         data = "(ABORTED)"
-    elif r["wide"] is not None:
-        data = r["wide"][::-1].hex()
-    elif r["value"] is None:
+    elif wide is not None:
+        data = wide[::-1].hex()
+    elif value is None:
         data = "x" * (2 * size)
     else:
-        data = _hex(r["value"], 2 * size)
-    return f"{word} {addr} {data}"
+        data = _hex(value, 2 * size)
+    return f"{word} {addr_text} {data}"
+
+
+def _memory(r: dict[str, Any]) -> str | None:
+    if r["addr"] is None:  # an access whose address the input lacks (LEON ITB loads): Tarmac cannot say it
+        return None
+    return memory_record(
+        r["op"], r["size"], r["addr"], r["value"],
+        source=r["source"], paddr=r["paddr"], attrs=r["attrs"], wide=r["wide"],
+    )  # fmt: skip
 
 
 def _event(r: dict[str, Any]) -> str | None:

@@ -5,10 +5,22 @@ from __future__ import annotations
 from ..errors import TraceFormatError
 from .armulator import ArmulatorDecoder
 from .base import Batch, DecodeContext, Decoder
+from .etmv3 import Etmv3Decoder
+from .leon import LeonAhbDecoder, LeonItbDecoder, LeonTextDecoder
 from .tarmac import TarmacDecoder
+from .xscale import XscaleDecoder
 
 DECODERS: dict[str, Decoder] = {
-    decoder.name: decoder for decoder in (TarmacDecoder(), ArmulatorDecoder())
+    decoder.name: decoder
+    for decoder in (
+        TarmacDecoder(),
+        ArmulatorDecoder(),
+        Etmv3Decoder(),
+        XscaleDecoder(),
+        LeonItbDecoder(),
+        LeonAhbDecoder(),
+        LeonTextDecoder(),
+    )
 }
 
 SNIFF_THRESHOLD = 30

@@ -26,7 +26,7 @@ class DumpEntry(NamedTuple):
     offset: int = 0
 
 
-def _sections(ini: Path) -> list[tuple[str, int, dict[str, tuple[int, str]]]]:
+def read_ini_sections(ini: Path) -> list[tuple[str, int, dict[str, tuple[int, str]]]]:
     """(section name, line, {key: (line, value)}) in file order, repeated names kept apart."""
     sections: list[tuple[str, int, dict[str, tuple[int, str]]]] = []
     for number, line in numbered_lines(ini):
@@ -56,7 +56,7 @@ def read_dump_entries(ini: str | os.PathLike[str]) -> list[DumpEntry]:
     """The dump entries of a snapshot device file (`file=`, `address=`, `length=`, `offset=`)."""
     ini = Path(ini)
     entries = []
-    for name, number, keys in _sections(ini):
+    for name, number, keys in read_ini_sections(ini):
         if not name.startswith("dump"):
             continue
         address = _number(ini, keys, "address")

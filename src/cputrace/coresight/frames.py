@@ -1,0 +1,302 @@
+"""CoreSight formatter frames: one trace buffer shared by several sources, split per trace ID.
+
+A formatter frame is 16 bytes. Each even byte 0, 2, ..., 14 is either an ID change (bit 0
+set: the new trace ID is in bits 7:1) or a data byte whose bit 0 is stored in byte 15 (bit k
+for byte 2k). Odd bytes 1..13 are always data. When an ID change is followed by a data byte
+and its byte-15 bit is set, that data byte still belongs to the previous ID. ID 0 is the null
+source (padding) and 0x70-0x7F are reserved: their bytes are dropped, as are bytes before the
+first ID change.
+
+Buffer layouts, named as in a snapshot's trace.ini:
+- `coresight`: frames aligned in memory (ETB, ETF, ETR). A frame of four full frame syncs
+  (FF FF FF 7F) is padding that resets the formatter (Linux perf writes them).
+- `dstream_coresight`: a capture of a trace port (TPIU): full frame syncs FF FF FF 7F come
+  between frames, half-word syncs FF 7F at any even position inside them; the first full sync
+  gives the frame alignment. Neither can be frame content, since ID 0x7F is reserved.
+- `source_data`: one source's bytes, no frames (not handled here).
+
+Every byte handed out carries its offset in the original buffer, so packet decoders report
+positions a user can find with a hex dump.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numba
+import numpy as np
+
+FRAME_BYTES = 16
+LAYOUTS = ("coresight", "dstream_coresight", "source_data")
+FORMATTED_LAYOUTS = ("coresight", "dstream_coresight")
+FULL_SYNC = b"\xff\xff\xff\x7f"
+HALF_SYNC = b"\xff\x7f"
+
+NO_ID = -1
+FIRST_RESERVED_ID = 0x70
+
+# _unpack_frames state and counters (int64 array)
+_CUR_ID, _FRAMES, _DROPPED, _PADDING = 0, 1, 2, 3
+# _strip_syncs state and counters (int64 array)
+_ALIGNED, _UNALIGNED, _FULL_SYNCS, _HALF_SYNCS, _BROKEN = 0, 1, 2, 3, 4
+
+
+@numba.njit(inline="always")
+def _is_full_sync(buf, p):
+    return buf[p] == 0xFF and buf[p + 1] == 0xFF and buf[p + 2] == 0xFF and buf[p + 3] == 0x7F
+
+
+@numba.njit(cache=True, nogil=True)
+def _unpack_frames(frames, state, out_id, out_byte, out_pos):
+    """Unpack whole frames; out_pos is each data byte's index in `frames`. Returns bytes out."""
+    k = 0
+    cur = state[_CUR_ID]
+    for p in range(0, len(frames) - FRAME_BYTES + 1, FRAME_BYTES):
+        if (
+            _is_full_sync(frames, p)
+            and _is_full_sync(frames, p + 4)
+            and _is_full_sync(frames, p + 8)
+            and _is_full_sync(frames, p + 12)
+        ):
+            cur = NO_ID
+            state[_PADDING] += 1
+            continue
+        state[_FRAMES] += 1
+        aux = frames[p + 15]
+        for j in range(8):
+            q = p + 2 * j
+            b = frames[q]
+            if b & 1:
+                new = b >> 1
+                if j < 7:
+                    owner = cur if (aux >> j) & 1 else new
+                    if 0 < owner < FIRST_RESERVED_ID:
+                        out_id[k] = owner
+                        out_byte[k] = frames[q + 1]
+                        out_pos[k] = q + 1
+                        k += 1
+                    else:
+                        state[_DROPPED] += 1
+                cur = new
+            else:
+                if 0 < cur < FIRST_RESERVED_ID:
+                    out_id[k] = cur
+                    out_byte[k] = b | ((aux >> j) & 1)
+                    out_pos[k] = q
+                    k += 1
+                    if j < 7:
+                        out_id[k] = cur
+                        out_byte[k] = frames[q + 1]
+                        out_pos[k] = q + 1
+                        k += 1
+                else:
+                    state[_DROPPED] += 1 if j == 7 else 2
+    state[_CUR_ID] = cur
+    return k
+
+
+@numba.njit(cache=True, nogil=True)
+def _strip_syncs(buf, final, state, frames, frame_pos):
+    """Remove frame syncs from a port capture, keeping whole frames and each byte's index.
+
+    Returns (frame bytes written, bytes consumed); unconsumed bytes start an unfinished frame
+    (or an unfinished search for alignment) and must be fed again with what follows.
+    """
+    n = len(buf)
+    i = 0
+    if not state[_ALIGNED]:
+        while i + 4 <= n and not _is_full_sync(buf, i):
+            i += 1
+        if i + 4 > n:
+            consumed = n if final else i
+            state[_UNALIGNED] += consumed
+            return 0, consumed
+        state[_UNALIGNED] += i
+        state[_ALIGNED] = 1
+    k = 0
+    fill = 0
+    halves = 0  # half syncs since the last whole frame, counted once the frame is used
+    frame_start = i
+    while True:
+        if fill % 4 == 0 and i + 4 <= n and _is_full_sync(buf, i):
+            if fill:
+                state[_BROKEN] += 1  # a frame cut short by a sync: drop its bytes
+                k -= fill
+                fill = 0
+            state[_FULL_SYNCS] += 1
+            state[_HALF_SYNCS] += halves
+            halves = 0
+            i += 4
+            frame_start = i
+            continue
+        if i + 2 > n or (fill % 4 == 0 and i + 4 > n and not final):
+            break
+        if buf[i] == 0xFF and buf[i + 1] == 0x7F:
+            halves += 1
+            i += 2
+            continue
+        frames[k] = buf[i]
+        frames[k + 1] = buf[i + 1]
+        frame_pos[k] = i
+        frame_pos[k + 1] = i + 1
+        k += 2
+        fill += 2
+        i += 2
+        if fill == FRAME_BYTES:
+            state[_HALF_SYNCS] += halves
+            halves = 0
+            fill = 0
+            frame_start = i
+    return k - fill, frame_start
+
+
+@numba.njit(cache=True, nogil=True)
+def _group_by_id(ids, values, positions):
+    """Stable grouping by trace ID, a run of equal IDs at a time.
+
+    Returns (values, positions, starts): trace ID i's bytes are at starts[i]:starts[i + 1]."""
+    counts = np.zeros(FIRST_RESERVED_ID + 1, dtype=np.int64)
+    for trace_id in ids:
+        counts[trace_id + 1] += 1
+    starts = np.cumsum(counts)
+    fill = starts[:-1].copy()
+    grouped_values = np.empty_like(values)
+    grouped_positions = np.empty_like(positions)
+    j = 0
+    n = len(ids)
+    while j < n:
+        trace_id = ids[j]
+        end = j + 1
+        while end < n and ids[end] == trace_id:
+            end += 1
+        slot = fill[trace_id]
+        grouped_values[slot : slot + end - j] = values[j:end]
+        grouped_positions[slot : slot + end - j] = positions[j:end]
+        fill[trace_id] = slot + end - j
+        j = end
+    return grouped_values, grouped_positions, starts
+
+
+def read_only(array: np.ndarray) -> np.ndarray:
+    """A read-only view. Compiled functions are built once per kind of array they are given:
+    passing them read-only arrays only (as np.frombuffer of bytes gives) builds them once."""
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
+@dataclass
+class SourceBytes:
+    """The bytes of one trace source and, for each, its offset in the original buffer."""
+
+    data: np.ndarray  # uint8
+    offsets: np.ndarray  # int64
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
+@dataclass
+class FrameStats:
+    """What the deformatter saw: frames, syncs and bytes that belong to no source."""
+
+    frames: int = 0
+    padding_frames: int = 0
+    full_syncs: int = 0
+    half_syncs: int = 0
+    unaligned_bytes: int = 0  # before the first full sync of a port capture
+    broken_frames: int = 0  # cut short by a full sync
+    dropped_bytes: int = 0  # null or reserved ID, or before the first ID change
+    trailing_bytes: int = 0  # an incomplete frame at the end
+    bytes_per_id: dict[int, int] = field(default_factory=dict)
+
+
+class Deformatter:
+    """Splits a formatted buffer, fed in chunks of any size, into per-trace-ID byte streams."""
+
+    def __init__(self, layout: str = "coresight") -> None:
+        if layout not in FORMATTED_LAYOUTS:
+            raise ValueError(f"not a formatted buffer layout: {layout!r}")
+        self.layout = layout
+        self.stats = FrameStats()
+        self._unpack_state = np.array([NO_ID, 0, 0, 0], dtype=np.int64)
+        self._sync_state = np.zeros(5, dtype=np.int64)
+        self._carry = np.empty(0, dtype=np.uint8)
+        self._carry_offset = 0
+
+    def feed(self, chunk: bytes | np.ndarray, offset: int, final: bool = False) -> dict[int, SourceBytes]:
+        """The source bytes completed by `chunk`, which starts at buffer offset `offset`."""
+        data = np.frombuffer(chunk, dtype=np.uint8)
+        if len(self._carry):
+            data = np.concatenate([self._carry, data])
+            offset = self._carry_offset
+        data = read_only(data)
+        if self.layout == "coresight":
+            whole = len(data) - len(data) % FRAME_BYTES
+            frames, positions = data[:whole], None
+            consumed = whole
+        else:
+            frames = np.empty(len(data), dtype=np.uint8)
+            positions = np.empty(len(data), dtype=np.int64)
+            count, consumed = _strip_syncs(data, final, self._sync_state, frames, positions)
+            frames, positions = frames[:count], positions[:count]
+        rest = data[consumed:]
+        if final:
+            self.stats.trailing_bytes += len(rest)
+            rest = rest[:0]
+        self._carry = rest.copy()
+        self._carry_offset = offset + consumed
+        out = self._unpack(frames, positions, offset)
+        self._update_stats()
+        return out
+
+    def _unpack(
+        self, frames: np.ndarray, positions: np.ndarray | None, offset: int
+    ) -> dict[int, SourceBytes]:
+        frames = read_only(frames)
+        n = len(frames)
+        ids = np.empty(n, dtype=np.int16)
+        values = np.empty(n, dtype=np.uint8)
+        where = np.empty(n, dtype=np.int64)
+        k = _unpack_frames(frames, self._unpack_state, ids, values, where)
+        values, where, starts = _group_by_id(ids[:k], values[:k], where[:k])
+        offsets = (positions[where] if positions is not None else where) + offset
+        out = {}
+        for trace_id in np.flatnonzero(np.diff(starts)).tolist():
+            run = slice(starts[trace_id], starts[trace_id + 1])
+            out[trace_id] = SourceBytes(values[run], offsets[run])
+            self.stats.bytes_per_id[trace_id] = self.stats.bytes_per_id.get(trace_id, 0) + len(out[trace_id])
+        return out
+
+    def _update_stats(self) -> None:
+        unpack, sync = self._unpack_state, self._sync_state
+        self.stats.frames = int(unpack[_FRAMES])
+        self.stats.padding_frames = int(unpack[_PADDING])
+        self.stats.dropped_bytes = int(unpack[_DROPPED])
+        self.stats.unaligned_bytes = int(sync[_UNALIGNED])
+        self.stats.full_syncs = int(sync[_FULL_SYNCS])
+        self.stats.half_syncs = int(sync[_HALF_SYNCS])
+        self.stats.broken_frames = int(sync[_BROKEN])
+
+
+def deformat(
+    buffer: bytes | np.ndarray, layout: str = "coresight"
+) -> tuple[dict[int, SourceBytes], FrameStats]:
+    """All sources of a whole formatted buffer held in memory."""
+    deformatter = Deformatter(layout)
+    return deformatter.feed(buffer, 0, final=True), deformatter.stats
+
+
+def sniff_layout(head: bytes) -> str:
+    """The likely layout of a bare buffer from its first bytes.
+
+    A full frame sync cannot be frame content (its FF bytes would be IDs 0x7F), so one means a
+    port capture, unless it is part of a frame of four at a frame boundary (memory padding). A
+    single ETM stream usually starts with an A-sync (five 0x00 then 0x80). Otherwise: frames
+    in memory."""
+    at = head.find(FULL_SYNC)
+    if at >= 0 and (at % FRAME_BYTES or head[at : at + FRAME_BYTES] != FULL_SYNC * 4):
+        return "dstream_coresight"
+    if head.startswith(b"\x00" * 5) and head.lstrip(b"\x00")[:1] == b"\x80":
+        return "source_data"
+    return "coresight"

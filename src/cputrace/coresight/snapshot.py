@@ -1,0 +1,165 @@
+"""CoreSight trace snapshots: the directory format of Arm debuggers and the OpenCSD test data.
+
+- `snapshot.ini`: `[device_list]` names one .ini file per device, `[trace] metadata=` names
+  the trace description (usually trace.ini).
+- device files: `[device]` name, class (`core`, `trace_source`, ...), type (`Cortex-A7`,
+  `ETM3.5`, `PTM1.1`, `ITM`...); `[regs]` as `NAME(0xOFFSET)=value`; cores add `[dump]`
+  memory sections, which `cputrace.image` loads.
+- trace.ini: `[trace_buffers] buffers=` lists buffer sections (name, file, format);
+  `[source_buffers]` maps trace sources to buffers, `[core_trace_sources]` cores to sources.
+
+Names are matched without regard to case, as the ini reader lower-cases keys.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import CputraceError
+from ..image import Image, load_snapshot_device
+from ..image.snapshot import read_ini_sections
+
+SNAPSHOT_INI = "snapshot.ini"
+
+Sections = list[tuple[str, int, dict[str, tuple[int, str]]]]
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device file: a core, a trace source, a funnel..."""
+
+    name: str
+    kind: str  # the [device] class
+    type: str
+    path: Path
+    registers: dict[str, int]  # upper-case names without the (0xOFFSET) suffix
+
+    @property
+    def protocol(self) -> str:
+        """The type without its minor version: ETM3, ETM4, PTM1, ITM, STM..."""
+        return self.type.split(".")[0].upper()
+
+
+@dataclass(frozen=True)
+class TraceBuffer:
+    name: str
+    path: Path
+    format: str  # coresight, dstream_coresight or source_data
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    path: Path  # the snapshot.ini
+    devices: tuple[Device, ...]  # in [device_list] order
+    buffers: tuple[TraceBuffer, ...]
+    source_buffers: dict[str, str]  # source name -> buffer name (lower case)
+    core_sources: dict[str, str]  # core name -> source name (lower case)
+
+    @property
+    def cores(self) -> tuple[Device, ...]:
+        return tuple(d for d in self.devices if d.kind.lower() == "core")
+
+    @property
+    def sources(self) -> tuple[Device, ...]:
+        return tuple(d for d in self.devices if d.kind.lower() == "trace_source")
+
+    def device(self, name: str) -> Device | None:
+        return next((d for d in self.devices if d.name.lower() == name.lower()), None)
+
+    def core_of(self, source: Device) -> Device | None:
+        """The core a trace source traces ([core_trace_sources])."""
+        for core, traced in self.core_sources.items():
+            if traced == source.name.lower():
+                return self.device(core)
+        return None
+
+    def cpu_of(self, core: Device) -> int:
+        """The core's number: its position among the snapshot's cores."""
+        return next(i for i, c in enumerate(self.cores) if c.name.lower() == core.name.lower())
+
+    def buffer_of(self, source: Device) -> TraceBuffer | None:
+        name = self.source_buffers.get(source.name.lower())
+        if name is None and len(self.buffers) == 1:
+            return self.buffers[0]
+        return next((b for b in self.buffers if b.name.lower() == (name or "").lower()), None)
+
+    def memory(self, core: Device) -> Image:
+        """The memory the core's device file dumps."""
+        return load_snapshot_device(core.path)
+
+
+def _section(sections: Sections, name: str) -> dict[str, str]:
+    """The keys of the first section called `name` (values only)."""
+    for found, _, keys in sections:
+        if found == name:
+            return {key: value for key, (_, value) in keys.items()}
+    return {}
+
+
+def _register_value(path: Path, number: int, key: str, text: str) -> int:
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise CputraceError(f"{path}:{number}: register {key}={text} is not a number") from None
+
+
+def read_device(path: Path) -> Device:
+    sections = read_ini_sections(path)
+    device = _section(sections, "device")
+    registers = {}
+    for name, _, keys in sections:
+        if name == "regs":
+            for key, (number, value) in keys.items():
+                registers[key.split("(")[0].strip().upper()] = _register_value(path, number, key, value)
+    return Device(
+        device.get("name", path.stem), device.get("class", ""), device.get("type", ""), path, registers
+    )
+
+
+def _need(path: Path, keys: dict[str, str], key: str, section: str) -> str:
+    if key not in keys:
+        raise CputraceError(f"{path}: [{section}] has no {key}=")
+    return keys[key]
+
+
+def read_snapshot(path: str | os.PathLike[str]) -> Snapshot:
+    """Read `snapshot.ini` (or the directory holding it), its device files and trace metadata."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / SNAPSHOT_INI
+    if not path.is_file():
+        raise CputraceError(f"{path}: no snapshot.ini here")
+    sections = read_ini_sections(path)
+    folder = path.parent
+    devices = tuple(read_device(folder / file) for file in _section(sections, "device_list").values())
+    metadata = _section(sections, "trace").get("metadata")
+    if metadata is None:
+        return Snapshot(path, devices, (), {}, {})
+    trace_ini = folder / metadata
+    trace = read_ini_sections(trace_ini)
+    listed = _need(trace_ini, _section(trace, "trace_buffers"), "buffers", "trace_buffers")
+    buffers = []
+    for section in (name.strip().lower() for name in listed.split(",") if name.strip()):
+        keys = _section(trace, section)
+        buffers.append(
+            TraceBuffer(
+                keys.get("name", section),
+                folder / _need(trace_ini, keys, "file", section),
+                keys.get("format", "coresight").lower(),
+            )
+        )
+    return Snapshot(
+        path,
+        devices,
+        tuple(buffers),
+        {k: v.lower() for k, v in _section(trace, "source_buffers").items()},
+        {k: v.lower() for k, v in _section(trace, "core_trace_sources").items()},
+    )
+
+
+def is_snapshot_ini(head: bytes) -> bool:
+    """True for the start of a snapshot.ini: a [snapshot] or [device_list] section."""
+    text = head[:4096].decode("latin-1").lower()
+    return "[device_list]" in text or text.lstrip().startswith("[snapshot]")

@@ -1,0 +1,225 @@
+"""Where ETMv3 trace comes from, and reading its packets source by source.
+
+An input is a CoreSight snapshot (its snapshot.ini, or the directory holding it) or a bare
+buffer with its ETM registers given as options (see `config`). Either way it becomes one
+`Capture` per trace buffer: the buffer file, its layout, and the ETMv3 sources in it, each
+with its registers and a core number (`cpu`): the position of its core among a snapshot's
+cores; in a bare formatted buffer, the trace ID; in a raw stream, 0. The option `source` (a
+trace ID) keeps one source.
+
+`PacketReader` streams a capture in chunks: it splits formatted buffers by trace ID and
+decodes each source's bytes, yielding packet batches as they complete.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...coresight.frames import Deformatter, FrameStats, sniff_layout
+from ...coresight.snapshot import SNAPSHOT_INI, Device, Snapshot, is_snapshot_ini, read_snapshot
+from ...errors import CputraceError
+from ...inputs import InputFile, read_exactly
+from .config import EtmConfig, bare_buffer_settings
+from .packets import PacketDecoder, Packets
+
+CHUNK_BYTES = 4 << 20
+ETMV3_PROTOCOL = "ETM3"
+REGISTER_OPTIONS = ("etm_config", "etmcr", "etmidr", "etmccer", "buffer_format")
+
+
+@dataclass(frozen=True)
+class EtmSource:
+    """One ETMv3 trace source: its registers, trace ID (None: an unformatted stream) and core."""
+
+    config: EtmConfig
+    trace_id: int | None
+    cpu: int
+    name: str
+    core: Device | None = None
+
+    @property
+    def label(self) -> str:
+        return "-" if self.trace_id is None else f"0x{self.trace_id:02x}"
+
+
+@dataclass
+class Capture:
+    """A trace buffer and the ETMv3 sources to decode from it."""
+
+    path: Path
+    layout: str  # coresight, dstream_coresight or source_data
+    sources: list[EtmSource]
+    any_source: EtmConfig | None = None  # bare formatted buffer: decode every ID found with this
+    snapshot: Snapshot | None = None
+
+
+def is_snapshot(path: str | os.PathLike[str]) -> bool:
+    """A snapshot directory, or a file that reads like a snapshot.ini."""
+    path = Path(path)
+    if path.is_dir():
+        return (path / SNAPSHOT_INI).is_file()
+    with open(path, "rb") as f:
+        return is_snapshot_ini(f.read(4096))
+
+
+def open_captures(path: str | os.PathLike[str], options: Mapping[str, Any] | None = None) -> list[Capture]:
+    """The captures of a snapshot or a bare buffer, narrowed to options["source"] if given."""
+    options = options or {}
+    if is_snapshot(path):
+        given = [name for name in REGISTER_OPTIONS if options.get(name) is not None]
+        if given:
+            dropped = ", ".join(given)
+            raise CputraceError(f"{path}: a snapshot gives the ETM registers; {dropped}: bare buffers only")
+        return _snapshot_captures(read_snapshot(path), options.get("source"))
+    return [_bare_capture(Path(path), options)]
+
+
+def _snapshot_captures(snapshot: Snapshot, wanted: int | None) -> list[Capture]:
+    captures: dict[Path, Capture] = {}
+    found = []
+    for position, device in enumerate(snapshot.sources):
+        if device.protocol != ETMV3_PROTOCOL:
+            continue
+        core = snapshot.core_of(device)
+        config = EtmConfig.from_device(device, core)
+        buffer = snapshot.buffer_of(device)
+        if buffer is None:
+            raise CputraceError(f"{snapshot.path}: no trace buffer is listed for source {device.name}")
+        formatted = buffer.format != "source_data"
+        if config.trace_id is None and formatted:
+            raise CputraceError(f"{device.path}: no ETMTRACEIDR to find its bytes in {buffer.path.name} by")
+        cpu = snapshot.cpu_of(core) if core else len(snapshot.cores) + position
+        source = EtmSource(config, config.trace_id if formatted else None, cpu, device.name, core)
+        found.append((device, source))
+        if wanted is None or config.trace_id == wanted:
+            new = Capture(buffer.path, buffer.format, [], None, snapshot)
+            captures.setdefault(buffer.path, new).sources.append(source)
+    if not found:
+        kinds = ", ".join(sorted({d.type for d in snapshot.sources})) or "none"
+        raise CputraceError(f"{snapshot.path}: no ETMv3 trace source in this snapshot (sources: {kinds})")
+    if not captures:
+        raise CputraceError(f"{snapshot.path}: {_unknown_source(snapshot, wanted, found)}")
+    return list(captures.values())
+
+
+def _unknown_source(snapshot: Snapshot, wanted: int | None, found: list[tuple[Device, EtmSource]]) -> str:
+    listed = ", ".join(f"{s.label} ({d.name})" for d, s in found)
+    for device in snapshot.sources:
+        if device.registers.get("ETMTRACEIDR", -1) & 0x7F == wanted:
+            return f"source 0x{wanted:02x} is {device.name} ({device.type}), not ETMv3; ETMv3: {listed}"
+    return f"no ETMv3 source with trace ID 0x{wanted:02x}; ETMv3 sources: {listed}"
+
+
+def _bare_capture(path: Path, options: Mapping[str, Any]) -> Capture:
+    settings = bare_buffer_settings(options)
+    layout = settings.layout or sniff_layout(InputFile(path).head(64))
+    config = settings.config
+    if layout == "source_data":
+        return Capture(path, layout, [EtmSource(config, None, 0, "-")])
+    if config.trace_id is None:
+        return Capture(path, layout, [], any_source=config)
+    trace_id = config.trace_id
+    return Capture(path, layout, [EtmSource(config, trace_id, trace_id, f"0x{trace_id:02x}")])
+
+
+def _chunks(stream: Any, path: Path, size: int) -> Iterator[tuple[bytes, int]]:
+    """Blocks of `size` bytes (the last one shorter) and the offset of each."""
+    offset = 0
+    while block := read_exactly(stream, size, str(path)):
+        yield block, offset
+        offset += len(block)
+
+
+def split_sources(capture: Capture) -> list[Capture]:
+    """One capture per source, for listings that go source by source.
+
+    A bare formatted buffer names no sources, so its trace IDs are found by a pass over it."""
+    if capture.any_source is None:
+        return [dataclasses.replace(capture, sources=[source]) for source in capture.sources]
+    deformatter = Deformatter(capture.layout)
+    stream = InputFile(capture.path).open(report=False)
+    try:
+        for block, offset in _chunks(stream, capture.path, CHUNK_BYTES):
+            deformatter.feed(block, offset)
+    finally:
+        stream.close()
+    found = sorted(deformatter.stats.bytes_per_id)
+    return [
+        dataclasses.replace(
+            capture,
+            sources=[EtmSource(dataclasses.replace(capture.any_source, trace_id=i), i, i, f"0x{i:02x}")],
+            any_source=None,
+        )
+        for i in found
+    ]
+
+
+@dataclass
+class PacketReader:
+    """Reads a capture's buffer in chunks and yields (source, packets) as batches complete.
+
+    `frame_stats` describes the formatter frames once the buffer has been read.
+    """
+
+    capture: Capture
+    chunk_bytes: int = CHUNK_BYTES
+    on_read: Callable[[int], None] | None = None
+    frame_stats: FrameStats | None = None
+    discovered: list[EtmSource] = field(default_factory=list)  # bare buffers: sources found
+
+    def __iter__(self) -> Iterator[tuple[EtmSource, Packets]]:
+        capture = self.capture
+        source_file = InputFile(capture.path, on_read=self.on_read)
+        stream = source_file.open()
+        try:
+            if capture.layout == "source_data":
+                yield from self._single(stream, capture.sources[0])
+            else:
+                yield from self._formatted(stream)
+        finally:
+            stream.close()
+
+    def _single(self, stream: Any, source: EtmSource) -> Iterator[tuple[EtmSource, Packets]]:
+        decoder = PacketDecoder(source.config)
+        for block, offset in _chunks(stream, self.capture.path, self.chunk_bytes):
+            data = np.frombuffer(block, dtype=np.uint8)
+            for batch in decoder.feed(data, np.arange(offset, offset + len(data), dtype=np.int64)):
+                yield source, batch
+        for batch in decoder.finish():
+            yield source, batch
+
+    def _formatted(self, stream: Any) -> Iterator[tuple[EtmSource, Packets]]:
+        capture = self.capture
+        deformatter = Deformatter(capture.layout)
+        decoders = {s.trace_id: (s, PacketDecoder(s.config)) for s in capture.sources}
+        end = 0
+        for block, offset in _chunks(stream, self.capture.path, self.chunk_bytes):
+            yield from self._decode(deformatter.feed(block, offset), decoders)
+            end = offset + len(block)
+        yield from self._decode(deformatter.feed(b"", end, final=True), decoders)
+        self.frame_stats = deformatter.stats
+        for source, decoder in decoders.values():
+            for batch in decoder.finish():
+                yield source, batch
+
+    def _decode(
+        self, streams: dict[int, Any], decoders: dict[int | None, tuple[EtmSource, PacketDecoder]]
+    ) -> Iterator[tuple[EtmSource, Packets]]:
+        for trace_id, data in streams.items():
+            if trace_id not in decoders:
+                if self.capture.any_source is None:
+                    continue
+                config = dataclasses.replace(self.capture.any_source, trace_id=trace_id)
+                source = EtmSource(config, trace_id, trace_id, f"0x{trace_id:02x}")
+                self.discovered.append(source)
+                decoders[trace_id] = (source, PacketDecoder(config))
+            source, decoder = decoders[trace_id]
+            for batch in decoder.feed(data.data, data.offsets):
+                yield source, batch

@@ -1,0 +1,254 @@
+"""The ETM registers that shape an ETMv3 bit stream, and where they come from.
+
+A snapshot's device file gives them; a bare buffer needs them from the user, either as
+options (`etmcr`, `etmidr`, `etmccer`, `source`, `buffer_format` in DecodeContext.options,
+`--etmcr` ... on the command line) or in a small file named by `etm_config` (`--etm-config`):
+
+    [etm]                   ; or the [regs] section of a snapshot device file
+    etmcr = 0x10001860      ; required
+    etmidr = 0x410CF250     ; default 0x4100F250: ETMv3.5, original branch encoding
+    etmccer = 0x344008F2    ; default 0x10000000: 48-bit natural-binary timestamps
+    trace_id = 0x10         ; the source to decode in a formatted buffer (default: all)
+    format = coresight      ; coresight | dstream_coresight | source_data (default: sniffed)
+    core = Cortex-A7        ; Cortex-M cores number exceptions the v7-M way
+
+A JSON object with the same keys works too. Options given alongside a file override it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...coresight.frames import LAYOUTS
+from ...coresight.snapshot import Device
+from ...errors import CputraceError
+from ...image.snapshot import read_ini_sections
+
+DEFAULT_ETMIDR = 0x4100F250
+DEFAULT_ETMCCER = 0x10000000
+ETMV3_MAJOR = 2  # ETMIDR bits 11:8 hold the major version minus one
+
+# Positions in the configuration array handed to the compiled packet decoder.
+(
+    C_CYCLE_ACCURATE, C_CONTEXT_ID_BYTES, C_DATA_VALUE, C_DATA_ADDRESS, C_DATA_ONLY,
+    C_ALT_BRANCH, C_TIMESTAMP_64, C_TIMESTAMP_GRAY, C_ALT_ISA, C_HYP, C_M_PROFILE,
+) = range(11)  # fmt: skip
+CONFIG_SIZE = 11
+
+_REGISTER_KEYS = ("etmcr", "etmidr", "etmccer")
+_FILE_KEYS = frozenset({*_REGISTER_KEYS, "trace_id", "etmtraceidr", "format", "core"})
+
+
+def _bit(value: int, n: int) -> bool:
+    return bool((value >> n) & 1)
+
+
+@dataclass(frozen=True)
+class EtmConfig:
+    """ETMCR, ETMIDR and ETMCCER of one ETM, with the stream properties they imply."""
+
+    etmcr: int
+    etmidr: int = DEFAULT_ETMIDR
+    etmccer: int = DEFAULT_ETMCCER
+    trace_id: int | None = None
+    core: str | None = None
+
+    def __post_init__(self) -> None:
+        major = (self.etmidr >> 8) & 0xF
+        if major != ETMV3_MAJOR:
+            raise CputraceError(
+                f"ETMIDR 0x{self.etmidr:08X} is not an ETMv3 (major version field {major}, expected "
+                f"{ETMV3_MAJOR}); PTM and ETMv4 streams need their own decoders"
+            )
+
+    @property
+    def version(self) -> str:
+        return f"3.{self.minor_version}"
+
+    @property
+    def minor_version(self) -> int:
+        return (self.etmidr >> 4) & 0xF
+
+    @property
+    def cycle_accurate(self) -> bool:
+        return _bit(self.etmcr, 12)
+
+    @property
+    def context_id_bytes(self) -> int:
+        return (0, 1, 2, 4)[(self.etmcr >> 14) & 3]
+
+    @property
+    def data_value(self) -> bool:
+        return _bit(self.etmcr, 2)
+
+    @property
+    def data_address(self) -> bool:
+        return _bit(self.etmcr, 3)
+
+    @property
+    def data_only(self) -> bool:
+        return _bit(self.etmcr, 20)
+
+    @property
+    def timestamps(self) -> bool:
+        return _bit(self.etmcr, 28)
+
+    @property
+    def vmid(self) -> bool:
+        return _bit(self.etmcr, 30)
+
+    @property
+    def alt_branch(self) -> bool:
+        """The alternative branch address encoding (ETMv3.4 and later, ETMIDR bit 20)."""
+        return _bit(self.etmidr, 20) and self.minor_version >= 4
+
+    @property
+    def timestamp_64(self) -> bool:
+        return _bit(self.etmccer, 29)
+
+    @property
+    def timestamp_gray(self) -> bool:
+        return not _bit(self.etmccer, 28)
+
+    @property
+    def virtualization(self) -> bool:
+        return _bit(self.etmccer, 26)
+
+    @property
+    def m_profile(self) -> bool:
+        return bool(self.core) and self.core.upper().startswith("CORTEX-M")
+
+    def as_array(self) -> np.ndarray:
+        """The properties the compiled decoder needs, by the C_* positions."""
+        values = [0] * CONFIG_SIZE
+        values[C_CYCLE_ACCURATE] = self.cycle_accurate
+        values[C_CONTEXT_ID_BYTES] = self.context_id_bytes
+        values[C_DATA_VALUE] = self.data_value
+        values[C_DATA_ADDRESS] = self.data_address
+        values[C_DATA_ONLY] = self.data_only
+        values[C_ALT_BRANCH] = self.alt_branch
+        values[C_TIMESTAMP_64] = self.timestamp_64
+        values[C_TIMESTAMP_GRAY] = self.timestamp_gray
+        values[C_ALT_ISA] = self.minor_version >= 3
+        values[C_HYP] = self.virtualization
+        values[C_M_PROFILE] = self.m_profile
+        return np.array(values, dtype=np.int64)
+
+    def describe(self) -> str:
+        """One line for listings: version and the options that shape the stream."""
+        parts = [f"ETMv{self.version}", "cycle-accurate" if self.cycle_accurate else "not cycle-accurate"]
+        if self.context_id_bytes:
+            parts.append(f"{self.context_id_bytes}-byte context ID")
+        traced = [name for name, on in (("address", self.data_address), ("value", self.data_value)) if on]
+        if traced:
+            parts.append("data " + "+".join(traced))
+        if self.data_only:
+            parts.append("data only")
+        if self.timestamps:
+            parts.append(f"{64 if self.timestamp_64 else 48}-bit timestamps")
+        if self.vmid:
+            parts.append("VMID")
+        if self.alt_branch:
+            parts.append("alternative branch encoding")
+        return ", ".join(parts)
+
+    @classmethod
+    def from_device(cls, device: Device, core: Device | None = None) -> EtmConfig:
+        """From a snapshot trace-source device file ([regs] ETMCR, ETMIDR, ETMCCER, ETMTRACEIDR)."""
+        regs = device.registers
+        if "ETMCR" not in regs:
+            raise CputraceError(f"{device.path}: [regs] has no ETMCR, which an ETMv3 stream needs")
+        return cls(
+            regs["ETMCR"],
+            regs.get("ETMIDR", DEFAULT_ETMIDR),
+            regs.get("ETMCCER", DEFAULT_ETMCCER),
+            regs["ETMTRACEIDR"] & 0x7F if "ETMTRACEIDR" in regs else None,
+            core.type if core else None,
+        )
+
+
+@dataclass(frozen=True)
+class BareBufferSettings:
+    """How to read a buffer that comes without a snapshot: registers, source and layout."""
+
+    config: EtmConfig
+    layout: str | None  # None: sniff it
+
+
+def _number(value: Any, where: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    try:
+        return int(str(value).strip(), 0)
+    except ValueError:
+        raise CputraceError(f"{where}: {value!r} is not a number (write 0x10001860 or 268441696)") from None
+
+
+def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The keys of an ETM configuration file: ini ([etm], or a snapshot device's [regs]) or JSON."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CputraceError(f"{path}: cannot read the ETM configuration: {exc}") from exc
+    if text.lstrip().startswith("{"):
+        try:
+            loaded = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise CputraceError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+        if not isinstance(loaded, dict):
+            raise CputraceError(f"{path}: expected a JSON object of ETM settings")
+        found = {str(k).lower(): v for k, v in loaded.items()}
+    else:
+        found = {}
+        for name, _, keys in read_ini_sections(path):
+            for key, (_, value) in keys.items():
+                key = key.split("(")[0].strip()
+                value = value.split(";")[0].split("#")[0].strip()
+                if name == "etm" or (name == "regs" and key in _FILE_KEYS):  # [regs]: a device file
+                    found[key] = value
+    unknown = sorted(set(found) - _FILE_KEYS)
+    if unknown:
+        known = ", ".join(sorted(_FILE_KEYS))
+        raise CputraceError(f"{path}: unknown ETM settings {', '.join(unknown)} (known: {known})")
+    return found
+
+
+def bare_buffer_settings(options: Mapping[str, Any]) -> BareBufferSettings:
+    """Registers, source and layout for a bare buffer from ingest options (file, then overrides)."""
+    found: dict[str, Any] = {}
+    origin = "options"
+    if options.get("etm_config"):
+        origin = str(options["etm_config"])
+        found.update(read_config_file(origin))
+    for key in _REGISTER_KEYS:
+        if options.get(key) is not None:
+            found[key] = options[key]
+    if options.get("source") is not None:
+        found["trace_id"] = options["source"]
+    if options.get("buffer_format"):
+        found["format"] = options["buffer_format"]
+    if "etmcr" not in found:
+        raise CputraceError(
+            "a bare ETMv3 buffer needs the ETM's registers: give --etmcr (and --etmidr, --etmccer) or "
+            "--etm-config FILE, or ingest the snapshot.ini that describes it"
+        )
+    layout = found.get("format")
+    if layout is not None and layout not in LAYOUTS:
+        raise CputraceError(f"{origin}: format {layout!r} is not one of {', '.join(LAYOUTS)}")
+    trace_id = found.get("trace_id", found.get("etmtraceidr"))
+    config = EtmConfig(
+        _number(found["etmcr"], f"{origin}: etmcr"),
+        _number(found.get("etmidr", DEFAULT_ETMIDR), f"{origin}: etmidr"),
+        _number(found.get("etmccer", DEFAULT_ETMCCER), f"{origin}: etmccer"),
+        None if trace_id is None else _number(trace_id, f"{origin}: trace_id") & 0x7F,
+        None if found.get("core") is None else str(found["core"]),
+    )
+    return BareBufferSettings(config, layout)

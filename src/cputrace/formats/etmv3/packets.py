@@ -1,0 +1,783 @@
+"""ETMv3 packets from one source's byte stream: a compiled decoder with columnar output.
+
+Packets come out as a record array (`PACKET`: one record per packet, a numpy column per field)
+so that the instruction layer can walk them in compiled code. Fields by kind, beyond `kind`,
+`offset` (in the buffer), `pos` (in the source's stream) and `size` (bytes):
+
+- i_sync: address (of the next instruction), address2 (the LSiP address, flag LSIP), bits (32;
+  0 in data-only mode), isa, cycles (the I-sync with cycle count), value (context ID), info
+  (reason, I_SYNC_REASONS), flags NS HYP ALT_ISA LSIP.
+- branch: address (target), bits (address bits carried), isa, exception (number; -1 none),
+  info (resume), flags NS HYP ALT_ISA EXCEPTION CANCEL DEPRECATED.
+- p_header: atoms (bit i set: atom i, oldest first, is E), count (atoms), cycles (W cycles in
+  cycle-accurate mode), info (format 1-4).
+- cycle_count: cycles. timestamp: value, bits carried, flag CLOCK_CHANGED.
+  context_id, vmid: value.
+- normal_data, ooo_data, ooo_placeholder, value_not_traced: address (data address), bits
+  (address bits carried, 0 none), count (value bytes), value, info (out-of-order tag), flag
+  BIG_ENDIAN.
+- error: info (ErrorReason).
+
+Empty fields hold 0, except cycles and exception (-1) and isa (255). Addresses are complete
+(compression undone against the previous address); PARTIAL_ADDRESS marks those whose upper
+bits no I-sync or full branch address has given yet.
+
+Synchronisation: bytes before the first A-sync are an `unsynced` packet. A reserved or
+malformed packet becomes an `error` packet (its bytes, the reason in `info`), after which
+the decoder skips to the next A-sync (the skipped bytes are an `unsynced` packet).
+
+The decoder is resumable: it stops before a packet that the bytes given so far do not
+complete and carries that tail into the next feed, so a stream can be decoded in chunks of
+any size with the same packets (except inside runs of more than MAX_ZEROS zero bytes in a
+synchronised stream, which are reported in pieces rather than carried whole).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from ...coresight.frames import read_only
+from ...model import Isa
+from .config import (
+    C_ALT_BRANCH,
+    C_ALT_ISA,
+    C_CONTEXT_ID_BYTES,
+    C_CYCLE_ACCURATE,
+    C_DATA_ADDRESS,
+    C_DATA_ONLY,
+    C_DATA_VALUE,
+    C_HYP,
+    C_M_PROFILE,
+    C_TIMESTAMP_64,
+    C_TIMESTAMP_GRAY,
+    EtmConfig,
+)
+from .protocol import DEPRECATED_EXCEPTIONS, ISA_UNKNOWN, ErrorReason, Flag, Kind
+
+PACKET = np.dtype(
+    [
+        ("offset", "<i8"), ("pos", "<i8"), ("value", "<u8"), ("cycles", "<i8"), ("address", "<u4"),
+        ("address2", "<u4"), ("size", "<i4"), ("exception", "<i2"), ("flags", "<u2"), ("atoms", "<u2"),
+        ("kind", "u1"), ("bits", "u1"), ("isa", "u1"), ("count", "u1"), ("info", "u1"),
+    ],
+    align=True,
+)  # fmt: skip
+"""One packet: `offset` in the buffer, `pos` in the source's stream, `size` in bytes, then
+the decoded fields of the table above."""
+_OPAQUE = np.dtype((np.void, PACKET.itemsize))
+
+# Decoder state kept between feeds (int64 array)
+(
+    S_SYNCED, S_ADDRESS, S_ADDRESS_KNOWN, S_ISA, S_NS, S_HYP, S_ALT_ISA, S_CONTEXT_ID, S_VMID,
+    S_TIMESTAMP, S_DATA_ADDRESS, S_BIG_ENDIAN,
+) = range(12)  # fmt: skip
+STATE_SIZE = 12
+
+BATCH_PACKETS = 1 << 16
+MAX_ZEROS = 4096  # the longest zero run carried from one feed to the next
+MAX_UNSYNCED = 1 << 16  # unsynced runs are reported in pieces of at most this many bytes
+NEED_MORE = -1  # a helper's status: the packet continues past the bytes given
+
+_A32, _T32, _T32EE, _JAZELLE = int(Isa.A32), int(Isa.T32), int(Isa.T32EE), int(Isa.JAZELLE)
+_DEPRECATED = np.array(DEPRECATED_EXCEPTIONS, dtype=np.int64)
+
+_F_NS, _F_HYP, _F_ALT_ISA = int(Flag.NS), int(Flag.HYP), int(Flag.ALT_ISA)
+_F_EXCEPTION, _F_CANCEL, _F_DEPRECATED = int(Flag.EXCEPTION), int(Flag.CANCEL), int(Flag.DEPRECATED)
+_F_LSIP, _F_BIG_ENDIAN = int(Flag.LSIP), int(Flag.BIG_ENDIAN)
+_F_CLOCK_CHANGED, _F_PARTIAL = int(Flag.CLOCK_CHANGED), int(Flag.PARTIAL_ADDRESS)
+
+_K_UNSYNCED, _K_ERROR, _K_A_SYNC = int(Kind.UNSYNCED), int(Kind.ERROR), int(Kind.A_SYNC)
+_K_I_SYNC = int(Kind.I_SYNC)
+_K_BRANCH, _K_P_HEADER, _K_CYCLE_COUNT = int(Kind.BRANCH), int(Kind.P_HEADER), int(Kind.CYCLE_COUNT)
+_K_CONTEXT_ID, _K_VMID, _K_TIMESTAMP = int(Kind.CONTEXT_ID), int(Kind.VMID), int(Kind.TIMESTAMP)
+_K_NORMAL_DATA, _K_OOO_DATA = int(Kind.NORMAL_DATA), int(Kind.OOO_DATA)
+_K_OOO_PLACEHOLDER, _K_VALUE_NOT_TRACED = int(Kind.OOO_PLACEHOLDER), int(Kind.VALUE_NOT_TRACED)
+_K_STORE_FAILED, _K_DATA_SUPPRESSED = int(Kind.STORE_FAILED), int(Kind.DATA_SUPPRESSED)
+
+_E_RESERVED_HEADER, _E_DATA_TRACE_OFF = int(ErrorReason.RESERVED_HEADER), int(ErrorReason.DATA_TRACE_OFF)
+_E_CONTEXT_ID_OFF, _E_BAD_A_SYNC = int(ErrorReason.CONTEXT_ID_OFF), int(ErrorReason.BAD_A_SYNC)
+_E_RESERVED_P_HEADER, _E_RESERVED_ISA = int(ErrorReason.RESERVED_P_HEADER), int(ErrorReason.RESERVED_ISA)
+_E_RESERVED_EXCEPTION, _E_TRUNCATED = int(ErrorReason.RESERVED_EXCEPTION), int(ErrorReason.TRUNCATED)
+
+
+def _header_kinds() -> np.ndarray:
+    """The packet kind each header byte starts (ERROR: reserved), in the architecture's order."""
+    kinds = np.full(256, Kind.ERROR, dtype=np.int64)
+    for b in range(256):
+        if b & 0x01:
+            kinds[b] = Kind.BRANCH
+        elif b & 0x80:
+            kinds[b] = Kind.P_HEADER
+        elif b in (0x00, 0x04, 0x08, 0x0C):
+            kinds[b] = (Kind.A_SYNC, Kind.CYCLE_COUNT, Kind.I_SYNC, Kind.TRIGGER)[b >> 2]
+        elif b & 0x93 == 0x00:
+            kinds[b] = Kind.OOO_DATA  # 0TT0SS00, TT != 0
+        elif b == 0x70:
+            kinds[b] = Kind.I_SYNC  # with cycle count
+        elif b == 0x50:
+            kinds[b] = Kind.STORE_FAILED
+        elif b & 0xD3 == 0x50:
+            kinds[b] = Kind.OOO_PLACEHOLDER  # 01A1TT00
+        elif b == 0x3C:
+            kinds[b] = Kind.VMID
+        elif b & 0xD3 == 0x02:
+            kinds[b] = Kind.NORMAL_DATA  # 00A0SS10
+        elif b & 0xEF == 0x6A:
+            kinds[b] = Kind.VALUE_NOT_TRACED  # 011A1010
+        elif b & 0xFB == 0x42:
+            kinds[b] = Kind.TIMESTAMP
+        else:
+            single = {0x62: Kind.DATA_SUPPRESSED, 0x66: Kind.IGNORE, 0x6E: Kind.CONTEXT_ID,
+                      0x76: Kind.EXCEPTION_EXIT, 0x7E: Kind.EXCEPTION_ENTRY}  # fmt: skip
+            kinds[b] = single.get(b, Kind.ERROR)
+    return kinds
+
+
+def _p_headers() -> np.ndarray:
+    """[mode, field, header]: format (0 = reserved), atoms (bit set = E), count, cycles (-1 none).
+
+    Mode 0 is not cycle-accurate: format 1 `1NEEEE00` (EEEE E atoms then N if set), format 2
+    `1000FF10` (bit 3 first atom, bit 2 second, 0 = E); other `1xxxxx10` are reserved. Mode 1
+    is cycle-accurate (as the open-source reference decoder reads it): format 1 `1N0EEE00`
+    (a cycle per atom; 0x80 reserved), format 2 `1x00FF10` (one W then two atoms), format 4
+    `1x01xF10` (one atom, no cycle), format 3 `1E1WWW00` (WWW+1 cycles then E if set); 0xA2
+    under that mask is reserved.
+    """
+    table = np.zeros((2, 4, 256), dtype=np.int64)
+    table[:, 3, :] = -1
+    for b in range(0x80, 0x100, 2):
+        two = (0 if b & 0x08 else 1) | (0 if b & 0x04 else 2)
+        if b & 0x83 == 0x80:
+            e, n = (b >> 2) & 0xF, (b >> 6) & 1
+            table[0, :3, b] = (1, (1 << e) - 1, e + n)
+        elif b & 0xF3 == 0x82:
+            table[0, :3, b] = (2, two, 2)
+        code = b & 0xA3
+        if code == 0x80 and b != 0x80:
+            e, n = (b >> 2) & 0x7, (b >> 6) & 1
+            table[1, :, b] = (1, (1 << e) - 1, e + n, e + n)
+        elif code == 0x82:
+            table[1, :, b] = (4, 0 if b & 0x04 else 1, 1, 0) if b & 0x10 else (2, two, 2, 1)
+        elif code == 0xA0:
+            e = (b >> 6) & 1
+            table[1, :, b] = (3, e, e, ((b >> 2) & 7) + 1)
+    return table
+
+
+HEADER_KINDS = _header_kinds()
+P_HEADERS = _p_headers()
+
+
+@numba.njit(inline="always")
+def _mask(bits):
+    return np.int64(-1) if bits >= 64 else (np.int64(1) << bits) - 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _gray_to_binary(gray):
+    value = np.uint64(gray)
+    shift = np.uint64(1)
+    while shift < np.uint64(64):
+        value ^= value >> shift
+        shift <<= np.uint64(1)
+    return np.int64(value)
+
+
+@numba.njit(cache=True, nogil=True)
+def _cycle_count(data, p, n):
+    """A 1-5 byte count, 7 bits a byte, bit 7 = more (4 bits in byte 5): (end or -1, count)."""
+    value = 0
+    for j in range(5):
+        if p >= n:
+            return NEED_MORE, 0
+        b = np.int64(data[p])
+        p += 1
+        if j == 4:
+            value |= (b & 0x0F) << 28
+            break
+        value |= (b & 0x7F) << (7 * j)
+        if not b & 0x80:
+            break
+    return p, value
+
+
+@numba.njit(cache=True, nogil=True)
+def _data_address(data, p, n):
+    """A 1-5 byte data address (byte 5: bits 31:28 and the big-endian flag in bit 4).
+
+    Returns (end or -1, value, bits carried, big-endian flag or -1 when not carried)."""
+    value = 0
+    for j in range(5):
+        if p >= n:
+            return NEED_MORE, 0, 0, -1
+        b = np.int64(data[p])
+        p += 1
+        if j == 4:
+            return p, value | ((b & 0x0F) << 28), 32, (b >> 4) & 1
+        value |= (b & 0x7F) << (7 * j)
+        if not b & 0x80:
+            return p, value, 7 * (j + 1), -1
+    return p, value, 32, -1
+
+
+@numba.njit(cache=True, nogil=True)
+def _branch_address(data, p, n, alt, m_profile, base_address, base_isa, base_alt_isa):
+    """A branch address (1-5 bytes) and its exception bytes (0-3), from byte p.
+
+    Returns (end, status, address, bits, isa, exception, resume, ns, hyp, alt_isa, flags):
+    status 0, NEED_MORE, or an ErrorReason; ns, hyp and alt_isa are -1 when not given."""
+    value = 0
+    bits = 0
+    count = 0
+    more = True
+    exception_follows = False
+    while more and count < 4:
+        if p >= n:
+            return NEED_MORE, NEED_MORE, 0, 0, 0, -1, 0, -1, -1, -1, 0
+        b = np.int64(data[p])
+        p += 1
+        more = (b & 0x80) != 0
+        if count == 0:
+            value = (b >> 1) & 0x3F
+            bits = 6
+        elif alt and not more:
+            value |= (b & 0x3F) << bits
+            bits += 6
+            exception_follows = (b & 0x40) != 0
+        else:
+            value |= (b & 0x7F) << bits
+            bits += 7
+        count += 1
+    isa = base_isa
+    exception = -1
+    resume = 0
+    ns = -1
+    hyp = -1
+    alt_isa = -1
+    flags = 0
+    last = 0
+    if more:  # byte 5: the instruction set, and whether exception bytes follow
+        if p >= n:
+            return NEED_MORE, NEED_MORE, 0, 0, 0, -1, 0, -1, -1, -1, 0
+        last = np.int64(data[p])
+        p += 1
+        if last & 0x80:  # deprecated: ARM state, exception in bits 5:3, cancel in bit 6
+            exception = _DEPRECATED[(last >> 3) & 7]
+            if exception < 0:
+                return p, _E_RESERVED_EXCEPTION, 0, 0, 0, -1, 0, -1, -1, -1, 0
+            flags |= _F_EXCEPTION | _F_DEPRECATED | (_F_CANCEL if last & 0x40 else 0)
+            isa = _A32
+        else:
+            exception_follows = (last & 0x40) != 0
+            if last & 0xB8 == 0x08:
+                isa = _A32
+            elif last & 0xB0 == 0x10:
+                isa = _T32
+            elif last & 0xA0 == 0x20:
+                isa = _JAZELLE
+            else:
+                return p, _E_RESERVED_ISA, 0, 0, 0, -1, 0, -1, -1, -1, 0
+    if exception_follows:
+        if p >= n:
+            return NEED_MORE, NEED_MORE, 0, 0, 0, -1, 0, -1, -1, -1, 0
+        e = np.int64(data[p])
+        p += 1
+        flags |= _F_EXCEPTION | (_F_CANCEL if e & 0x20 else 0)
+        ns = e & 1
+        exception = (e >> 1) & 0xF
+        alt_isa = (e >> 6) & 1
+        if e & 0x80:
+            if p >= n:
+                return NEED_MORE, NEED_MORE, 0, 0, 0, -1, 0, -1, -1, -1, 0
+            e = np.int64(data[p])
+            p += 1
+            if e & 0x40:  # information byte 2 directly
+                resume = e & 0xF
+            else:
+                if m_profile:
+                    exception |= (e & 0x1F) << 4
+                hyp = (e >> 5) & 1
+                if e & 0x80:
+                    if p >= n:
+                        return NEED_MORE, NEED_MORE, 0, 0, 0, -1, 0, -1, -1, -1, 0
+                    resume = np.int64(data[p]) & 0xF
+                    p += 1
+    if isa in (_T32, _T32EE):  # Thumb or ThumbEE: the AltISA bit tells them apart
+        isa = _T32EE if (alt_isa if alt_isa >= 0 else base_alt_isa) else _T32
+    if more:
+        if isa == _A32:
+            value |= (last & 0x07) << bits
+            bits += 3
+        elif isa == _JAZELLE:
+            value |= (last & 0x1F) << bits
+            bits += 5
+        else:
+            value |= (last & 0x0F) << bits
+            bits += 4
+    shift = 0 if isa == _JAZELLE else (1 if isa in (_T32, _T32EE) else 2)
+    bits += shift
+    mask = _mask(bits)
+    address = ((base_address & ~mask) | ((value << shift) & mask)) & 0xFFFFFFFF
+    return p, 0, address, bits, isa, exception, resume, ns, hyp, alt_isa, flags
+
+
+@numba.njit(inline="always")
+def _start(rec, kind, start, end):
+    """Fill a packet record with its kind, position and size, every other field empty."""
+    rec.kind = kind
+    rec.pos = start
+    rec.size = end - start
+    rec.offset = 0
+    rec.value = 0
+    rec.cycles = -1
+    rec.address = 0
+    rec.address2 = 0
+    rec.exception = -1
+    rec.flags = 0
+    rec.atoms = 0
+    rec.bits = 0
+    rec.isa = ISA_UNKNOWN
+    rec.count = 0
+    rec.info = 0
+
+
+@numba.njit(inline="always")
+def _error(rec, reason, start, end):
+    _start(rec, _K_ERROR, start, end)
+    rec.info = reason
+
+
+@numba.njit(inline="always")
+def _address_flags(st, bits):
+    flags = _F_NS if st[S_NS] else 0
+    flags |= _F_HYP if st[S_HYP] else 0
+    flags |= _F_ALT_ISA if st[S_ALT_ISA] else 0
+    if bits < 32 and not st[S_ADDRESS_KNOWN]:
+        flags |= _F_PARTIAL
+    return flags
+
+
+@numba.njit(cache=True, nogil=True)
+def _i_sync(data, i, n, cfg, st, rec):
+    """I-sync (0x08) or I-sync with cycle count (0x70) at i: (end, status)."""
+    p = i + 1
+    cycles = -1
+    if data[i] == 0x70:
+        p, cycles = _cycle_count(data, p, n)
+        if p < 0:
+            return NEED_MORE, NEED_MORE
+    context_bytes = cfg[C_CONTEXT_ID_BYTES]
+    if p + context_bytes >= n:
+        return NEED_MORE, NEED_MORE
+    context = st[S_CONTEXT_ID]
+    if context_bytes:
+        context = 0
+        for j in range(context_bytes):
+            context |= np.int64(data[p + j]) << (8 * j)
+        p += context_bytes
+    info = np.int64(data[p])
+    p += 1
+    ns = (info >> 3) & 1
+    alt_isa = (info >> 2) & 1 if cfg[C_ALT_ISA] else 0
+    hyp = (info >> 1) & 1 if cfg[C_HYP] else 0
+    address = st[S_ADDRESS]
+    isa = st[S_ISA]
+    bits = 0
+    address2 = 0
+    lsip = False
+    if not cfg[C_DATA_ONLY]:
+        if p + 4 > n:
+            return NEED_MORE, NEED_MORE
+        raw = 0
+        for j in range(4):
+            raw |= np.int64(data[p + j]) << (8 * j)
+        p += 4
+        bits = 32
+        if info & 0x10:
+            isa, address = _JAZELLE, raw
+        else:
+            isa = (_T32EE if alt_isa else _T32) if raw & 1 else _A32
+            address = raw & 0xFFFFFFFE
+        lsip = (info & 0x80) != 0
+        if lsip:
+            r = _branch_address(data, p, n, cfg[C_ALT_BRANCH], cfg[C_M_PROFILE], address, isa, alt_isa)
+            if r[1] != 0:
+                return r[0], r[1]
+            p = r[0]
+            address2 = r[2]
+    st[S_CONTEXT_ID] = context
+    st[S_NS] = ns
+    st[S_ALT_ISA] = alt_isa
+    st[S_HYP] = hyp
+    if bits:
+        st[S_ADDRESS] = address
+        st[S_ISA] = isa
+        st[S_ADDRESS_KNOWN] = 1
+    _start(rec, _K_I_SYNC, i, p)
+    rec.address = address
+    rec.address2 = address2
+    rec.bits = bits
+    rec.isa = isa
+    rec.cycles = cycles
+    rec.value = context
+    rec.info = (info >> 5) & 3
+    rec.flags = _address_flags(st, 32) | (_F_LSIP if lsip else 0)
+    return p, 0
+
+
+@numba.njit(cache=True, nogil=True)
+def _branch(data, i, n, cfg, st, rec):
+    r = _branch_address(
+        data, i, n, cfg[C_ALT_BRANCH], cfg[C_M_PROFILE], st[S_ADDRESS], st[S_ISA], st[S_ALT_ISA]
+    )
+    end, status, address, bits, isa, exception, resume, ns, hyp, alt_isa, flags = r
+    if status != 0:
+        return end, status
+    if ns >= 0:
+        st[S_NS] = ns
+    if hyp >= 0:
+        st[S_HYP] = hyp
+    if alt_isa >= 0:
+        st[S_ALT_ISA] = alt_isa
+    st[S_ADDRESS] = address
+    st[S_ISA] = isa
+    flags |= _address_flags(st, bits)
+    if bits >= 32:
+        st[S_ADDRESS_KNOWN] = 1
+    _start(rec, _K_BRANCH, i, end)
+    rec.address = address
+    rec.bits = bits
+    rec.isa = isa
+    rec.exception = exception
+    rec.info = resume
+    rec.flags = flags
+    return end, 0
+
+
+@numba.njit(cache=True, nogil=True)
+def _timestamp(data, i, n, cfg, st, rec):
+    p = i + 1
+    last = 8 if cfg[C_TIMESTAMP_64] else 6  # index of the final byte (8 or 6 bits)
+    value = 0
+    bits = 0
+    for j in range(last + 1):
+        if p >= n:
+            return NEED_MORE, NEED_MORE
+        b = np.int64(data[p])
+        p += 1
+        if j == last:
+            width = 8 if cfg[C_TIMESTAMP_64] else 6
+            value |= (b & _mask(width)) << (7 * j)
+            bits += width
+            break
+        value |= (b & 0x7F) << (7 * j)
+        bits += 7
+        if not b & 0x80:
+            break
+    mask = _mask(bits)
+    st[S_TIMESTAMP] = (st[S_TIMESTAMP] & ~mask) | (value & mask)
+    _start(rec, _K_TIMESTAMP, i, p)
+    rec.value = _gray_to_binary(st[S_TIMESTAMP]) if cfg[C_TIMESTAMP_GRAY] else st[S_TIMESTAMP]
+    rec.bits = bits
+    rec.flags = _F_CLOCK_CHANGED if data[i] & 0x04 else 0
+    return p, 0
+
+
+@numba.njit(cache=True, nogil=True)
+def _data(data, i, n, cfg, st, rec, kind):
+    """The data packets: normal, out-of-order, placeholder, value not traced."""
+    h = np.int64(data[i])
+    p = i + 1
+    tag = 0
+    size_code = 0
+    has_address = False
+    if kind == _K_NORMAL_DATA:
+        size_code = (h >> 2) & 3
+        has_address = (h & 0x20) != 0
+    elif kind == _K_OOO_DATA:
+        size_code = (h >> 2) & 3
+        tag = (h >> 5) & 3
+    elif kind == _K_OOO_PLACEHOLDER:
+        tag = (h >> 2) & 3
+        has_address = (h & 0x20) != 0
+    else:
+        has_address = (h & 0x10) != 0
+    bits = 0
+    address = st[S_DATA_ADDRESS]
+    big_endian = st[S_BIG_ENDIAN]
+    if has_address and cfg[C_DATA_ADDRESS]:
+        p, value, bits, be = _data_address(data, p, n)
+        if p < 0:
+            return NEED_MORE, NEED_MORE
+        mask = _mask(bits)
+        address = (address & ~mask) | (value & mask)
+        if be >= 0:
+            big_endian = be
+    size = 4 if size_code == 3 else size_code
+    if p + size > n:
+        return NEED_MORE, NEED_MORE
+    value = 0
+    for j in range(size):
+        value |= np.int64(data[p + j]) << (8 * j)
+    p += size
+    st[S_DATA_ADDRESS] = address
+    st[S_BIG_ENDIAN] = big_endian
+    _start(rec, kind, i, p)
+    rec.address = address
+    rec.bits = bits
+    rec.count = size
+    rec.value = value
+    rec.info = tag
+    rec.flags = _F_BIG_ENDIAN if big_endian else 0
+    return p, 0
+
+
+@numba.njit(cache=True, nogil=True)
+def _packet(data, i, n, cfg, st, rec, kind):
+    """The packet whose header is data[i], of `kind` from HEADER_KINDS: (end, status)."""
+    if kind == _K_P_HEADER:
+        return i + 1, _E_RESERVED_P_HEADER  # the valid ones take the fast path in _decode
+    if kind == _K_BRANCH:
+        return _branch(data, i, n, cfg, st, rec)
+    if kind == _K_I_SYNC:
+        return _i_sync(data, i, n, cfg, st, rec)
+    if kind == _K_CYCLE_COUNT:
+        end, cycles = _cycle_count(data, i + 1, n)
+        if end < 0:
+            return NEED_MORE, NEED_MORE
+        _start(rec, kind, i, end)
+        rec.cycles = cycles
+        return end, 0
+    if kind == _K_TIMESTAMP:
+        return _timestamp(data, i, n, cfg, st, rec)
+    if kind == _K_CONTEXT_ID:
+        size = cfg[C_CONTEXT_ID_BYTES]
+        if size == 0:
+            return i + 1, _E_CONTEXT_ID_OFF
+        if i + 1 + size > n:
+            return NEED_MORE, NEED_MORE
+        context = 0
+        for j in range(size):
+            context |= np.int64(data[i + 1 + j]) << (8 * j)
+        st[S_CONTEXT_ID] = context
+        _start(rec, kind, i, i + 1 + size)
+        rec.value = context
+        return i + 1 + size, 0
+    if kind == _K_VMID:
+        if i + 2 > n:
+            return NEED_MORE, NEED_MORE
+        st[S_VMID] = data[i + 1]
+        _start(rec, kind, i, i + 2)
+        rec.value = data[i + 1]
+        return i + 2, 0
+    if kind == _K_ERROR:
+        return i + 1, _E_RESERVED_HEADER
+    data_value = cfg[C_DATA_VALUE] != 0
+    data_trace = data_value or cfg[C_DATA_ADDRESS] != 0
+    if kind in (_K_OOO_DATA, _K_STORE_FAILED):
+        traced = data_value
+    elif kind in (_K_NORMAL_DATA, _K_OOO_PLACEHOLDER, _K_VALUE_NOT_TRACED, _K_DATA_SUPPRESSED):
+        traced = data_trace
+    else:
+        traced = True
+    if not traced:
+        return i + 1, _E_DATA_TRACE_OFF
+    if kind in (_K_NORMAL_DATA, _K_OOO_DATA, _K_OOO_PLACEHOLDER, _K_VALUE_NOT_TRACED):
+        return _data(data, i, n, cfg, st, rec, kind)
+    _start(rec, kind, i, i + 1)  # trigger, ignore, exception exit/entry, store failed, data suppressed
+    return i + 1, 0
+
+
+@numba.njit(cache=True, nogil=True)
+def _hunt(data, i, n, final):
+    """Look for an A-sync (five 0x00 then 0x80) from i: (its start, or -1, bytes to skip to)."""
+    zeros = 0
+    for p in range(i, n):
+        b = data[p]
+        if b == 0:
+            zeros += 1
+        elif b == 0x80 and zeros >= 5:
+            return p - 5, p - 5
+        else:
+            zeros = 0
+    return -1, (n if final else n - min(zeros, MAX_ZEROS))
+
+
+@numba.njit(cache=True, nogil=True)
+def _decode(data, offsets, base, final, cfg, st, out):
+    """Decode packets from `data` into `out` until it is full or the bytes run out.
+
+    `offsets` are the bytes' buffer offsets and `base` the stream position of data[0].
+    Returns (packets written, bytes consumed); the rest must be fed again with what follows.
+    Bytes skipped while looking for an A-sync become `unsynced` packets of MAX_UNSYNCED bytes
+    from the start of the run, and a shorter last one, so that chunking does not change them.
+    """
+    n = len(data)
+    cap = len(out)
+    mode = 1 if cfg[C_CYCLE_ACCURATE] else 0
+    i = 0
+    k = 0
+    while i < n and k + 2 <= cap:
+        if not st[S_SYNCED]:
+            found, skip_to = _hunt(data, i, n, final)
+            end = found if found >= 0 else skip_to
+            while end - i >= MAX_UNSYNCED and k + 2 <= cap:
+                _start(out[k], _K_UNSYNCED, i, i + MAX_UNSYNCED)
+                k += 1
+                i += MAX_UNSYNCED
+            if k + 2 > cap or (found < 0 and not final):
+                break
+            if end > i:
+                _start(out[k], _K_UNSYNCED, i, end)
+                k += 1
+                i = end
+            if found < 0:
+                break
+            _start(out[k], _K_A_SYNC, i, i + 6)
+            k += 1
+            st[S_SYNCED] = 1
+            i += 6
+            continue
+        h = data[i]
+        kind = HEADER_KINDS[h]
+        rec = out[k]
+        if kind == _K_P_HEADER and P_HEADERS[mode, 0, h]:  # the most common packet, inline
+            _start(rec, _K_P_HEADER, i, i + 1)
+            rec.info = P_HEADERS[mode, 0, h]
+            rec.atoms = P_HEADERS[mode, 1, h]
+            rec.count = P_HEADERS[mode, 2, h]
+            rec.cycles = P_HEADERS[mode, 3, h]
+            k += 1
+            i += 1
+            continue
+        if kind == _K_A_SYNC:
+            p = i
+            while p < n and data[p] == 0:
+                p += 1
+            zeros = p - i
+            if p == n:
+                if final:
+                    _error(rec, _E_TRUNCATED, i, n)
+                    k += 1
+                    i = n
+                elif zeros > MAX_ZEROS:
+                    _error(rec, _E_BAD_A_SYNC, i, n - 5)
+                    k += 1
+                    i = n - 5
+                    continue
+                break
+            if data[p] == 0x80 and zeros >= 5:
+                if zeros > 5:
+                    _error(rec, _E_BAD_A_SYNC, i, p - 5)
+                    k += 1
+                _start(out[k], _K_A_SYNC, p - 5, p + 1)
+                k += 1
+                i = p + 1
+            else:
+                _error(rec, _E_BAD_A_SYNC, i, p)
+                k += 1
+                st[S_SYNCED] = 0
+                i = p
+            continue
+        end, status = _packet(data, i, n, cfg, st, rec, kind)
+        if status == NEED_MORE:
+            if final:
+                _error(rec, _E_TRUNCATED, i, n)
+                k += 1
+                i = n
+            break
+        if status != 0:
+            _error(rec, status, i, end)
+            st[S_SYNCED] = 0
+        k += 1
+        i = end
+    for j in range(k):
+        out[j].offset = offsets[out[j].pos]
+        out[j].pos += base
+    return k, i
+
+
+@dataclass
+class Packets:
+    """A batch of decoded packets (a PACKET record array) and the stream bytes they cover.
+
+    `stream[pos - stream_pos : pos - stream_pos + size]` are a packet's raw bytes.
+    """
+
+    table: np.ndarray  # PACKET records, one per packet
+    stream: np.ndarray  # uint8: the source bytes this batch was decoded from
+    stream_pos: int  # position of stream[0] in the whole source stream
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def __getitem__(self, field: str) -> np.ndarray:
+        return self.table[field]
+
+    def raw(self, index: int) -> bytes:
+        start = int(self.table["pos"][index]) - self.stream_pos
+        return self.stream[start : start + int(self.table["size"][index])].tobytes()
+
+    @classmethod
+    def concatenate(cls, batches: list[Packets]) -> Packets:
+        """One batch from consecutive batches of one source."""
+        if not batches:
+            return cls(np.zeros(0, dtype=PACKET), np.zeros(0, dtype=np.uint8), 0)
+        first = batches[0].stream_pos
+        end = max(b.stream_pos + len(b.stream) for b in batches)
+        stream = np.zeros(end - first, dtype=np.uint8)
+        for b in batches:
+            stream[b.stream_pos - first : b.stream_pos - first + len(b.stream)] = b.stream
+        # as opaque records: numpy copies aligned record dtypes field by field otherwise
+        table = np.concatenate([b.table.view(_OPAQUE) for b in batches]).view(PACKET)
+        return cls(table, stream, first)
+
+
+class PacketDecoder:
+    """Decodes one ETMv3 source's bytes, fed in chunks, into batches of packets."""
+
+    def __init__(self, config: EtmConfig, batch_packets: int = BATCH_PACKETS) -> None:
+        self.config = config
+        self._cfg = config.as_array()
+        self._state = np.zeros(STATE_SIZE, dtype=np.int64)
+        self._state[S_ISA] = ISA_UNKNOWN
+        self._batch = batch_packets
+        self._carry = np.zeros(0, dtype=np.uint8)
+        self._carry_offsets = np.zeros(0, dtype=np.int64)
+        self._pos = 0  # stream position of the first carried byte
+
+    def feed(self, data: np.ndarray, offsets: np.ndarray, final: bool = False) -> Iterator[Packets]:
+        """Packets completed by `data` (uint8), whose bytes sit at `offsets` in the buffer."""
+        if len(self._carry):
+            data = np.concatenate([self._carry, data])
+            offsets = np.concatenate([self._carry_offsets, offsets])
+        data, offsets = read_only(data), read_only(offsets)
+        done = 0
+        while done < len(data):
+            out = np.empty(self._batch, dtype=PACKET)
+            base = self._pos + done
+            count, consumed = _decode(data[done:], offsets[done:], base, final, self._cfg, self._state, out)
+            if count:
+                yield Packets(out[:count], data[done : done + consumed], base)
+            if consumed == 0:
+                break
+            done += consumed
+        self._carry = data[done:].copy()
+        self._carry_offsets = offsets[done:].copy()
+        self._pos += done
+
+    def finish(self) -> Iterator[Packets]:
+        """Packets left at the end of the stream (an unfinished one becomes an error)."""
+        yield from self.feed(np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int64), final=True)
+
+
+def decode_packets(data: bytes | np.ndarray, config: EtmConfig, offsets: np.ndarray | None = None) -> Packets:
+    """Every packet of a whole stream held in memory (offsets default to stream positions)."""
+    stream = np.frombuffer(data, dtype=np.uint8)
+    where = np.arange(len(stream), dtype=np.int64) if offsets is None else offsets
+    decoder = PacketDecoder(config)
+    return Packets.concatenate([*decoder.feed(stream, where, final=True)])

@@ -1,0 +1,77 @@
+"""The `xscale` input format: Intel XScale (80200, PXA2xx, IXP4xx) trace buffers.
+
+The buffer holds only instruction counts between branches and the addresses of indirect
+branches, so instructions come from walking the program image (`--image`). Sniffing knows the
+text form and OpenOCD's dump file; a raw buffer needs `--format xscale`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+from ...errors import CputraceError, TraceFormatError
+from ...inputs import InputFile, read_exactly
+from ..base import Batch, DecodeContext
+from .buffers import looks_like_openocd, looks_like_text, option_number, read_buffers
+from .messages import parse_messages
+from .walk import HIGH_VECTORS, BufferWalk
+
+MAX_INPUT_BYTES = 64 << 20
+"""Larger than any series of 256-byte buffers a debugger collects; read whole."""
+
+
+class XscaleDecoder:
+    name: ClassVar[str] = "xscale"
+    description: ClassVar[str] = (
+        "Intel XScale trace buffers (raw, text, OpenOCD xscale dump_trace); needs --image"
+    )
+
+    def sniff(self, head: bytes) -> int:
+        if looks_like_text(head):
+            return 80
+        return 50 if looks_like_openocd(head) else 0
+
+    def decode(self, source: InputFile, ctx: DecodeContext) -> Iterator[Batch]:
+        image = ctx.image()
+        if image is None:
+            raise CputraceError(
+                f"{source.path}: an XScale trace buffer holds only instruction counts and branch addresses; "
+                "the program image is required to recover the instructions: give it with --image PATH "
+                "(PATH@ADDR for a raw binary)"
+            )
+        stream = source.open()
+        try:
+            data = read_exactly(stream, MAX_INPUT_BYTES + 1, source.path)
+            if len(data) > MAX_INPUT_BYTES:
+                raise TraceFormatError(source.path, "0", "at most 64 MiB of XScale trace buffers", "more")
+        finally:
+            stream.close()
+        buffers = read_buffers(data, source.path, ctx.options)
+        walk = BufferWalk(image, vector_base(ctx.options))
+        for buffer in buffers:
+            if ctx.strict:
+                bad = parse_messages(buffer).bad_index
+                if bad is not None:
+                    raise TraceFormatError(source.path, buffer.where(bad), "an XScale message byte",
+                                           f"0x{buffer.data[bad]:02x}")  # fmt: skip
+            yield from walk.buffer(buffer)
+
+
+def vector_base(options: dict[str, Any]) -> int:
+    """Where the exception vectors are: `vector_base`, else high (0xFFFF0000) or low (0)."""
+    base = option_number(options, "vector_base")
+    if base is not None:
+        return base
+    return HIGH_VECTORS if _flag(options.get("high_vectors"), "high_vectors") else 0
+
+
+def _flag(value: object, name: str) -> bool:
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    text = str(value).lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise CputraceError(f"option {name}: expected true or false, got {value!r}")

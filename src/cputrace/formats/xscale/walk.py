@@ -1,0 +1,334 @@
+"""From XScale messages to instructions: waypoint ops walked through the program image.
+
+Each branch message is a RUN of its count plus the branch, ending in a taken branch; an
+indirect one is followed by a TARGET (its address bytes); roll-over is a RUN of 16; an
+exception is a RUN of its count (plus the faulting instruction for undefined instruction,
+SWI and prefetch abort, whose count leaves it out) and an EXCEPTION at the vector (low 0x0,
+high 0xFFFF0000 with `high_vectors`, or `vector_base`), in ARM state. A prefetch or data
+abort cancels the instruction it hit.
+
+The walk starts at the first anchor: an indirect branch's address, a checkpointed branch's
+CHKPT register, or an exception vector. What ran before it cannot be placed: one
+`trace_gap` event (`unanchored`) gives how many instructions (`value`). A buffer that
+continues the previous one of a series (its first message returns from the debugger to the
+PC where the previous one stopped) has no such gap. After the last message, the walk runs in
+sequence to the PC at debug entry: those instructions are in no message yet.
+
+Indirect targets and checkpoints select Thumb by bit 0, as BX does; an address with bit 0
+clear is ARM unless bit 1 is set or the image's mapping symbols say Thumb.
+
+Checkpoints: one checkpointed message maps to CHKPT0; two map, oldest first, to CHKPT1 and
+CHKPT0. More than two, or a checkpoint that disagrees with the address bytes of its indirect
+branch or with the image's target of its direct branch, is reported (`checkpoint_mismatch`)
+and not used as an anchor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from ...flow import EXCEPTION_CANCELS, Op, OpBuffer, Ops, Program, Walker
+from ...image import Image, ImageError
+from ...model import SCHEMAS, Isa
+from ...rows import RowBuffer
+from ..base import Batch
+from .buffers import TraceBuffer
+from .messages import VECTOR_NAMES, Kind, Message, Parsed, instructions_of, parse_messages
+
+HIGH_VECTORS = 0xFFFF0000
+ABORTS = frozenset({3, 4})  # prefetch and data abort: the instruction hit did not complete
+MAX_PENDING = 16  # instructions after the last message: fewer, or a roll-over would be written
+CPU = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    message: int  # index in Parsed.messages
+    address: int
+    isa: Isa
+    how: str
+
+
+class BufferWalk:
+    """Walks the buffers of one input (a series: each may continue the one before)."""
+
+    def __init__(self, image: Image, vector_base: int) -> None:
+        self.image = image
+        self.program = Program(image)
+        self.walker = Walker(self.program, cpu=CPU)
+        self.vector_base = vector_base
+        self.stopped_at: int | None = None  # debug-entry PC the walk reached in the last buffer
+
+    def buffer(self, buffer: TraceBuffer) -> Iterator[Batch]:
+        """The instructions and events of one buffer."""
+        parsed = parse_messages(buffer)
+        events = RowBuffer("events")
+        first_seq = self.walker.next_seq
+        self._report_parse(buffer, parsed, events, first_seq)
+        checkpoints = self._checkpoints(buffer, parsed, events, first_seq)
+        anchor = self._anchor(parsed, checkpoints)
+        stopped_at, self.stopped_at = self.stopped_at, None
+        if anchor is None:
+            self._unanchored(buffer, parsed, None, events, first_seq)
+            yield {"events": events.take()}
+            return
+        if not (anchor.message == 0 and stopped_at is not None and _resumes(parsed, stopped_at)):
+            self._unanchored(buffer, parsed, anchor, events, first_seq)
+        ops, op_message = self._ops(buffer, parsed, anchor, checkpoints)
+        tables = [*self.walker.run(ops), *self.walker.finish()]
+        instructions = _concat("instructions", [t["instructions"] for t in tables])
+        gaps = _with_src(_concat("events", [t["events"] for t in tables]), self.walker.op_first, ops.src)
+        self._message_events(buffer, parsed, op_message, ops, instructions, checkpoints, events)
+        yield {"instructions": instructions, "events": gaps}
+        yield from self._complete(buffer, ops, instructions, events)
+        yield {"events": events.take()}
+
+    # -- parsing results -------------------------------------------------------------------
+
+    def _report_parse(self, buffer: TraceBuffer, parsed: Parsed, events: RowBuffer, seq: int) -> None:
+        index = parsed.bad_index
+        if index is not None:
+            events.append(
+                seq=seq, cpu=CPU, kind="trace_gap", name="bad_message", number=index,
+                value=buffer.data[index], src=int(buffer.src[index]),
+                text=f"{buffer.where(index)}: 0x{buffer.data[index]:02x} is no message type; the {index} "
+                "older bytes cannot be parsed and are dropped",
+            )  # fmt: skip
+
+    def _checkpoints(
+        self, buffer: TraceBuffer, parsed: Parsed, events: RowBuffer, seq: int
+    ) -> dict[int, tuple[int, int]]:  # fmt: skip
+        """Message number -> (register, address), for the checkpointed messages that can have one."""
+        marked = [i for i, m in enumerate(parsed.messages) if m.checkpointed]
+        if not marked:
+            return {}
+        if len(marked) > 2:
+            oldest = parsed.messages[marked[0]]
+            text = f"{buffer.where(oldest.index)}: {len(marked)} checkpointed messages, but two registers"
+            self._mismatch(events, seq, buffer, oldest, text)
+            return {}
+        registers = [(0, buffer.chkpt0)] if len(marked) == 1 else [(1, buffer.chkpt1), (0, buffer.chkpt0)]
+        mapped: dict[int, tuple[int, int]] = {}
+        for i, (register, value) in zip(marked, registers, strict=True):
+            message = parsed.messages[i]
+            if value is None:
+                continue
+            if message.address is not None and message.address != value:
+                text = (f"{buffer.where(message.index)}: CHKPT{register} 0x{value:08x} differs from the "
+                        f"branch address 0x{message.address:08x}")  # fmt: skip
+                self._mismatch(events, seq, buffer, message, text)
+                continue
+            mapped[i] = register, value
+        return mapped
+
+    @staticmethod
+    def _mismatch(events: RowBuffer, seq: int, buffer: TraceBuffer, message: Message, text: str) -> None:
+        events.append(
+            seq=seq, cpu=CPU, kind="trace_gap", name="checkpoint_mismatch", number=message.index, text=text,
+            src=int(buffer.src[message.index]),
+        )  # fmt: skip
+
+    def _anchor(self, parsed: Parsed, checkpoints: dict[int, tuple[int, int]]) -> Anchor | None:
+        for i, message in enumerate(parsed.messages):
+            if message.kind is Kind.INDIRECT and message.address is not None:
+                return Anchor(i, *self._target(message.address), "indirect branch address")
+            if i in checkpoints:
+                return Anchor(i, *self._target(checkpoints[i][1]), "checkpoint")
+            if message.kind is Kind.EXCEPTION:
+                return Anchor(i, self._vector(message), Isa.A32, "exception vector")
+        return None
+
+    def _unanchored(
+        self, buffer: TraceBuffer, parsed: Parsed, anchor: Anchor | None, events: RowBuffer, seq: int
+    ) -> None:  # fmt: skip
+        """The gap of what ran before the anchor: the messages before it and its own instructions."""
+        counted = parsed.messages if anchor is None else parsed.messages[: anchor.message + 1]
+        count = sum(instructions_of(m) for m in counted)
+        if not count and not parsed.cut:
+            return
+        index = counted[-1].index if counted else len(buffer.data) - 1
+        if anchor is None:
+            why = "the buffer gives no address to start at"
+        else:
+            why = f"they ran before the first address, 0x{anchor.address:x} ({anchor.how})"
+        text = f"{buffer.label}: {count} instructions cannot be placed: {why}, up to {buffer.where(index)}"
+        if parsed.cut:
+            text += f"; {parsed.cut} bytes at its start are the rest of a message a wrap overwrote"
+        events.append(
+            seq=seq, cpu=CPU, kind="trace_gap", name="unanchored", number=index, value=count, text=text,
+            src=int(buffer.src[index]),
+        )  # fmt: skip
+
+    # -- ops -------------------------------------------------------------------------------
+
+    def _ops(
+        self, buffer: TraceBuffer, parsed: Parsed, anchor: Anchor, checkpoints: dict[int, tuple[int, int]]
+    ) -> tuple[Ops, list[int]]:  # fmt: skip
+        """The walk from the anchor on, and the message each op comes from."""
+        ops = OpBuffer()
+        op_message: list[int] = []
+
+        def add(kind: Op, a: int = 0, b: int = 0, isa: Isa = Isa.A32, message: int = anchor.message) -> None:
+            ops.add(kind, a, b, isa, src=int(buffer.src[parsed.messages[message].index]))
+            op_message.append(message)
+
+        add(Op.SYNC, anchor.address, 0, anchor.isa)
+        for i in range(anchor.message + 1, len(parsed.messages)):
+            message = parsed.messages[i]
+            if message.kind is Kind.EXCEPTION:
+                add(Op.RUN, instructions_of(message), 0, message=i)
+                flags = EXCEPTION_CANCELS if message.vector in ABORTS else 0
+                add(Op.EXCEPTION, self._vector(message), flags, Isa.A32, message=i)
+                continue
+            add(Op.RUN, instructions_of(message), int(message.kind is not Kind.ROLL_OVER), message=i)
+            target = message.address if message.address is not None else checkpoints.get(i, (0, None))[1]
+            if target is not None:
+                address, isa = self._target(target)
+                add(Op.TARGET, address, 0, isa, message=i)
+        return ops.take(), op_message
+
+    def _target(self, address: int) -> tuple[int, Isa]:
+        if address & 3:
+            return address & ~1, Isa.T32
+        return address, self.image.symbols.state_at(address) or Isa.A32
+
+    def _vector(self, message: Message) -> int:
+        return self.vector_base + 4 * message.vector
+
+    # -- events after the walk -------------------------------------------------------------
+
+    def _message_events(
+        self, buffer: TraceBuffer, parsed: Parsed, op_message: list[int], ops: Ops, instructions: pa.Table,
+        checkpoints: dict[int, tuple[int, int]], events: RowBuffer,
+    ) -> None:  # fmt: skip
+        """Exceptions and checkpoints, at the instruction before them; checkpoints checked."""
+        first, end = self.walker.op_first, self.walker.op_end
+        wanted = (ops.kind == Op.EXCEPTION) | np.isin(op_message, list(checkpoints))
+        wanted[0] = True  # the anchor
+        for j in np.flatnonzero(wanted).tolist():
+            i = op_message[j]
+            kind, message = int(ops.kind[j]), parsed.messages[i]
+            seq, src, where = max(int(end[j]) - 1, 0), int(ops.src[j]), buffer.where(message.index)
+            if kind == Op.EXCEPTION or (kind == Op.SYNC and message.kind is Kind.EXCEPTION):
+                name = VECTOR_NAMES[message.vector]
+                events.append(
+                    seq=seq, cpu=CPU, kind="exception", number=4 * message.vector, name=name,
+                    value=self._vector(message), value1=message.count, src=src,
+                    text=f"{where}: {name} after {message.count} instructions",
+                )  # fmt: skip
+            if i not in checkpoints or kind not in (Op.SYNC, Op.TARGET):
+                continue
+            register, address = checkpoints[i]
+            events.append(seq=seq, cpu=CPU, kind="debug", name="checkpoint", number=register, value=address,
+                          text=f"{where}: CHKPT{register}", src=src)  # fmt: skip
+            if kind == Op.TARGET and message.kind is Kind.DIRECT and first[j - 1] < end[j - 1]:
+                expected = self._direct_target(instructions, int(end[j - 1]) - 1)
+                if expected is not None and expected != self._target(address)[0]:
+                    text = (
+                        f"{where}: CHKPT{register} 0x{address:08x}, but the branch goes to 0x{expected:08x}"
+                    )
+                    self._mismatch(events, seq, buffer, message, text)
+
+    def _direct_target(self, instructions: pa.Table, seq: int) -> int | None:
+        """The image's target of the direct branch the walk placed at `seq`."""
+        row = seq - int(instructions.column("seq")[0].as_py())
+        pc = int(instructions.column("pc")[row].as_py())
+        isa = Isa[instructions.column("isa")[row].as_py()]
+        try:
+            info = self.program.blocks.insn_at(pc, isa)
+        except (ImageError, ValueError):
+            return None
+        return info.target if info.is_direct else None
+
+    # -- the run to the debug-entry PC -----------------------------------------------------
+
+    def _complete(
+        self, buffer: TraceBuffer, ops: Ops, instructions: pa.Table, events: RowBuffer
+    ) -> Iterator[Batch]:  # fmt: skip
+        """The instructions after the last message, up to the PC at debug entry."""
+        src = int(buffer.src[-1])
+        seq = max(self.walker.next_seq - 1, 0)
+        if buffer.pc is None:
+            events.append(
+                seq=seq, cpu=CPU, kind="trace_gap", name="no_debug_pc", src=src,
+                text=f"{buffer.label}: no PC at debug entry given: up to {MAX_PENDING - 1} instructions "
+                "after the last message are left out",
+            )  # fmt: skip
+            return
+        position = self._position(ops, instructions)
+        if position is None:
+            return  # the walk lost its place: its gap says so
+        count = self._steps_to(position, buffer.pc)
+        if count is None:
+            events.append(
+                seq=seq, cpu=CPU, kind="trace_gap", name="debug_pc_unreached", value=buffer.pc, src=src,
+                text=f"{buffer.label}: the PC at debug entry 0x{buffer.pc:08x} is not within {MAX_PENDING} "
+                f"instructions in sequence of 0x{position[0]:08x}, where the last message left the walk",
+            )  # fmt: skip
+            return
+        run = OpBuffer()
+        run.add(Op.RUN, count, 0, src=src)
+        ops = run.take()
+        for batch in [*self.walker.run(ops), *self.walker.finish()]:
+            yield {**batch, "events": _with_src(batch["events"], self.walker.op_first, ops.src)}
+        self.stopped_at = buffer.pc
+        events.append(
+            seq=max(self.walker.next_seq - 1, 0), cpu=CPU, kind="debug", name="debug_entry", value=buffer.pc,
+            value1=count, text=f"{buffer.label}: debug entry at 0x{buffer.pc:08x}", src=src,
+        )  # fmt: skip
+
+    def _position(self, ops: Ops, instructions: pa.Table) -> tuple[int, Isa] | None:
+        """Where the walk stands after the last op, or None when it lost its place."""
+        j = len(ops) - 1
+        kind = ops.kind[j]
+        if kind in (Op.SYNC, Op.TARGET, Op.EXCEPTION):
+            return int(ops.a[j]), Isa(int(ops.isa[j]))
+        if self.walker.op_end[j] == self.walker.op_first[j] or not instructions.num_rows:
+            return None
+        pc = int(instructions.column("pc")[-1].as_py())
+        isa = Isa[instructions.column("isa")[-1].as_py()]
+        info = self.program.blocks.insn_at(pc, isa)
+        if not ops.b[j]:
+            return info.next_address, isa
+        if info.is_direct and info.target is not None and info.next_isa is not None:
+            return info.target, info.next_isa
+        return None
+
+    def _steps_to(self, position: tuple[int, Isa], pc: int) -> int | None:
+        """Instructions in sequence from `position` to `pc`, if it is reached without a branch."""
+        address, isa = position
+        for count in range(MAX_PENDING):
+            if address == pc & ~1:
+                return count
+            try:
+                info = self.program.blocks.insn_at(address, isa)
+            except (ImageError, ValueError):
+                return None
+            if info.is_branch and not info.is_conditional:
+                return None
+            address = info.next_address
+        return None
+
+
+def _resumes(parsed: Parsed, stopped_at: int) -> bool:
+    """Whether the buffer starts with the debugger's return to where the last one stopped."""
+    first = parsed.messages[0]
+    return first.kind is Kind.INDIRECT and first.address is not None and first.address & ~1 == stopped_at & ~1
+
+
+def _with_src(events: pa.Table, op_first: np.ndarray, op_src: np.ndarray) -> pa.Table:
+    """The walk's gap events with the input place of the op they were found at."""
+    if not events.num_rows:
+        return events
+    op = np.searchsorted(op_first, events.column("seq").to_numpy(), side="left")
+    src = op_src[np.minimum(op, len(op_src) - 1)]
+    return events.set_column(events.schema.get_field_index("src"), "src", pa.array(src, pa.int64()))
+
+
+def _concat(table: str, tables: list[pa.Table]) -> pa.Table:
+    tables = [t for t in tables if t.num_rows]
+    return pa.concat_tables(tables) if tables else SCHEMAS[table].empty_table()

@@ -1,0 +1,305 @@
+"""A small ETMv3 trace encoder for tests, written from the architecture's packet formats.
+
+`EtmEncoder` appends packets to a byte stream and does its own address, timestamp and
+data-address compression (only the low-order bytes that changed are sent), so tests know
+exactly what a stream holds. `format_frames` packs several sources' streams into CoreSight
+formatter frames, `port_capture` turns frames into a trace port capture with frame syncs.
+The instruction-layer tests build on it.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+ISA_SHIFT = {"A32": 2, "T32": 1, "T32EE": 1, "Jazelle": 0}
+FULL_SYNC = b"\xff\xff\xff\x7f"
+HALF_SYNC = b"\xff\x7f"
+
+
+def _continued(value: int, sizes: list[int]) -> bytes:
+    """`value` in bytes of len(sizes), sizes[i] bits in byte i, bit 7 set on all but the last."""
+    out = bytearray()
+    for i, bits in enumerate(sizes):
+        byte = value & ((1 << bits) - 1)
+        value >>= bits
+        out.append(byte | (0x80 if i < len(sizes) - 1 else 0))
+    return bytes(out)
+
+
+@dataclass
+class EtmEncoder:
+    """Builds an ETMv3 byte stream packet by packet."""
+
+    cycle_accurate: bool = False
+    context_id_bytes: int = 0
+    alt_branch: bool = False
+    timestamp_64: bool = False
+    data_address: bool = False
+    data_only: bool = False
+    out: bytearray = field(default_factory=bytearray)
+    address: int = 0
+    isa: str = "A32"
+    alt_isa: bool = False
+    timestamp_sent: int = 0
+    data_address_sent: int = 0
+    big_endian: bool = False
+
+    @property
+    def data(self) -> bytes:
+        return bytes(self.out)
+
+    def raw(self, data: bytes) -> EtmEncoder:
+        self.out += data
+        return self
+
+    def a_sync(self) -> EtmEncoder:
+        return self.raw(b"\x00" * 5 + b"\x80")
+
+    def _cycles(self, count: int) -> bytes:
+        sizes = [7, 7, 7, 7, 4]
+        n = 1
+        while n < 5 and count >> sum(sizes[:n]):
+            n += 1
+        return _continued(count, sizes[:n])
+
+    def cycle_count(self, count: int) -> EtmEncoder:
+        return self.raw(b"\x04" + self._cycles(count))
+
+    def i_sync(
+        self, address: int, isa: str = "A32", reason: int = 0, *, ns: bool = False, alt_isa: bool = False,
+        hyp: bool = False, cycles: int | None = None, context_id: int = 0, lsip: int | None = None,
+    ) -> EtmEncoder:  # fmt: skip
+        out = bytearray([0x08 if cycles is None else 0x70])
+        if cycles is not None:
+            out += self._cycles(cycles)
+        out += context_id.to_bytes(4, "little")[: self.context_id_bytes]
+        info = (reason << 5) | (0x10 if isa == "Jazelle" else 0) | (ns << 3) | (alt_isa << 2) | (hyp << 1)
+        out.append(info | (0x80 if lsip is not None else 0))
+        if not self.data_only:
+            word = address if isa == "Jazelle" else (address & ~1) | (isa in ("T32", "T32EE"))
+            out += word.to_bytes(4, "little")
+            self.address, self.isa, self.alt_isa = address, isa, alt_isa
+        self.out += out
+        if lsip is not None:
+            self.out += self._address(lsip, isa, exception=None)
+            self.address = address  # the I-sync address stays the base of later compression
+        return self
+
+    def _address(self, address: int, isa: str, exception: bytes | None, full: bool = False) -> bytes:
+        """Address bytes (compressed against the last address unless the ISA changes or `full`)."""
+        shift = ISA_SHIFT[isa]
+        value = address >> shift
+        changed = (value ^ (self.address >> ISA_SHIFT[self.isa])).bit_length()
+        last_bits = 6 if self.alt_branch else 7
+        capacities = [6] + [6 + 7 * (n - 1) + last_bits for n in range(1, 4)]  # 1-4 bytes
+        n = next((i + 1 for i, c in enumerate(capacities) if changed <= c), 5)
+        if exception is not None:  # byte 1 has no room for the flag; the original encoding needs all five
+            n = max(n, 2) if self.alt_branch else 5
+        if full or shift != ISA_SHIFT[self.isa]:
+            n = 5
+        self.address, self.isa = address, isa
+        if n == 5:
+            top = {"A32": (3, 0x08), "T32": (4, 0x10), "T32EE": (4, 0x10), "Jazelle": (5, 0x20)}[isa]
+            out = bytearray(_continued(value << 1 | 1, [7, 7, 7, 7, 8]))
+            out[4] = ((value >> 27) & ((1 << top[0]) - 1)) | top[1] | (0x40 if exception else 0)
+            return bytes(out) + (exception or b"")
+        sizes = [7] + [7] * (n - 2) + ([last_bits] if n > 1 else [])
+        out = bytearray(_continued(value << 1 | 1, sizes))
+        if exception is not None:
+            out[-1] |= 0x40
+        return bytes(out) + (exception or b"")
+
+    def branch(
+        self, address: int, isa: str | None = None, *, exception: int | None = None, cancel: bool = False,
+        ns: bool = False, hyp: bool | None = None, resume: int | None = None, full: bool = False,
+    ) -> EtmEncoder:  # fmt: skip
+        """A branch address packet; exception bytes when `exception` is not None, or when the
+        target switches between Thumb and ThumbEE (the AltISA bit travels in them)."""
+        isa = isa or self.isa
+        alt_isa = isa == "T32EE" if isa in ("T32", "T32EE") else self.alt_isa
+        if exception is None and alt_isa != self.alt_isa:
+            exception = 0
+        info = None
+        if exception is not None:
+            more = hyp is not None or resume is not None or exception > 0xF
+            info = bytearray([(more << 7) | (alt_isa << 6) | (cancel << 5) | ((exception & 0xF) << 1) | ns])
+            if hyp is not None or exception > 0xF:
+                info.append(((resume is not None) << 7) | (bool(hyp) << 5) | ((exception >> 4) & 0x1F))
+            if resume is not None:
+                info.append(0x40 | resume)
+            self.alt_isa = alt_isa
+        return self.raw(self._address(address, isa, bytes(info) if info else None, full))
+
+    def deprecated_exception(self, address: int, code: int, cancel: bool = False) -> EtmEncoder:
+        """The deprecated 5-byte form: ARM state, exception code in byte 5 bits 5:3."""
+        value = address >> 2
+        out = bytearray(_continued(value << 1 | 1, [7, 7, 7, 7, 8]))
+        out[4] = 0x80 | (cancel << 6) | (code << 3) | ((value >> 27) & 7)
+        self.address, self.isa = address, "A32"
+        return self.raw(bytes(out))
+
+    def atoms(self, pattern: str) -> EtmEncoder:
+        """Non-cycle-accurate format-1 P-headers for a string of E and N atoms."""
+        while pattern:
+            e = len(pattern) - len(pattern.lstrip("E"))
+            e = min(e, 15)
+            n = pattern[e : e + 1] == "N"
+            self.out.append(0x80 | (n << 6) | (e << 2))
+            pattern = pattern[e + n :]
+        return self
+
+    def atoms_format2(self, first: str, second: str) -> EtmEncoder:
+        return self.raw(bytes([0x82 | ((first == "N") << 3) | ((second == "N") << 2)]))
+
+    def ca_format1(self, e: int, n: bool) -> EtmEncoder:
+        """Cycle-accurate: e E atoms then an N if `n`, each with one cycle."""
+        return self.raw(bytes([0x80 | (n << 6) | (e << 2)]))
+
+    def ca_format2(self, first: str, second: str) -> EtmEncoder:
+        """Cycle-accurate: one cycle, then two atoms."""
+        return self.raw(bytes([0x82 | ((first == "N") << 3) | ((second == "N") << 2)]))
+
+    def ca_format3(self, waits: int, e: bool) -> EtmEncoder:
+        """Cycle-accurate: `waits` (1-8) cycles, then an E atom if `e`."""
+        return self.raw(bytes([0xA0 | (e << 6) | ((waits - 1) << 2)]))
+
+    def ca_format4(self, atom: str) -> EtmEncoder:
+        """Cycle-accurate: one atom, no cycle."""
+        return self.raw(bytes([0x92 | ((atom == "N") << 2)]))
+
+    def timestamp(self, value: int, clock_changed: bool = False) -> EtmEncoder:
+        last = 8 if self.timestamp_64 else 6
+        sizes = [7] * last + [8 if self.timestamp_64 else 6]
+        changed = (value ^ self.timestamp_sent).bit_length()
+        n = next((i + 1 for i in range(len(sizes)) if changed <= sum(sizes[: i + 1])), len(sizes))
+        out = bytearray(_continued(value, sizes[:n]))
+        if n == len(sizes):
+            out[-1] = (value >> (7 * last)) & ((1 << sizes[-1]) - 1)
+        self.timestamp_sent = value
+        return self.raw(bytes([0x46 if clock_changed else 0x42]) + bytes(out))
+
+    def context_id(self, value: int) -> EtmEncoder:
+        return self.raw(b"\x6e" + value.to_bytes(4, "little")[: self.context_id_bytes])
+
+    def vmid(self, value: int) -> EtmEncoder:
+        return self.raw(bytes([0x3C, value]))
+
+    def trigger(self) -> EtmEncoder:
+        return self.raw(b"\x0c")
+
+    def ignore(self) -> EtmEncoder:
+        return self.raw(b"\x66")
+
+    def exception_exit(self) -> EtmEncoder:
+        return self.raw(b"\x76")
+
+    def exception_entry(self) -> EtmEncoder:
+        return self.raw(b"\x7e")
+
+    def store_failed(self) -> EtmEncoder:
+        return self.raw(b"\x50")
+
+    def data_suppressed(self) -> EtmEncoder:
+        return self.raw(b"\x62")
+
+    def _data_address(self, address: int, big_endian: bool | None) -> bytes:
+        sizes = [7, 7, 7, 7, 4]
+        changed = (address ^ self.data_address_sent).bit_length()
+        n = next((i + 1 for i in range(5) if changed <= sum(sizes[: i + 1])), 5)
+        if big_endian is not None and big_endian != self.big_endian:
+            n = 5
+        out = bytearray(_continued(address, sizes[:n]))
+        if n == 5:
+            self.big_endian = bool(big_endian) if big_endian is not None else self.big_endian
+            out[4] = ((address >> 28) & 0xF) | (self.big_endian << 4)
+        self.data_address_sent = address
+        return bytes(out)
+
+    @staticmethod
+    def _value(value: int, size: int) -> tuple[int, bytes]:
+        code = {0: 0, 1: 1, 2: 2, 4: 3}[size]
+        return code, value.to_bytes(4, "little")[:size]
+
+    def normal_data(
+        self, value: int = 0, size: int = 4, address: int | None = None, big_endian: bool | None = None
+    ) -> EtmEncoder:
+        code, data = self._value(value, size)
+        has_address = address is not None
+        head = bytes([0x02 | (has_address << 5) | (code << 2)])
+        return self.raw(head + (self._data_address(address, big_endian) if has_address else b"") + data)
+
+    def ooo_data(self, tag: int, value: int = 0, size: int = 4) -> EtmEncoder:
+        code, data = self._value(value, size)
+        return self.raw(bytes([(tag << 5) | (code << 2)]) + data)
+
+    def ooo_placeholder(self, tag: int, address: int | None = None) -> EtmEncoder:
+        head = bytes([0x50 | ((address is not None) << 5) | (tag << 2)])
+        return self.raw(head + (self._data_address(address, None) if address is not None else b""))
+
+    def value_not_traced(self, address: int | None = None) -> EtmEncoder:
+        head = bytes([0x6A | ((address is not None) << 4)])
+        return self.raw(head + (self._data_address(address, None) if address is not None else b""))
+
+
+def format_frames(chunks: list[tuple[int, bytes]]) -> bytes:
+    """CoreSight formatter frames carrying `chunks` (trace ID, bytes) in order.
+
+    An ID change that would fall on an odd byte goes on the even byte before it instead, and
+    that byte's data moves after the ID with its flag bit set (it still belongs to the old
+    ID), as the formatter does. The last frame is padded with the null ID.
+    """
+    frames = bytearray()
+    frame: list[tuple[str, int, bool]] = []  # ("id", id, data after it is the old ID's) / ("data", byte, _)
+
+    def change(trace_id: int) -> None:
+        if len(frame) % 2:
+            moved = frame.pop()
+            frame.extend([("id", trace_id, True), moved])
+        else:
+            frame.append(("id", trace_id, False))
+
+    def emit() -> None:
+        out = bytearray(16)
+        for position, (what, value, delayed) in enumerate(frame):
+            if what == "id":
+                out[position] = (value << 1) | 1
+                out[15] |= delayed << (position // 2)
+            elif position % 2 == 0:
+                out[position] = value & 0xFE
+                out[15] |= (value & 1) << (position // 2)
+            else:
+                out[position] = value
+        frames.extend(out)
+        frame.clear()
+
+    current = None
+    for trace_id, data in chunks:
+        for byte in data:
+            if trace_id != current:
+                change(trace_id)
+                current = trace_id
+                if len(frame) == 15:  # the ID took the last even byte: its data starts the next frame
+                    emit()
+            frame.append(("data", byte, False))
+            if len(frame) == 15:
+                emit()
+    if frame:
+        change(0)
+        frame.extend([("data", 0, False)] * (15 - len(frame)))
+        emit()
+    return bytes(frames)
+
+
+def port_capture(frames: bytes, rng: random.Random, garbage: bytes = b"\x12\x34\x56") -> bytes:
+    """A trace port capture of `frames`: junk, then full syncs between frames and half syncs
+    at random even positions inside them."""
+    out = bytearray(garbage + FULL_SYNC)
+    for start in range(0, len(frames), 16):
+        for pair in range(0, 16, 2):
+            while rng.random() < 0.1:
+                out += HALF_SYNC
+            out += frames[start + pair : start + pair + 2]
+        while rng.random() < 0.3:
+            out += FULL_SYNC
+    return bytes(out)

@@ -1,0 +1,177 @@
+"""CoreSight formatter frames and snapshot directories (shared by every CoreSight protocol)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from etm_encoder import FULL_SYNC, format_frames, port_capture
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from paths import DATA, shared
+
+from cputrace.coresight import Deformatter, deformat, is_snapshot_ini, read_snapshot, sniff_layout
+from cputrace.errors import CputraceError
+
+TC2 = DATA / "etmv3" / "tc2"  # a copy of ../shared/data/tc2-etmv3 (see its NOTICE)
+
+
+def _streams(found: dict) -> dict[int, bytes]:
+    return {trace_id: bytes(source.data) for trace_id, source in found.items()}
+
+
+def test_tc2_buffer_sources_and_offsets() -> None:
+    buffer = (TC2 / "cstrace.bin").read_bytes()
+    found, stats = deformat(buffer)
+    assert {k: len(v) for k, v in found.items()} == {0x10: 10873, 0x11: 10619, 0x12: 3153, 0x13: 4533}
+    assert stats.frames == len(buffer) // 16
+    assert stats.dropped_bytes == 58  # the first frame (before any ID) and the null-ID tail
+    raw = np.frombuffer(buffer, dtype=np.uint8)
+    for source in found.values():
+        offsets = source.offsets
+        assert np.all(np.diff(offsets) > 0)
+        assert np.all(offsets % 16 != 15)  # never the flag byte
+        odd = offsets % 2 == 1
+        assert np.array_equal(raw[offsets[odd]], source.data[odd])
+        assert np.array_equal(raw[offsets[~odd]] & 0xFE, source.data[~odd] & 0xFE)
+    # the first A-sync of source 0x10 sits at buffer offset 0x35a
+    at = int(np.searchsorted(found[0x10].offsets, 0x35A))
+    assert bytes(found[0x10].data[at : at + 6]) == b"\x00" * 5 + b"\x80"
+
+
+def test_tc2_chunked_feeding_matches_whole() -> None:
+    buffer = (TC2 / "cstrace.bin").read_bytes()
+    whole, _ = deformat(buffer)
+    deformatter = Deformatter()
+    parts: dict[int, list[bytes]] = {}
+    cuts = [0, 5, 16, 1000, 1001, 7777, 20000, len(buffer)]
+    for start, end in itertools.pairwise(cuts):
+        for trace_id, source in deformatter.feed(buffer[start:end], start, final=end == len(buffer)).items():
+            parts.setdefault(trace_id, []).append(bytes(source.data))
+    assert {k: b"".join(v) for k, v in parts.items()} == _streams(whole)
+
+
+def test_id_change_flag_gives_the_next_byte_to_the_old_id() -> None:
+    # ID 0x10 with data, then at byte 2 an ID change to 0x11 whose flag (bit 1 of byte 15)
+    # says byte 3 still belongs to 0x10
+    frame = bytes([0x21, 0xA1, 0x23, 0xB3, 0xC4, 0xC5]) + bytes([0x01, 0x00] * 4) + b"\x00" + bytes([0x02])
+    found, _ = deformat(frame)
+    assert _streams(found) == {0x10: b"\xa1\xb3", 0x11: b"\xc4\xc5"}
+
+
+def test_data_bit0_comes_from_the_flag_byte() -> None:
+    frame = bytes([0x21, 0x10, 0x22, 0x33]) + bytes(10) + b"\x00" + bytes([0b10])
+    found, _ = deformat(frame)
+    assert bytes(found[0x10].data[:3]) == b"\x10\x23\x33"
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    chunks=st.lists(
+        st.tuples(st.sampled_from([0x01, 0x10, 0x11, 0x12, 0x6F]), st.binary(min_size=1, max_size=40)),
+        min_size=1, max_size=12,
+    ),
+    seed=st.integers(0, 2**16),
+)  # fmt: skip
+def test_frames_round_trip(chunks: list[tuple[int, bytes]], seed: int) -> None:
+    """Streams packed into frames by the test formatter come back out, in memory and as a
+    port capture with frame syncs, fed whole or in pieces."""
+    want: dict[int, bytes] = {}
+    for trace_id, data in chunks:
+        want[trace_id] = want.get(trace_id, b"") + data
+    frames = format_frames(chunks)
+    assert _streams(deformat(frames)[0]) == want
+    rng = random.Random(seed)
+    capture = port_capture(frames, rng)
+    found, stats = deformat(capture, "dstream_coresight")
+    assert _streams(found) == want
+    assert stats.unaligned_bytes == 3 and stats.broken_frames == 0
+    deformatter = Deformatter("dstream_coresight")
+    parts: dict[int, bytes] = {}
+    position = 0
+    while position < len(capture):
+        step = rng.randint(1, 40)
+        piece = capture[position : position + step]
+        final = position + step >= len(capture)
+        for trace_id, source in deformatter.feed(piece, position, final=final).items():
+            parts[trace_id] = parts.get(trace_id, b"") + bytes(source.data)
+            assert np.all(np.frombuffer(capture, dtype=np.uint8)[source.offsets] & 0xFE == source.data & 0xFE)
+        position += step
+    assert parts == want
+
+
+def test_padding_frames_reset_the_source() -> None:
+    body = format_frames([(0x10, b"abcdefgh")])
+    found, stats = deformat(body + FULL_SYNC * 4 + body)
+    assert _streams(found) == {0x10: b"abcdefgh" * 2}
+    assert stats.padding_frames == 1
+
+
+def test_port_capture_sync_cutting_a_frame_drops_it() -> None:
+    frames = format_frames([(0x10, bytes(range(1, 40)))])  # 14, 15 and 10 bytes a frame
+    capture = FULL_SYNC + frames[:16] + frames[16:24] + FULL_SYNC + frames[32:]
+    found, stats = deformat(capture, "dstream_coresight")
+    assert stats.broken_frames == 1
+    assert bytes(found[0x10].data) == bytes(range(1, 15)) + bytes(range(30, 40))
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=300), layout=st.sampled_from(["coresight", "dstream_coresight"]))
+def test_any_bytes_deformat_without_error(data: bytes, layout: str) -> None:
+    found, _ = deformat(data, layout)
+    for trace_id, source in found.items():
+        assert 0 < trace_id < 0x70
+        assert len(source.data) == len(source.offsets)
+        assert np.all((source.offsets >= 0) & (source.offsets < len(data)))
+
+
+def test_sniff_layout() -> None:
+    assert sniff_layout(FULL_SYNC + b"\x21") == "dstream_coresight"
+    assert sniff_layout(b"\x00" * 5 + b"\x80\x08") == "source_data"
+    assert sniff_layout(b"\x00" * 7 + b"\x80\x08") == "source_data"
+    assert sniff_layout(b"\x84\xa8\x84\xbc") == "coresight"
+    assert sniff_layout(b"\x12\x34" + FULL_SYNC) == "dstream_coresight"
+    assert sniff_layout(bytes(16) + FULL_SYNC * 4 + bytes(16)) == "coresight"  # padding frame
+
+
+def test_tc2_snapshot() -> None:
+    snapshot = read_snapshot(TC2)
+    assert [d.name for d in snapshot.cores] == ["cpu_0", "cpu_1", "cpu_2", "cpu_3", "cpu_4"]
+    assert [(d.name, d.protocol) for d in snapshot.sources] == [
+        ("ETM_0", "ETM3"), ("ETM_1", "ETM3"), ("ETM_2", "ETM3"), ("PTM_0", "PTM1"), ("PTM_1", "PTM1"),
+        ("ITM_0", "ITM"),
+    ]  # fmt: skip
+    etm1 = snapshot.device("etm_1")
+    assert etm1.registers == {
+        "ETMCR": 0x10001860, "ETMIDR": 0x410CF250, "ETMCCER": 0x344008F2, "ETMTRACEIDR": 0x11
+    }  # fmt: skip
+    core = snapshot.core_of(etm1)
+    assert core.name == "cpu_1" and core.type == "Cortex-A7" and snapshot.cpu_of(core) == 1
+    buffer = snapshot.buffer_of(etm1)
+    assert (buffer.name, buffer.path.name, buffer.format) == ("ETB_0", "cstrace.bin", "coresight")
+    assert is_snapshot_ini((TC2 / "snapshot.ini").read_bytes())
+    assert not is_snapshot_ini(b"[etm]\netmcr=1\n")
+
+
+def test_snapshot_core_memory() -> None:
+    """The cores' [dump] sections load through cputrace.image (the dump is in the shared corpus)."""
+    snapshot = read_snapshot(shared("tc2-etmv3"))
+    memory = snapshot.memory(snapshot.cores[1])
+    assert memory.read(0xC0008000, 4) == shared("tc2-etmv3", "kernel_dump.bin").read_bytes()[:4]
+
+
+def test_snapshot_errors(tmp_path: Path) -> None:
+    with pytest.raises(CputraceError, match=r"no snapshot\.ini"):
+        read_snapshot(tmp_path)
+    (tmp_path / "snapshot.ini").write_text("[device_list]\ndevice0=dev.ini\n[trace]\nmetadata=trace.ini\n")
+    device = "[device]\nname=ETM_0\nclass=trace_source\ntype=ETM3.3\n"
+    (tmp_path / "dev.ini").write_text(device + "[regs]\nETMCR=zz\n")
+    with pytest.raises(CputraceError, match=r"dev.ini:6: register etmcr=zz is not a number"):
+        read_snapshot(tmp_path)
+    (tmp_path / "dev.ini").write_text(device)
+    (tmp_path / "trace.ini").write_text("[trace_buffers]\nbuffers=buffer0\n[buffer0]\nname=ETB\n")
+    with pytest.raises(CputraceError, match=r"trace.ini: \[buffer0\] has no file="):
+        read_snapshot(tmp_path)

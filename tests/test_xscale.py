@@ -1,0 +1,425 @@
+"""XScale trace buffers: encoded from recorded runs, decoded back to the part of the run they cover."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from paths import DATA, shared
+from xscale_encoder import Buffer, Truth, as_openocd, as_text, encode, fill_once_series, wrap_buffer
+
+import cputrace
+from cputrace.cli import cli
+from cputrace.errors import CputraceError, TraceFormatError
+from cputrace.formats import sniff
+from cputrace.formats.base import DecodeContext
+from cputrace.formats.xscale import TraceBuffer, XscaleDecoder, parse_messages, read_buffers
+from cputrace.formats.xscale.messages import Kind
+from cputrace.image import load_elf
+from cputrace.inputs import InputFile, compression_of
+from cputrace.isa import BlockCache
+from cputrace.model import SCHEMAS, Flag
+
+CORPUS = Path(__file__).parent / "corpus"
+ARMV5 = CORPUS / "calls-armv5te.elf"
+
+
+@pytest.fixture(scope="module")
+def armv5(tmp_path_factory) -> tuple[Truth, BlockCache, Path]:
+    """calls-armv5te recorded on an XScale (PXA270) model: A32 and Thumb, an SWI at low vectors."""
+    record = pytest.importorskip("cputrace.record")
+    trace = tmp_path_factory.mktemp("xscale") / "calls-armv5te.tarmac"
+    record.record(ARMV5, trace, cpu="pxa270")
+    return Truth.of_trace(cputrace.open(trace)), BlockCache(load_elf(ARMV5)), ARMV5
+
+
+@pytest.fixture(scope="module")
+def exceptions32(tmp_path_factory) -> tuple[Truth, BlockCache, Path]:
+    """exceptions-a32: SWI, undefined instruction and BKPT (prefetch abort) from A32 and T32,
+    vectors at VBAR 0x8000, returns into either state."""
+    record = pytest.importorskip("cputrace.record")
+    elf = CORPUS / "exceptions-a32.elf"
+    trace = tmp_path_factory.mktemp("xscale") / "exceptions-a32.tarmac"
+    record.record(elf, trace)
+    return Truth.of_trace(cputrace.open(trace)), BlockCache(load_elf(elf)), elf
+
+
+@pytest.fixture(scope="module")
+def calculator32() -> tuple[Truth, BlockCache, Path]:
+    samples = "tarmac-trace-utilities", "samples"
+    elf = shared(*samples, "calculator-aarch32.elf")
+    truth = Truth.of_trace(cputrace.open(shared(*samples, "calculator-aarch32-fastmodel.tarmac")))
+    return truth, BlockCache(load_elf(elf)), elf
+
+
+def decode(path: Path, elf: Path | None, **options) -> dict[str, pa.Table]:
+    if elf is not None:
+        options["images"] = [str(elf)]
+    ctx = DecodeContext(options=options)
+    batches = list(XscaleDecoder().decode(InputFile(path), ctx))
+    return {
+        name: pa.concat_tables([b[name] for b in batches if name in b] + [SCHEMAS[name].empty_table()])
+        for name in ("instructions", "events")
+    }
+
+
+def write_text(tmp_path: Path, buffers: list[Buffer]) -> Path:
+    path = tmp_path / "trace.txt"
+    path.write_text(as_text(buffers))
+    return path
+
+
+def events_named(tables: dict[str, pa.Table], name: str) -> list[dict]:
+    return [e for e in tables["events"].to_pylist() if e["name"] == name]
+
+
+def assert_tail(tables: dict[str, pa.Table], truth: Truth, first: int, stop: int) -> None:
+    """The decoded instructions are the run from `first` to `stop`, in order, numbered from 0."""
+    instructions = tables["instructions"]
+    assert instructions.column("pc").to_pylist() == truth.pc[first:stop]
+    assert instructions.column("isa").to_pylist() == [isa.name for isa in truth.isa[first:stop]]
+    assert instructions.column("seq").to_pylist() == list(range(stop - first))
+    executed = instructions.column("executed").to_pylist()
+    ran = [not flags & Flag.CANCELLED for flags in instructions.column("flags").to_pylist()]
+    want = truth.executed[first:stop]
+    assert all(got is None or got == w or not r for got, w, r in zip(executed, want, ran, strict=True))
+
+
+def anchor_of(buffer: Buffer, truth: Truth, blocks: BlockCache, elf: Path, tables) -> int:
+    """Where the decoded run must start: after the unanchored instructions the gap counts."""
+    gaps = events_named(tables, "unanchored")
+    assert len(gaps) == 1
+    return buffer.covered + gaps[0]["value"]
+
+
+@pytest.mark.parametrize("checkpoints", [0, 1, 2])
+@pytest.mark.parametrize("stop", [300, 2_000, 9_001, 21_990])
+def test_wrapped_buffers_give_the_tail_of_the_run_back(armv5, tmp_path, stop, checkpoints) -> None:
+    truth, blocks, elf = armv5
+    buffer = wrap_buffer(truth, blocks, stop, checkpoints=checkpoints)
+    tables = decode(write_text(tmp_path, [buffer]), elf)
+    first = anchor_of(buffer, truth, blocks, elf, tables)
+    assert first < stop
+    assert_tail(tables, truth, first, stop)
+    assert events_named(tables, "debug_entry")[0]["value"] == truth.pc[stop]
+    gaps = [e["name"] for e in tables["events"].to_pylist() if e["kind"] == "trace_gap"]
+    assert gaps == ["unanchored"]
+    marked = [m for m in parse_messages(TraceBuffer(buffer.data, range(256))).messages if m.checkpointed]
+    assert len(events_named(tables, "checkpoint")) == len(marked)
+    assert len(marked) == checkpoints or stop == 300  # a short run: no room for them
+
+
+def test_a_checkpoint_anchors_before_the_first_indirect_address(armv5, tmp_path) -> None:
+    truth, blocks, elf = armv5
+    stop = 2_000
+    plain = decode(write_text(tmp_path, [wrap_buffer(truth, blocks, stop)]), elf)
+    buffer = wrap_buffer(truth, blocks, stop, checkpoints=2)
+    checked = decode(write_text(tmp_path, [buffer]), elf)
+    assert checked["instructions"].num_rows >= plain["instructions"].num_rows
+    registers = {e["number"]: e["value"] for e in events_named(checked, "checkpoint")}
+    assert registers == {0: buffer.chkpt0, 1: buffer.chkpt1}
+
+
+def test_exceptions_enter_their_vectors_and_the_walk_goes_on_there(exceptions32, tmp_path) -> None:
+    truth, blocks, elf = exceptions32
+    stop = len(truth.pc) - 1
+    buffer = wrap_buffer(truth, blocks, stop)
+    tables = decode(write_text(tmp_path, [buffer]), elf, vector_base="0x8000")
+    first = anchor_of(buffer, truth, blocks, elf, tables)
+    assert_tail(tables, truth, first, stop)
+    exceptions = [e for e in tables["events"].to_pylist() if e["kind"] == "exception"]
+    taken = {i: v for i, v in truth.exceptions.items() if i >= first - 1}  # the anchor's: before seq 0
+    expected = [(max(i - first, 0), 0x8000 + v) for i, v in taken.items()]
+    assert [(e["seq"], e["value"]) for e in exceptions] == expected
+    assert {e["name"] for e in exceptions} == {"swi", "undefined", "prefetch_abort"}
+    instructions = tables["instructions"]
+    rows = instructions.select(["seq", "flags"]).to_pylist()
+    cancelled = [r["seq"] + first for r in rows if r["flags"] & Flag.CANCELLED]
+    assert cancelled == [i for i, v in taken.items() if v == 0xC]  # the prefetch abort's instruction: not run
+    assert "T32" in instructions.column("isa").to_pylist()  # SVC, UDF and returns in Thumb state
+
+
+def test_high_vectors_move_the_exception_entry(armv5, tmp_path) -> None:
+    truth, blocks, elf = armv5
+    (swi,) = [i for i, v in truth.exceptions.items() if v == 8]
+    tables = decode(write_text(tmp_path, [wrap_buffer(truth, blocks, swi + 40)]), elf, high_vectors="true")
+    (exception,) = [e for e in tables["events"].to_pylist() if e["kind"] == "exception"]
+    assert exception["value"] == 0xFFFF0008
+    gaps = [e for e in tables["events"].to_pylist() if e["name"] == "no_code"]
+    assert gaps and gaps[0]["value"] == 0xFFFF0008  # the image has no code there: a gap, no guess
+
+
+def test_thumb_state_from_bit_0_or_from_mapping_symbols(armv5, tmp_path) -> None:
+    truth, blocks, elf = armv5
+    stop = next(i for i in range(len(truth.pc)) if truth.isa[i].name == "T32") + 200
+    for thumb_bit in (True, False):
+        buffer = wrap_buffer(truth, blocks, stop, thumb_bit=thumb_bit)
+        tables = decode(write_text(tmp_path, [buffer]), elf)
+        assert "T32" in tables["instructions"].column("isa").to_pylist()
+        assert_tail(tables, truth, anchor_of(buffer, truth, blocks, elf, tables), stop)
+
+
+def test_a_fill_once_series_decodes_as_one_run(armv5, tmp_path) -> None:
+    truth, blocks, elf = armv5
+    series = fill_once_series(truth, blocks, 5, 6)
+    for form, path in (("text", write_text(tmp_path, series)), ("openocd", tmp_path / "dump.bin")):
+        if form == "openocd":
+            path.write_bytes(as_openocd(series))
+        tables = decode(path, elf)
+        gaps = events_named(tables, "unanchored")
+        assert [g["value"] for g in gaps] == [1]  # only the debugger's return into the first buffer
+        assert_tail(tables, truth, series[0].covered, series[-1].stop)
+        assert [e["value"] for e in events_named(tables, "debug_entry")] == [b.pc for b in series]
+
+
+def test_a_buffer_that_has_not_wrapped_starts_after_its_zero_fill(armv5, tmp_path) -> None:
+    truth, blocks, elf = armv5
+    start = 1_000
+    branches = (
+        i for i in range(start, len(truth.pc)) if truth.taken(i, blocks) and truth.indirect(i, blocks)
+    )
+    stop = next(branches) + 30
+    buffer = wrap_buffer(truth, blocks, stop, start=start)
+    assert buffer.data.startswith(b"\0" * 5)
+    parsed = parse_messages(TraceBuffer(buffer.data, range(256)))
+    assert not parsed.wrapped and parsed.fill == len(buffer.data) - len(buffer.data.lstrip(b"\0"))
+    tables = decode(write_text(tmp_path, [buffer]), elf)
+    assert_tail(tables, truth, anchor_of(buffer, truth, blocks, elf, tables), stop)
+    assert buffer.covered == start
+
+
+@pytest.mark.parametrize("stop", [5_000, 60_000])
+def test_a_fast_model_run_is_recovered_from_a_wrapped_buffer(calculator32, tmp_path, stop) -> None:
+    truth, blocks, elf = calculator32
+    stop = min(stop, len(truth.pc) - 1)
+    buffer = wrap_buffer(truth, blocks, stop, checkpoints=2)
+    tables = decode(write_text(tmp_path, [buffer]), elf)
+    assert_tail(tables, truth, anchor_of(buffer, truth, blocks, elf, tables), stop)
+
+
+def test_the_raw_form_takes_its_registers_from_options(armv5, tmp_path) -> None:
+    truth, blocks, elf = armv5
+    buffer = wrap_buffer(truth, blocks, 3_000, checkpoints=1)
+    path = tmp_path / "buffer.bin"
+    path.write_bytes(buffer.data)
+    tables = decode(path, elf, xscale_chkpt0=hex(buffer.chkpt0), xscale_pc=hex(buffer.pc))
+    assert_tail(tables, truth, anchor_of(buffer, truth, blocks, elf, tables), 3_000)
+    assert events_named(tables, "checkpoint")[0]["value"] == buffer.chkpt0
+
+
+def test_the_committed_samples_are_the_encoders_and_decode_to_the_run(armv5) -> None:
+    truth, blocks, elf = armv5
+    wrap = wrap_buffer(truth, blocks, 9_001, checkpoints=2)
+    series = fill_once_series(truth, blocks, 5, 3)
+    assert (DATA / "xscale" / "calls-armv5te-wrap.txt").read_text() == as_text([wrap])
+    assert (DATA / "xscale" / "calls-armv5te-fill.dump").read_bytes() == as_openocd(series)
+    tables = decode(DATA / "xscale" / "calls-armv5te-fill.dump", elf)
+    assert_tail(tables, truth, series[0].covered, series[-1].stop)
+    assert [e["name"] for e in tables["events"].to_pylist() if e["kind"] == "exception"] == ["swi"]
+
+
+def test_ingest_and_sniffing(armv5, tmp_path) -> None:
+    truth, blocks, elf = armv5
+    series = fill_once_series(truth, blocks, 5, 2)
+    text = write_text(tmp_path, series)
+    dump = tmp_path / "dump.bin"
+    dump.write_bytes(as_openocd(series))
+    for path in (text, dump):
+        assert sniff(path.read_bytes(), str(path)).name == "xscale"
+        trace = cputrace.open(path, options={"images": [str(elf)]})
+        pcs = trace.sql("SELECT pc FROM instructions ORDER BY seq").column("pc").to_pylist()
+        assert pcs == truth.pc[series[0].covered : series[-1].stop]
+
+
+def test_the_cli_takes_decoder_options(armv5, tmp_path) -> None:
+    truth, blocks, elf = armv5
+    buffer = wrap_buffer(truth, blocks, 3_000, checkpoints=1)
+    raw = tmp_path / "buffer.bin"
+    raw.write_bytes(buffer.data)
+    store = tmp_path / "raw.ctrace"
+    args = ["ingest", str(raw), "--format", "xscale", "--image", str(elf), "-o", str(store)]
+    options = ["--option", f"xscale_chkpt0={buffer.chkpt0:#x}", "--option", f"xscale_pc={buffer.pc:#x}"]
+    result = CliRunner().invoke(cli, args + options)
+    assert result.exit_code == 0, result.output
+    trace = cputrace.open(store)
+    assert trace.sql("SELECT max(pc) AS pc FROM instructions").to_pylist()[0]["pc"] is not None
+    entry = trace.sql("SELECT value FROM events WHERE name = 'debug_entry'").to_pylist()
+    assert entry == [{"value": buffer.pc}]
+    assert CliRunner().invoke(cli, [*args, "--option", "high_vectors"]).exit_code == 2
+    assert CliRunner().invoke(cli, [*args, "--option", "high_vectors=perhaps"]).exit_code == 1
+
+
+def test_without_an_image_the_error_says_to_give_one(armv5, tmp_path) -> None:
+    truth, blocks, _ = armv5
+    with pytest.raises(CputraceError, match="--image"):
+        decode(write_text(tmp_path, [wrap_buffer(truth, blocks, 500)]), None)
+
+
+NOP = 0xE1A00000  # mov r0, r0
+
+
+@pytest.mark.parametrize(("vector", "cancelled"), [(6, []), (7, []), (4, [0x1008])])
+def test_interrupts_and_data_aborts_count_the_instructions_before_them(tmp_path, vector, cancelled) -> None:
+    """IRQ, FIQ and data abort: the count includes the last instruction (which an abort cancels)."""
+    words = {
+        0x18: 0xEA000038,
+        0x1C: 0xEA000037,
+        0x10: 0xEA00003A,
+        0x100: 0xE25EF004,
+    }  # b 0x100; subs pc, lr, #4
+    words |= {0x1000 + 4 * i: NOP for i in range(5)}
+    image = bytearray(0x1014)
+    for address, word in words.items():
+        image[address : address + 4] = word.to_bytes(4, "little")
+    (tmp_path / "image.bin").write_bytes(image)
+    messages = [
+        *(0x1000).to_bytes(4, "big"), 0x90,  # the anchor: resume at 0x1000
+        vector << 4 | 3,  # three instructions, then the exception
+        0x80,  # b 0x100 at the vector
+        *(0x100C).to_bytes(4, "big"), 0x90,  # subs pc, lr, #4 back to 0x100c
+    ]  # fmt: skip
+    buffer = Buffer(bytes(messages), pc=0x1010)
+    tables = decode(write_text(tmp_path, [buffer]), None, images=[f"{tmp_path / 'image.bin'}@0"])
+    instructions = tables["instructions"].to_pylist()
+    assert [r["pc"] for r in instructions] == [0x1000, 0x1004, 0x1008, 4 * vector, 0x100, 0x100C]
+    assert [r["pc"] for r in instructions if r["flags"] & Flag.CANCELLED] == cancelled
+    (exception,) = [e for e in tables["events"].to_pylist() if e["kind"] == "exception"]
+    assert (exception["seq"], exception["value"], exception["value1"]) == (2, 4 * vector, 3)
+
+
+# -- corrupt buffers: reported where they are, turned into gaps --------------------------------
+
+
+def test_a_bad_message_type_drops_the_older_bytes_and_says_where(armv5, tmp_path) -> None:
+    truth, blocks, elf = armv5
+    stop = 4_000
+    buffer = wrap_buffer(truth, blocks, stop)
+    entries = encode(truth, blocks, 0, stop)
+    # the message byte 100 entries before the end becomes type 1010 (reserved)
+    index = len(buffer.data) - sum(len(e.data) for e in entries[-100:]) + len(entries[-100].data) - 1
+    corrupt = bytearray(buffer.data)
+    corrupt[index] = 0xA3
+    tables = decode(write_text(tmp_path, [Buffer(bytes(corrupt), pc=buffer.pc)]), elf)
+    (bad,) = events_named(tables, "bad_message")
+    assert bad["number"] == index and f"byte {index}" in bad["text"]
+    covered = entries[-99].first
+    assert_tail(tables, truth, covered + events_named(tables, "unanchored")[0]["value"], stop)
+
+
+def test_strict_mode_stops_at_a_bad_message(tmp_path) -> None:
+    path = tmp_path / "b.bin"
+    path.write_bytes(bytes([0x80, 0xB1, 0x81]))
+    ctx = DecodeContext(strict=True, options={"images": [str(ARMV5)]})
+    with pytest.raises(TraceFormatError, match="byte 1"):
+        list(XscaleDecoder().decode(InputFile(path), ctx))
+
+
+def test_inconsistent_checkpoints_are_reported_and_not_used(armv5, tmp_path) -> None:
+    truth, blocks, elf = armv5
+    buffer = wrap_buffer(truth, blocks, 2_000, checkpoints=2)
+    wrong = Buffer(buffer.data, buffer.chkpt0 + 8, buffer.chkpt1 + 4, buffer.pc)
+    tables = decode(write_text(tmp_path, [wrong]), elf)
+    mismatches = events_named(tables, "checkpoint_mismatch")
+    assert mismatches and all("byte" in m["text"] for m in mismatches)
+
+
+def test_more_checkpointed_messages_than_registers_are_reported(armv5, tmp_path) -> None:
+    truth, blocks, elf = armv5
+    buffer = wrap_buffer(truth, blocks, 2_000, checkpoints=2)
+    parsed = parse_messages(TraceBuffer(buffer.data, range(256)))
+    plain = next(m for m in parsed.messages if m.kind is Kind.DIRECT and not m.checkpointed)
+    corrupt = bytearray(buffer.data)
+    corrupt[plain.index] |= 0x40
+    tables = decode(
+        write_text(tmp_path, [Buffer(bytes(corrupt), buffer.chkpt0, buffer.chkpt1, buffer.pc)]), elf
+    )
+    (mismatch,) = events_named(tables, "checkpoint_mismatch")
+    assert "3 checkpointed messages" in mismatch["text"]
+    assert not events_named(tables, "checkpoint")
+
+
+def test_without_the_debug_pc_the_pending_run_is_reported_left_out(armv5, tmp_path) -> None:
+    truth, blocks, elf = armv5
+    buffer = wrap_buffer(truth, blocks, 2_000)
+    path = tmp_path / "buffer.bin"
+    path.write_bytes(buffer.data)
+    tables = decode(path, elf)
+    assert events_named(tables, "no_debug_pc")
+    pending = buffer.stop - encode(truth, blocks, 0, buffer.stop)[-1].end
+    first = anchor_of(buffer, truth, blocks, elf, tables)
+    assert_tail(tables, truth, first, buffer.stop - pending)
+
+
+def test_an_address_outside_the_image_is_a_gap_with_its_byte(armv5, tmp_path) -> None:
+    truth, blocks, elf = armv5
+    stop = 2_000
+    buffer = wrap_buffer(truth, blocks, stop)
+    parsed = parse_messages(TraceBuffer(buffer.data, range(256)))
+    last = [m for m in parsed.messages if m.kind is Kind.INDIRECT][-1]
+    corrupt = bytearray(buffer.data)
+    corrupt[last.index - 4 : last.index] = (0x7000000).to_bytes(4, "big")
+    tables = decode(write_text(tmp_path, [Buffer(bytes(corrupt), pc=buffer.pc)]), elf)
+    (gap,) = events_named(tables, "no_code")
+    assert gap["value"] == 0x7000000
+    assert gap["src"] is not None
+
+
+def test_an_unreachable_debug_pc_is_a_gap(armv5, tmp_path) -> None:
+    truth, blocks, elf = armv5
+    buffer = wrap_buffer(truth, blocks, 2_000)
+    tables = decode(write_text(tmp_path, [Buffer(buffer.data, pc=0x123456)]), elf)
+    assert events_named(tables, "debug_pc_unreached")
+    assert not events_named(tables, "debug_entry")
+
+
+def test_bad_text_and_dump_inputs_name_the_line_or_byte(tmp_path) -> None:
+    text = tmp_path / "t.txt"
+    text.write_text("chkpt0=0\npc=0x100\n80 81 zz\n")
+    with pytest.raises(TraceFormatError, match="line 3"):
+        read_buffers(text.read_bytes(), str(text), {"xscale_input": "text"})
+    dump = bytes(12) + (300).to_bytes(4, "big")
+    with pytest.raises(TraceFormatError, match="byte 12"):
+        read_buffers(dump, "d", {"xscale_input": "openocd"})
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(min_size=1, max_size=256))
+def test_any_buffer_parses_without_an_exception(data: bytes) -> None:
+    parsed = parse_messages(TraceBuffer(data, range(len(data))))
+    used = {m.index for m in parsed.messages}
+    assert all(0 <= i < len(data) for i in used)
+    assert parsed.bad_index is None or all(i > parsed.bad_index for i in used)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.lists(
+        st.one_of(
+            st.sampled_from(["chkpt0=0x8000", "chkpt1=12", "pc=0x100", "pc=zz", "# note", "", "9x", "80 81"]),
+            st.binary(max_size=40).map(bytes.hex),
+        ),
+        max_size=30,
+    ),
+    dump=st.binary(max_size=300),
+)
+def test_any_text_or_dump_reads_or_fails_with_a_format_error(text: list[str], dump: bytes) -> None:
+    for data, form in (("\n".join(text).encode(), "text"), (dump, "openocd"), (dump, None)):
+        try:
+            buffers = read_buffers(data, "input", {"xscale_input": form} if form else {})
+        except TraceFormatError:
+            continue
+        assert all(0 < len(b.data) <= 256 and len(b.src) == len(b.data) for b in buffers)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(min_size=1, max_size=256), pc=st.integers(0, 0x3000))
+def test_any_buffer_decodes_to_rows_or_gaps(tmp_path_factory, data: bytes, pc: int) -> None:
+    assume(compression_of(data) is None)  # a compressed-looking head is the input layer's business
+    path = tmp_path_factory.mktemp("fuzz") / "b.bin"
+    path.write_bytes(data)
+    tables = decode(path, ARMV5, xscale_pc=pc, xscale_chkpt0=pc, xscale_chkpt1=pc + 4)
+    assert tables["instructions"].schema == SCHEMAS["instructions"]
