@@ -16,6 +16,7 @@ from cputrace.image import load_elf
 from cputrace.ingest import ingest
 from cputrace.isa import BlockCache
 from cputrace.model import Flag
+from cputrace.record import record
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 _LETTER = {"A32": "A", "T32": "T", "A64": "O"}
@@ -181,3 +182,39 @@ def test_bad_images_are_clear_errors_or_gaps(tmp_path: Path) -> None:
     )
     assert gaps.to_pylist() == [{"name": "no_code", "n": 309}]
     assert result.manifest["counts"]["instructions"] == 0
+
+
+CORPUS = Path(__file__).parent / "corpus"
+CORPUS_RUNS = [
+    ("calls-a32.elf", None), ("calls-t32.elf", None), ("calls-a64.elf", None),
+    ("calls-armv5te.elf", "pxa270"), ("exceptions-a32.elf", None), ("exceptions-a64.elf", None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("program", "cpu"), CORPUS_RUNS)
+def test_corpus_flow_trace_with_its_elf_gives_the_recorded_full_run(program, cpu, tmp_path: Path) -> None:
+    elf = CORPUS / program
+    record(elf, tmp_path / "full.tarmac", cpu=cpu)
+    record(elf, tmp_path / "flow.tarmac", cpu=cpu, flow_only=True)
+    full = ingest([tmp_path / "full.tarmac"], tmp_path / "full.ctrace", strict=True)
+    images = {"images": [str(elf)]}
+    flow = ingest([tmp_path / "flow.tarmac"], tmp_path / "flow.ctrace", strict=True, options=images)
+    columns = "pc, opcode, size, isa"
+    want = cputrace.Trace(full.store).sql(f"SELECT {columns} FROM instructions ORDER BY seq")
+    got = cputrace.Trace(flow.store).sql(f"SELECT {columns}, executed FROM instructions ORDER BY seq")
+    assert got.num_rows > 100
+    assert got.select(columns.split(", ")).to_pydict() == want.slice(0, got.num_rows).to_pydict()
+    tail = want.num_rows - got.num_rows  # what ran after the last taken branch is not in a flow trace
+    assert 0 <= tail < 64
+    gaps = cputrace.Trace(flow.store).sql("SELECT count(*) AS n FROM events WHERE kind = 'trace_gap'")
+    assert gaps.column("n")[0].as_py() == 0
+
+
+@pytest.mark.parametrize("program", sorted(p.name for p in CORPUS.glob("*.elf")))
+def test_symbols_and_source_lines_resolve_for_every_corpus_program(program) -> None:
+    image = load_elf(CORPUS / program)
+    main = image.symbols.address_of("main") if "calls" in program else image.entry
+    assert image.symbols.lookup(main) is not None
+    if "calls" in program:  # C built with -g1: line tables
+        file, line = image.lines.lines_for(main)
+        assert file.endswith("calls.c") and line > 0

@@ -3,9 +3,11 @@
 Such a trace names every taken branch (source, target, ISA after it) and its tick, the
 instruction's number in the run. With a program image, each record becomes a BRANCH op:
 the walk runs in sequence from the last target to the source and takes the branch.
-Exceptions (`E` records) become TRAP and EXCEPTION ops: SWI and undefined-instruction
-exceptions come from an instruction the walk finds; the vector comes from the event number
-and the `vector_base` option (A32/T32, default 0) or `vbar` (A64, unknown without it).
+Exceptions (`E` records) become TRAP and EXCEPTION ops: SWI, undefined-instruction and
+prefetch-abort (BKPT) exceptions come from an instruction the walk finds; the vector is the
+record's second value when it has one (as `cputrace record` writes), else it comes from the
+event number and the `vector_base` option (A32/T32, default 0) or `vbar` (A64, unknown
+without it). A Reset record with an address starts the walk there.
 Interrupts and aborts happen between branches at a point the trace does not give: a
 `trace_gap` event says so.
 
@@ -29,8 +31,9 @@ from ...model import SCHEMAS, Isa
 from ..base import Batch, DecodeContext
 
 # A32/T32 exception numbers (Fast Models event table) -> vector offset, and whether an
-# instruction the walk can find (SVC, UDF) raised it.
-_A32_VECTORS = {1: (0x00, False), 2: (0x04, True), 3: (0x08, True), 4: (0x0C, False), 5: (0x10, False),
+# instruction the walk can find (SVC, UDF, BKPT for a prefetch abort) raised it.
+_RESET = 1
+_A32_VECTORS = {1: (0x00, False), 2: (0x04, True), 3: (0x08, True), 4: (0x0C, True), 5: (0x10, False),
                 7: (0x18, False), 8: (0x1C, False), 0xE: (0x10, False)}  # fmt: skip
 _A64_FIRST = 0x80  # A64 events: 0x80 + vector offset / 0x80 (CURRENT_SP0_SYNC = 0x80, ...)
 _ISA_CODES = {"A32": Isa.A32, "T32": Isa.T32, "A64": Isa.A64, "T32EE": Isa.T32EE}
@@ -153,7 +156,14 @@ class BranchFlow:
             number = row["number"]
             if number is None:
                 continue
+            if number == _RESET and row["value"] is not None:  # execution starts at the value
+                isa = self.image.symbols.state_at(row["value"]) or Isa.A32
+                buffer.add(Op.SYNC, row["value"], 0, isa, time=row["time"], src=row["src"])
+                cpus.append(row["cpu"])
+                continue
             vector, isa, synchronous = self._vector(number)
+            if row["value1"] is not None:  # a producer that prints the vector (cputrace record)
+                vector = row["value1"]
             if synchronous:
                 buffer.add(Op.TRAP, time=row["time"], src=row["src"])
                 cpus.append(row["cpu"])
