@@ -503,6 +503,43 @@ def _run_checked(state, out, idx, kind, count, source, taken, cycles, time, src,
 
 
 @numba.njit(cache=True, nogil=True)
+def _run_atoms(state, out, i, op_kind, op_b, op_cycles, op_time, op_src, isa, flags, next_idx, target_idx,
+               op_first, op_end):  # fmt: skip
+    """Apply consecutive ATOM ops from op i while each next instruction is a cached link.
+
+    The hot loop of ETM traces, so it keeps its state in locals; anything else (an address
+    to look up, an indirect branch, a full output) is left to the general loop. Returns the
+    first op not applied.
+    """
+    rows, seq, idx = state[_S_ROWS], state[_S_SEQ], state[_S_POS]
+    room = out.shape[1] - 1
+    last = -1
+    while i < len(op_kind) and op_kind[i] == Op.ATOM and rows < room:
+        f = flags[idx]
+        executed = op_b[i] == 1
+        following = target_idx[idx] if executed and f & _BRANCH and f & _DIRECT else next_idx[idx]
+        if f & _UNDEFINED or (executed and f & _BRANCH and not f & _DIRECT) or following < 0:
+            break
+        out[_O_IDX, rows] = idx
+        out[_O_EXEC, rows] = _EXECUTED if executed else _NOT_EXECUTED
+        out[_O_CYCLES, rows] = op_cycles[i]
+        out[_O_CANCEL, rows] = 0
+        out[_O_TIME, rows] = op_time[i]
+        out[_O_SRC, rows] = op_src[i]
+        out[_O_SEQ, rows] = seq
+        op_first[i] = seq
+        rows += 1
+        seq += 1
+        op_end[i] = seq
+        last = idx
+        idx = following
+        i += 1
+    if last >= 0:
+        state[_S_ROWS], state[_S_SEQ], state[_S_POS], state[_S_ISA] = rows, seq, idx, isa[last]
+    return i
+
+
+@numba.njit(cache=True, nogil=True)
 def _walk(
     op_kind, op_a, op_b, op_isa, op_cycles, op_time, op_src,
     pc, size, isa, flags, target, next_isa, next_idx, target_idx, keys, values,
@@ -561,6 +598,12 @@ def _walk(
                     continue
                 state[_S_DROPPED] += 1
             elif kind == Op.ATOM:
+                following = _run_atoms(state, out, i, op_kind, op_b, op_cycles, op_time, op_src, isa, flags,
+                                       next_idx, target_idx, op_first, op_end)  # fmt: skip
+                if following > i:
+                    state[_S_OP] = following
+                    state[_S_BEGUN] = 0
+                    continue
                 executed = op_b[i] == 1
                 _emit(state, out, idx, _EXECUTED if executed else _NOT_EXECUTED, cycles, time, src, isa)
                 if executed and flags[idx] & _BRANCH:
