@@ -386,15 +386,21 @@ def _report_loss(state, gaps) -> None:
 
 
 @numba.njit(cache=True, nogil=True)
+def _put(out, row, idx, executed, cycles, time, src, seq) -> None:
+    """Write one instruction row into the output array."""
+    out[_O_IDX, row] = idx
+    out[_O_EXEC, row] = executed
+    out[_O_CYCLES, row] = cycles
+    out[_O_CANCEL, row] = 0
+    out[_O_TIME, row] = time
+    out[_O_SRC, row] = src
+    out[_O_SEQ, row] = seq
+
+
+@numba.njit(cache=True, nogil=True)
 def _emit(state, out, idx, executed, cycles, time, src, isa) -> None:
     r = state[_S_ROWS]
-    out[_O_IDX, r] = idx
-    out[_O_EXEC, r] = executed
-    out[_O_CYCLES, r] = cycles
-    out[_O_CANCEL, r] = 0
-    out[_O_TIME, r] = time
-    out[_O_SRC, r] = src
-    out[_O_SEQ, r] = state[_S_SEQ]
+    _put(out, r, idx, executed, cycles, time, src, state[_S_SEQ])
     state[_S_ROWS] = r + 1
     state[_S_SEQ] += 1
     state[_S_ISA] = isa[idx]
@@ -485,13 +491,7 @@ def _run_checked(state, out, idx, kind, count, source, taken, cycles, time, src,
             else:
                 executed = _NOT_EXECUTED if f & _ANNUL else _EXECUTED
                 steps += 1
-            out[_O_IDX, rows] = row
-            out[_O_EXEC, rows] = executed
-            out[_O_CYCLES, rows] = cycles
-            out[_O_CANCEL, rows] = 0
-            out[_O_TIME, rows] = time
-            out[_O_SRC, rows] = src
-            out[_O_SEQ, rows] = seq
+            _put(out, rows, row, executed, cycles, time, src, seq)
             rows += 1
             seq += 1
         state[_S_ISA] = isa[last]
@@ -520,13 +520,8 @@ def _run_atoms(state, out, i, op_kind, op_b, op_cycles, op_time, op_src, isa, fl
         following = target_idx[idx] if executed and f & _BRANCH and f & _DIRECT else next_idx[idx]
         if f & _UNDEFINED or (executed and f & _BRANCH and not f & _DIRECT) or following < 0:
             break
-        out[_O_IDX, rows] = idx
-        out[_O_EXEC, rows] = _EXECUTED if executed else _NOT_EXECUTED
-        out[_O_CYCLES, rows] = op_cycles[i]
-        out[_O_CANCEL, rows] = 0
-        out[_O_TIME, rows] = op_time[i]
-        out[_O_SRC, rows] = op_src[i]
-        out[_O_SEQ, rows] = seq
+        outcome = _EXECUTED if executed else _NOT_EXECUTED
+        _put(out, rows, idx, outcome, op_cycles[i], op_time[i], op_src[i], seq)
         op_first[i] = seq
         rows += 1
         seq += 1
