@@ -11,28 +11,12 @@ of the ingest process and the store's size relative to the text.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from gen_tarmac import generate
-
-HERE = Path(__file__).parent
-OUT = HERE / "out"
-
-
-def run_measured(cmd: list[str]) -> tuple[float, int]:
-    """Wall seconds and peak RSS (bytes) of one child process."""
-    start = time.perf_counter()
-    child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(child.pid, 0)
-    elapsed = time.perf_counter() - start
-    if status != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{child.stderr.read().decode()}")
-    return elapsed, usage.ru_maxrss * 1024
+from measure import OUT, generated_trace, run_measured
 
 
 def bare_loop_seconds(path: Path) -> float:
@@ -48,24 +32,18 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=5_000_000)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    OUT.mkdir(exist_ok=True)
-    trace = OUT / f"bench-{args.lines}.tarmac"
-    if not trace.exists():
-        with open(trace, "w") as f:
-            generate(args.lines, f)
+    trace = generated_trace(args.lines)
     size = trace.stat().st_size
     store = OUT / "bench.ctrace"
     ingest = [sys.executable, "-m", "cputrace", "ingest", str(trace), "-o", str(store)]
 
-    warm = OUT / "warm.tarmac"
-    with open(warm, "w") as f:
-        generate(1000, f)
+    warm = generated_trace(1000)
     run_measured([sys.executable, "-m", "cputrace", "ingest", str(warm), "-o", str(OUT / "warm.ctrace")])
 
     bare = min(bare_loop_seconds(trace) for _ in range(args.runs))
     runs = [run_measured(ingest) for _ in range(args.runs)]
-    seconds = min(r[0] for r in runs)
-    peak = max(r[1] for r in runs)
+    seconds = min(r.seconds for r in runs)
+    peak = max(r.rss for r in runs)
     stored = sum(p.stat().st_size for p in store.iterdir())
     print(f"trace            {args.lines:,} lines, {size / 1e6:,.1f} MB ({trace.name})")
     print(f"bare line loop   {bare:.2f} s ({args.lines / bare / 1e6:.2f} M lines/s)")
