@@ -19,10 +19,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-import cputrace  # noqa: E402
-from cputrace.flow import Ops, Program, Walker  # noqa: E402
-from cputrace.image import load_elf  # noqa: E402
-from flow_ops import Stream, atom_ops, branch_ops, run_ops  # noqa: E402
+from flow_ops import Stream, atom_ops, branch_ops, run_ops
+
+import cputrace
+from cputrace.flow import Ops, Program, Walker
+from cputrace.image import load_elf
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

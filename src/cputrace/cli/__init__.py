@@ -5,7 +5,7 @@ Exit codes: 0 success, 1 bad input (the message names file, line or offset), 2 b
 
 from __future__ import annotations
 
-from . import etm, record, store  # noqa: F401  (each module registers its commands on the group)
+from . import analysis, etm, export, inspect, record, store  # noqa: F401  (each module registers its commands on the group)
 from .common import cli
 
 

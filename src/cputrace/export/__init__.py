@@ -1,0 +1,1 @@
+"""Writers of other tools' formats; `registry.EXPORTERS` lists them for `cputrace export`."""

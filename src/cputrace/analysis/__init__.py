@@ -1,0 +1,1 @@
+"""Analyses over an ingested trace: calls, profile, coverage, diff, state at a point."""

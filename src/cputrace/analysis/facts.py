@@ -1,0 +1,127 @@
+"""Per-instruction ISA facts (call, return, branch, load, store) as small bit codes, for whole chunks.
+
+The facts come from `cputrace.isa`, decoded from the opcode the trace recorded (no image
+needed), or from the program image where the trace has no opcode. Each distinct
+(opcode, size, ISA) is decoded once; a chunk of millions of rows maps to its codes with one
+hash pass (Arrow) and one array lookup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..image import Image, ImageError
+from ..isa import SUPPORTED_ISAS, InsnInfo, Kind, decode, sparc_insn
+from ..model import Isa
+
+CALL = 1
+RETURN = 2
+DELAY_SLOT = 4  # SPARC: the transfer happens after the next instruction
+BRANCH = 8
+LOAD = 16
+STORE = 32
+
+_KNOWN_ISAS = {isa.value: isa for isa in SUPPORTED_ISAS}
+
+
+def code_of(info: InsnInfo) -> int:
+    """The bit code of one instruction's facts."""
+    code = 0
+    if info.kind is Kind.CALL:
+        code |= CALL
+    elif info.kind is Kind.RETURN:
+        code |= RETURN
+    if info.delay_slot:
+        code |= DELAY_SLOT
+    if info.is_branch:
+        code |= BRANCH
+    if info.is_load:
+        code |= LOAD
+    if info.is_store:
+        code |= STORE
+    return code
+
+
+def opcode_bytes(opcode: int, size: int, isa: Isa) -> bytes:
+    """The instruction's bytes in memory from the opcode as Tarmac prints it."""
+    if isa is Isa.T32 and size == 4:
+        return (opcode >> 16).to_bytes(2, "little") + (opcode & 0xFFFF).to_bytes(2, "little")
+    return (opcode & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
+
+
+def decode_opcode(opcode: int, size: int, isa_value: int) -> InsnInfo | None:
+    """Facts of an instruction from its opcode alone (None for an ISA we cannot decode)."""
+    isa = _KNOWN_ISAS.get(isa_value)
+    if isa is None or size not in (2, 4):
+        return None
+    if isa is Isa.SPARC:
+        return sparc_insn(opcode, 0)
+    return decode(opcode_bytes(opcode, size, isa), 0, isa)
+
+
+class FactCodes:
+    """Bit codes per instruction row, decoding each distinct instruction once."""
+
+    def __init__(self, image: Image | None = None) -> None:
+        self.image = image
+        self._by_opcode: dict[int, int] = {}
+        self._by_address: dict[int, dict[int, int]] = {}
+
+    def codes(
+        self,
+        opcode: np.ndarray,
+        has_opcode: np.ndarray,
+        size: np.ndarray,
+        isa: np.ndarray,
+        address: np.ndarray,
+    ) -> np.ndarray:
+        """uint8 codes for rows given as column arrays (0 where nothing is known)."""
+        keys = (
+            opcode.astype(np.uint64)
+            | (size.astype(np.uint64) << np.uint64(32))
+            | ((isa.astype(np.int64) & 0xFF).astype(np.uint64) << np.uint64(40))
+        )
+        codes = self._lookup(keys, self._by_opcode, self._decode_key)
+        missing = ~has_opcode
+        if missing.any():
+            codes[missing] = 0
+            if self.image is not None:
+                for isa_value in np.unique(isa[missing]).tolist():
+                    rows = np.flatnonzero(missing & (isa == isa_value))
+                    cache = self._by_address.setdefault(isa_value, {})
+                    codes[rows] = self._lookup(
+                        address[rows], cache, lambda at, v=isa_value: self._decode_address(at, v)
+                    )
+        return codes
+
+    @staticmethod
+    def _lookup(keys: np.ndarray, cache: dict[int, int], decode_key: Callable[[int], int]) -> np.ndarray:
+        encoded = pc.dictionary_encode(pa.array(keys, pa.uint64()))
+        distinct = encoded.dictionary.to_numpy()
+        table = np.empty(len(distinct), dtype=np.uint8)
+        for index, key in enumerate(distinct.tolist()):
+            code = cache.get(key)
+            if code is None:
+                code = cache[key] = decode_key(key)
+            table[index] = code
+        return table[encoded.indices.to_numpy()]
+
+    @staticmethod
+    def _decode_key(key: int) -> int:
+        info = decode_opcode(key & 0xFFFFFFFF, (key >> 32) & 0xFF, (key >> 40) & 0xFF)
+        return code_of(info) if info is not None else 0
+
+    def _decode_address(self, address: int, isa_value: int) -> int:
+        """Facts of the instruction at `address` in the image (0 where the image has none)."""
+        isa = _KNOWN_ISAS.get(isa_value)
+        if isa is None or self.image is None:
+            return 0
+        try:
+            info = decode(self.image.read_upto(address, 4), address, isa)
+        except ImageError:
+            return 0
+        return code_of(info) if info is not None else 0

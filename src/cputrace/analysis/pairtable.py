@@ -1,0 +1,95 @@
+"""A hash table from (int64, int64) keys to int64 values in one NumPy array, for compiled loops.
+
+numba's typed dictionaries cost about a second per process to create (their code is compiled
+anew each time); this table is plain arrays, so the loops using it load from numba's cache.
+Open addressing with linear probing; removed entries leave tombstones until the next rehash.
+A row is (key a, key b, value); value EMPTY or REMOVED marks a free row. Callers keep the
+table at most half used (`needs_rehash`) and rehash outside their loop.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+EMPTY = -1
+REMOVED = -2
+_LIVE, _TOMBSTONES = 0, 1
+_MIX_A = np.int64(-7046029254386353131)  # 0x9E3779B97F4A7C15 as int64
+_MIX_B = np.int64(-4417276706812531889)  # 0xC2B2AE3D27D4EB4F as int64
+
+
+def new_table(capacity: int = 1 << 12) -> tuple[np.ndarray, np.ndarray]:
+    """An empty table of `capacity` rows (a power of two) and its counts (live, tombstones)."""
+    table = np.zeros((capacity, 3), np.int64)
+    table[:, 2] = EMPTY
+    return table, np.zeros(2, np.int64)
+
+
+@numba.njit(cache=True, nogil=True)
+def _home(table: np.ndarray, a: int, b: int) -> int:
+    mixed = (a * _MIX_A) ^ (b * _MIX_B)
+    mixed ^= mixed >> 29
+    return mixed & (len(table) - 1)
+
+
+@numba.njit(cache=True, nogil=True)
+def find(table: np.ndarray, a: int, b: int) -> int:
+    """The row holding key (a, b), or -1."""
+    mask = len(table) - 1
+    i = _home(table, a, b)
+    while table[i, 2] != EMPTY:
+        if table[i, 2] != REMOVED and table[i, 0] == a and table[i, 1] == b:
+            return i
+        i = (i + 1) & mask
+    return -1
+
+
+@numba.njit(cache=True, nogil=True)
+def put(table: np.ndarray, counts: np.ndarray, a: int, b: int, value: int) -> None:
+    """Set key (a, b) to `value`, replacing any value it had."""
+    found = find(table, a, b)
+    if found >= 0:
+        table[found, 2] = value
+        return
+    mask = len(table) - 1
+    i = _home(table, a, b)
+    while table[i, 2] >= 0:
+        i = (i + 1) & mask
+    if table[i, 2] == REMOVED:
+        counts[_TOMBSTONES] -= 1
+    table[i, 0] = a
+    table[i, 1] = b
+    table[i, 2] = value
+    counts[_LIVE] += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def remove(table: np.ndarray, counts: np.ndarray, row: int) -> None:
+    table[row, 2] = REMOVED
+    counts[_LIVE] -= 1
+    counts[_TOMBSTONES] += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def needs_rehash(table: np.ndarray, counts: np.ndarray) -> bool:
+    return 2 * (counts[_LIVE] + counts[_TOMBSTONES] + 1) > len(table)
+
+
+@numba.njit(cache=True, nogil=True)
+def _moved(table: np.ndarray, capacity: int) -> tuple[np.ndarray, np.ndarray]:
+    fresh = np.zeros((capacity, 3), np.int64)
+    fresh[:, 2] = EMPTY
+    counts = np.zeros(2, np.int64)
+    for i in range(len(table)):
+        if table[i, 2] >= 0:
+            put(fresh, counts, table[i, 0], table[i, 1], table[i, 2])
+    return fresh, counts
+
+
+def rehashed(table: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The same entries without tombstones, in a table at most a quarter full."""
+    capacity = len(table)
+    while 4 * (int(counts[_LIVE]) + 1) > capacity:
+        capacity *= 2
+    return _moved(table, capacity)

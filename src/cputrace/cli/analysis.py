@@ -1,0 +1,282 @@
+"""Commands that analyse a trace: calls (call detection, call tree) and profile."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from functools import wraps
+from typing import Any, TextIO
+
+import click
+import pyarrow as pa
+
+from ..analysis.calls import Method, detect_calls
+from ..analysis.calltree import CallTree
+from ..analysis.profile import TABLES as PROFILE_TABLES
+from ..analysis.profile import Profile, profile, share
+from ..analysis.stream import Window, time_window
+from ..image import Image, load_image_spec
+from ..trace import Trace
+from .common import cli, json_value, open_trace_arg, write_rows
+
+_METHOD_HELP = (
+    "Call detection: from lr/sp register writes, from instruction semantics, or auto "
+    "(registers when the trace has lr and sp writes)."
+)
+
+
+def window_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--start/--stop (seq) and --from-time/--to-time options, passed on as `window_spec`."""
+
+    @click.option("--start", type=click.IntRange(min=0), help="First seq to include.")
+    @click.option("--stop", type=click.IntRange(min=0), help="Seq to stop before.")
+    @click.option("--from-time", "since", type=int, help="First time (trace units) to include.")
+    @click.option("--to-time", "until", type=int, help="Last time (trace units) to include.")
+    @wraps(command)
+    def wrapper(*args: Any, start: int | None, stop: int | None, since: int | None, until: int | None,
+                **kwargs: Any) -> Any:  # fmt: skip
+        return command(*args, window_spec=(start, stop, since, until), **kwargs)
+
+    return wrapper
+
+
+def resolve_window(trace: Trace, spec: tuple[int | None, int | None, int | None, int | None]) -> Window:
+    """The seq window meant by the options: seq bounds, narrowed further by time bounds."""
+    start, stop, since, until = spec
+    if since is None and until is None:
+        return Window(start, stop)
+    timed = time_window(trace, since, until)
+    lo = (
+        max(x for x in (start, timed.start) if x is not None)
+        if (start, timed.start) != (None, None)
+        else None
+    )
+    hi = min(x for x in (stop, timed.stop) if x is not None) if (stop, timed.stop) != (None, None) else None
+    return Window(lo, hi)
+
+
+def load_images(specs: Sequence[str]) -> Image | None:
+    """The program image(s) given with --image, merged; None when there are none."""
+    if not specs:
+        return None
+    return Image.merge(load_image_spec(spec) for spec in specs)
+
+
+image_option = click.option(
+    "--image", "images", multiple=True, metavar="PATH[@ADDR]",
+    help="Program image (ELF: symbols and DWARF lines); repeatable.",
+)  # fmt: skip
+method_option = click.option(
+    "--method", type=click.Choice([m.value for m in Method]), default="auto", show_default=True,
+    help=_METHOD_HELP,
+)  # fmt: skip
+
+
+def _plain_table(table: pa.Table, out: TextIO, hex_columns: Sequence[str] = ()) -> None:
+    """An aligned text table: numbers right-aligned with thousands separators, addresses in hex."""
+    names = table.column_names
+    rows = []
+    for row in table.to_pylist():
+        cells = []
+        for name in names:
+            value = row[name]
+            if value is None:
+                cells.append("-")
+            elif name in hex_columns:
+                cells.append(f"{value:#x}")
+            elif isinstance(value, float):
+                cells.append(f"{value:.1f}")
+            elif isinstance(value, int):
+                cells.append(f"{value:,}")
+            else:
+                cells.append(str(value))
+        rows.append(cells)
+    widths = [max(len(n), *(len(r[i]) for r in rows)) if rows else len(n) for i, n in enumerate(names)]
+    textual = {n for n in names if pa.types.is_string(table.schema.field(n).type) or n in hex_columns}
+
+    def line(cells: Sequence[str]) -> str:
+        parts = [
+            c.ljust(w) if n in textual else c.rjust(w) for c, w, n in zip(cells, widths, names, strict=True)
+        ]
+        return "  ".join(parts).rstrip()
+
+    out.write(line(names) + "\n")
+    for cells in rows:
+        out.write(line(cells) + "\n")
+
+
+def _json_rows(table: pa.Table) -> list[dict[str, Any]]:
+    return [{k: json_value(v) for k, v in row.items()} for row in table.to_pylist()]
+
+
+def _describe_methods(tree: CallTree) -> str:
+    described = {Method.REGISTERS: "lr/sp register writes", Method.ISA: "instruction semantics"}
+    methods = ", ".join(f"cpu{cpu}: {described.get(m, m.value)}" for cpu, m in sorted(tree.methods.items()))
+    return methods or "no instructions"
+
+
+def _tree_text(tree: CallTree, out: TextIO) -> None:
+    """One line per call, indented by depth; each core's outermost function first."""
+    for row in tree.frames.to_pylist():
+        indent = "  " * row["depth"]
+        end = row["resume_seq"] if row["resume_seq"] is not None else row["exit_seq"] + 1
+        timing = "" if row["time"] is None else f"  time {row['time']:,} ({row['time_self']:,} self)"
+        where = f"cpu{row['cpu']}: " if row["call_pc"] is None else ""
+        called = "" if row["call_pc"] is None else f"  called at {row['call_pc']:#x}"
+        out.write(
+            f"{indent}{where}{row['name']}{called}  seq {row['entry_seq']}..{end}  "
+            f"insns {row['insns']:,} ({row['insns_self']:,} self){timing}\n"
+        )
+
+
+def _site(row: dict[str, Any], site: str) -> dict[str, Any] | None:
+    if row[f"{site}_seq"] is None:
+        return None
+    return {name: row[f"{site}_{name}"] for name in ("seq", "time", "pc", "src")}
+
+
+def _tree_json(tree: CallTree) -> list[dict[str, Any]]:
+    """Each core's outermost frame, with its callees nested under `calls`."""
+    nodes: dict[int, dict[str, Any]] = {}
+    roots = []
+    for row in tree.frames.to_pylist():
+        node = {
+            "cpu": row["cpu"], "name": row["name"], "address": row["function"],
+            **{site: _site(row, site) for site in ("call", "entry", "exit", "resume")},
+            "insns": row["insns"], "insns_self": row["insns_self"], "time": row["time"],
+            "time_self": row["time_self"], "calls": [],
+        }  # fmt: skip
+        nodes[row["id"]] = node
+        if row["parent"] is None:
+            roots.append(node)
+        else:
+            nodes[row["parent"]]["calls"].append(node)
+    return roots
+
+
+@cli.command("calls")
+@click.argument("trace")
+@image_option
+@method_option
+@window_options
+@click.option(
+    "--tree", is_flag=True, help="Print the call tree (one row per call) instead of per-function rows."
+)
+@click.option("--cpu", "cpus", type=int, multiple=True, help="Only these cores (repeatable).")
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "csv", "json"]), default="text", show_default=True
+)
+def calls_cmd(
+    trace: str, images: tuple[str, ...], method: str, window_spec: tuple, tree: bool, cpus: tuple[int, ...],
+    fmt: str,
+) -> None:  # fmt: skip
+    """Detect calls and returns: per-function calls, self and inclusive instructions and time.
+
+    The outermost function of each core counts as one call. Functions are named from the
+    --image symbols, by address otherwise.
+    """
+    t = open_trace_arg(trace)
+    image = load_images(images)
+    window = resolve_window(t, window_spec)
+    result = CallTree.build(
+        detect_calls(t, window, Method(method), image, cpus or None), image.symbols if image else None
+    )
+    out = sys.stdout
+    if tree:
+        if fmt == "text":
+            _tree_text(result, out)
+        elif fmt == "csv":
+            write_rows(result.frames, "csv", out)
+        else:
+            json.dump(_tree_json(result), out, indent=1)
+            out.write("\n")
+        return
+    functions = result.functions()
+    if fmt == "text":
+        unit = (t.manifest.get("time") or {}).get("unit")
+        click.echo(f"# calls detected from {_describe_methods(result)}; time in {unit or 'trace units'}")
+        _plain_table(functions, out, hex_columns=("address",))
+    elif fmt == "csv":
+        write_rows(functions, "csv", out)
+    else:
+        json.dump(_json_rows(functions), out, indent=1)
+        out.write("\n")
+
+
+_TITLES = {
+    "functions": "Functions (calls)",
+    "lines": "Source lines",
+    "addresses": "Addresses",
+    "mix": "Instruction mix",
+    "blocks": "Hottest basic blocks",
+}
+_HEX = {"functions": ("address",), "addresses": ("pc",), "blocks": ("start",)}
+
+
+def _with_shares(name: str, table: pa.Table, result: Profile) -> pa.Table:
+    """Add `%` columns of the instruction count (and time) totals."""
+    if name in ("mix",) or not table.num_rows:
+        return table
+    column = {"functions": "insns_self", "blocks": "insns"}.get(name, "count")
+    total = int(pa.compute.sum(table.column(column)).as_py() or 0)
+    shared = table.append_column("insns %", share(table.column(column), total))
+    if result.has_time and "time" in table.column_names:
+        time_column = "time_self" if name == "functions" else "time"
+        total_time = int(pa.compute.sum(table.column(time_column)).as_py() or 0)
+        shared = shared.append_column("time %", share(table.column(time_column), total_time))
+    return shared
+
+
+@cli.command("profile")
+@click.argument("trace")
+@image_option
+@method_option
+@window_options
+@click.option("--by", "tables", type=click.Choice(PROFILE_TABLES), multiple=True,
+              help="Which tables (repeatable; default all in text and JSON, functions in CSV).")  # fmt: skip
+@click.option(
+    "--top", type=click.IntRange(min=1), default=20, show_default=True, help="Rows per table in text."
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "csv", "json"]), default="text", show_default=True
+)
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False),
+    help="Also draw time per function and execution over time (.png/.svg).",
+)
+def profile_cmd(
+    trace: str, images: tuple[str, ...], method: str, window_spec: tuple, tables: tuple[str, ...], top: int,
+    fmt: str, plot: str | None,
+) -> None:  # fmt: skip
+    """Flat profile: by function, source line (DWARF) and address; instruction mix; hot blocks."""
+    if fmt == "csv" and len(tables) > 1:
+        raise click.UsageError("CSV holds one table: give one --by")
+    t = open_trace_arg(trace)
+    image = load_images(images)
+    window = resolve_window(t, window_spec)
+    result = profile(t, window, image, Method(method), heat=plot is not None)
+    chosen = list(tables) or (["functions"] if fmt == "csv" else list(PROFILE_TABLES))
+    out = sys.stdout
+    if fmt == "csv":
+        write_rows(result.table(chosen[0]), "csv", out)
+    elif fmt == "json":
+        json.dump({name: _json_rows(result.table(name)) for name in chosen}, out, indent=1)
+        out.write("\n")
+    else:
+        for number, name in enumerate(chosen):
+            table = result.table(name)
+            shown = _with_shares(name, table, result)
+            more = f" (top {top} of {table.num_rows:,})" if table.num_rows > top and name != "mix" else ""
+            out.write(("\n" if number else "") + f"{_TITLES[name]}{more}\n")
+            if name == "lines" and not table.num_rows:
+                why = "give --image with an ELF" if image is None else "no DWARF line table covers this code"
+                out.write(f"({why})\n")
+                continue
+            _plain_table(shown.slice(0, top), out, _HEX.get(name, ()))
+    if plot is not None:
+        from ..analysis.plot import plot_profile
+
+        plot_profile(result, plot, title=t.path.name, unit=(t.manifest.get("time") or {}).get("unit"))
+        click.echo(f"wrote {plot}", err=True)

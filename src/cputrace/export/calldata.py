@@ -1,0 +1,43 @@
+"""What the call-based exporters share: the call tree of the request and its clock."""
+
+from __future__ import annotations
+
+from ..analysis.calls import detect_calls
+from ..analysis.calltree import CallTree
+from ..errors import CputraceError
+from .registry import ExportRequest
+
+CLOCKS = ("time", "insns")
+
+_NS_PER_UNIT = {"ps": 1e-3, "ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
+
+
+def call_tree(request: ExportRequest) -> CallTree:
+    symbols = request.image.symbols if request.image is not None else None
+    return CallTree.build(detect_calls(request.trace, request.window, request.method, request.image), symbols)
+
+
+def clock_of(request: ExportRequest, tree: CallTree) -> str:
+    """The requested clock, or trace time when the trace has it and instructions otherwise."""
+    if request.clock is None:
+        return "time" if tree.has_time else "insns"
+    if request.clock not in CLOCKS:
+        raise CputraceError(f"unknown clock {request.clock!r}; use one of {', '.join(CLOCKS)}")
+    if request.clock == "time" and not tree.has_time:
+        raise CputraceError(f"{request.trace.path}: the trace has no time; use --clock insns")
+    return request.clock
+
+
+def time_unit(request: ExportRequest) -> str | None:
+    return (request.trace.manifest.get("time") or {}).get("unit")
+
+
+def nanoseconds_per_tick(request: ExportRequest, clock: str) -> float:
+    """Trace time units (or instructions) in nanoseconds, for timeline viewers.
+
+    Units that are not a duration (clk, cyc, tic, cs) and instructions count 1 ns each, so
+    the viewer's nanoseconds read as cycles or instructions.
+    """
+    if clock != "time":
+        return 1.0
+    return _NS_PER_UNIT.get(time_unit(request) or "", 1.0)

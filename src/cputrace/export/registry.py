@@ -1,0 +1,72 @@
+"""The exporters `cputrace export --to NAME` knows: name -> module and function writing the file.
+
+Writers are imported only when used, so listing them costs nothing. To add one, write a
+function `write_x(request: ExportRequest) -> None` that streams to `request.output`, and add
+an `Exporter` entry to EXPORTERS below.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..analysis.calls import Method
+from ..analysis.stream import WHOLE_TRACE, Window
+from ..image import Image
+from ..trace import Trace
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    """What a writer is asked to do: which trace, which part of it, where to."""
+
+    trace: Trace
+    output: Path
+    window: Window = WHOLE_TRACE
+    image: Image | None = None
+    table: str | None = None  # csv/parquet: which table
+    clock: str | None = None  # call-based exports: "time" or "insns" (None: time when the trace has it)
+    method: Method = Method.AUTO  # call detection
+
+
+@dataclass(frozen=True)
+class Exporter:
+    name: str
+    description: str
+    module: str
+    function: str
+    suffix: str
+
+    def load(self) -> Callable[[ExportRequest], None]:
+        return getattr(importlib.import_module(self.module), self.function)
+
+
+EXPORTERS: dict[str, Exporter] = {
+    e.name: e
+    for e in (
+        Exporter("tarmac", "Fast-Models-style Tarmac text, from any input format",
+                 "cputrace.export.rows", "write_tarmac_file", ".tarmac"),
+        Exporter("csv", "one table (--table) as CSV with a header row",
+                 "cputrace.export.rows", "write_csv", ".csv"),
+        Exporter("parquet", "one table (--table) as Parquet",
+                 "cputrace.export.rows", "write_parquet", ".parquet"),
+        Exporter("folded", "folded call stacks with self weights (flamegraph.pl, inferno)",
+                 "cputrace.export.stacks", "write_folded", ".folded"),
+        Exporter("speedscope", "speedscope JSON: an evented profile per core",
+                 "cputrace.export.stacks", "write_speedscope", ".speedscope.json"),
+        Exporter("chrome", "Chrome trace-event JSON: call slices per core (chrome://tracing, Perfetto UI)",
+                 "cputrace.export.timeline", "write_chrome", ".json"),
+        Exporter("perfetto", "Perfetto protobuf trace: call slices per core, instruction counters",
+                 "cputrace.export.perfetto", "write_perfetto", ".perfetto-trace"),
+        Exporter("callgrind", "Callgrind profile for KCachegrind: costs per instruction/line, calls",
+                 "cputrace.export.callgrind", "write_callgrind", ".callgrind"),
+        Exporter("vcd", "VCD waveform: pc, function (--image), registers, memory bus per core",
+                 "cputrace.export.vcd", "write_vcd", ".vcd"),
+        Exporter("lcov", "lcov tracefile of instruction/line/function/branch coverage (needs --image)",
+                 "cputrace.export.lcov", "write_lcov_file", ".info"),
+        Exporter("cobertura", "Cobertura XML coverage report (needs --image)",
+                 "cputrace.export.cobertura", "write_cobertura_file", ".xml"),
+    )
+}  # fmt: skip

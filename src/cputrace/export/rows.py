@@ -1,0 +1,83 @@
+"""Exports of rows: the trace as Tarmac text, and any table (model or analysis) as CSV or Parquet.
+
+Model tables are copied by DuckDB straight from the store's Parquet files to the output, so
+memory stays flat whatever the trace size. Analysis tables (frames, functions, addresses,
+lines, mix, blocks) are computed first; they are as large as the program, not the trace.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from ..analysis.calls import detect_calls
+from ..analysis.calltree import CallTree
+from ..analysis.profile import TABLES as PROFILE_TABLES
+from ..analysis.profile import profile
+from ..analysis.stream import read_batches
+from ..errors import CputraceError
+from ..model import SCHEMAS, TABLES
+from ..store import table_path
+from .registry import ExportRequest
+from .tarmac import write_tarmac
+
+ANALYSIS_TABLES = ("frames", *PROFILE_TABLES)
+ALL_TABLES = (*TABLES, *ANALYSIS_TABLES)
+
+
+def write_tarmac_file(request: ExportRequest) -> None:
+    """The window as a Fast-Models-style Tarmac trace, written batch by batch."""
+    with open(request.output, "w", encoding="utf-8", newline="\n") as out:
+        for batch in read_batches(
+            request.trace, "instructions", SCHEMAS["instructions"].names, request.window
+        ):
+            write_tarmac(request.trace, pa.Table.from_batches([batch]), out)
+
+
+def _table_name(request: ExportRequest) -> str:
+    if request.table is None:
+        raise CputraceError(f"name the table to export with --table ({', '.join(ALL_TABLES)})")
+    if request.table not in ALL_TABLES:
+        raise CputraceError(f"no table {request.table!r}; tables are {', '.join(ALL_TABLES)}")
+    return request.table
+
+
+def _analysis_table(request: ExportRequest, name: str) -> pa.Table:
+    symbols = request.image.symbols if request.image is not None else None
+    tree = CallTree.build(detect_calls(request.trace, request.window, request.method, request.image), symbols)
+    if name == "frames":
+        return tree.frames
+    result = profile(request.trace, request.window, request.image, request.method, calls=tree)
+    return result.table(name)
+
+
+def _copy_model_table(request: ExportRequest, name: str, options: str) -> None:
+    """DuckDB COPY from the store's Parquet file: streamed, in seq order."""
+    columns = []
+    for field in SCHEMAS[name]:
+        quoted = f'"{field.name}"'
+        if pa.types.is_binary(field.type) and "csv" in options:
+            columns.append(f"lower(hex({quoted})) AS {quoted}")
+        else:
+            columns.append(quoted)
+    source = str(table_path(request.trace.path, name)).replace("'", "''")
+    target = str(request.output).replace("'", "''")
+    query = f"SELECT {', '.join(columns)} FROM read_parquet('{source}') WHERE {request.window.sql()}"
+    request.trace.db.execute(f"COPY ({query}) TO '{target}' ({options})")
+
+
+def write_csv(request: ExportRequest) -> None:
+    name = _table_name(request)
+    if name in TABLES:
+        _copy_model_table(request, name, "FORMAT csv, HEADER true")
+        return
+    pacsv.write_csv(_analysis_table(request, name), request.output)
+
+
+def write_parquet(request: ExportRequest) -> None:
+    name = _table_name(request)
+    if name in TABLES:
+        _copy_model_table(request, name, "FORMAT parquet, COMPRESSION zstd")
+        return
+    pq.write_table(_analysis_table(request, name), request.output, compression="zstd")

@@ -1,0 +1,64 @@
+"""Call stacks for flame-graph tools: folded stacks, and speedscope's evented JSON profile."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+from .. import __version__
+from ..analysis.calltree import CoreTimeline, timelines
+from .calldata import call_tree, clock_of, time_unit
+from .jsontext import number, write_items
+from .registry import ExportRequest
+
+_SPEEDSCOPE_SCHEMA = "https://www.speedscope.app/file-format-schema.json"
+_SPEEDSCOPE_UNITS = {"ps": "nanoseconds", "ns": "nanoseconds", "us": "microseconds", "ms": "milliseconds",
+                     "s": "seconds"}  # fmt: skip
+
+
+def write_folded(request: ExportRequest) -> None:
+    """`outer;inner;leaf WEIGHT` per distinct stack, weight = self instructions or self time.
+
+    Multi-core traces start each stack with `cpuN`.
+    """
+    tree = call_tree(request)
+    clock = clock_of(request, tree)
+    multicore = len(set(tree.frames.column("cpu").to_pylist())) > 1
+    lines = []
+    for cpu, path, weight in tree.stacks(clock):
+        names = [f"cpu{cpu}", *path] if multicore else path
+        lines.append(f"{';'.join(n.replace(';', ':') for n in names)} {weight}")
+    with open(request.output, "w", encoding="utf-8") as out:
+        out.writelines(line + "\n" for line in sorted(lines))
+
+
+def write_speedscope(request: ExportRequest) -> None:
+    """One evented profile per core: a frame opens at a function's entry, closes at its return."""
+    tree = call_tree(request)
+    clock = clock_of(request, tree)
+    unit = _SPEEDSCOPE_UNITS.get(time_unit(request) or "", "none") if clock == "time" else "none"
+    scale = 1e-3 if clock == "time" and time_unit(request) == "ps" else 1
+    frame_index: dict[str, int] = {}
+
+    def events(timeline: CoreTimeline) -> Iterator[str]:
+        for opens, frame, at in timeline.events():
+            index = frame_index.setdefault(timeline.names[frame], len(frame_index))
+            kind = "O" if opens else "C"
+            yield f'{{"type": "{kind}", "frame": {index}, "at": {number(at * scale)}}}'
+
+    head = {
+        "$schema": _SPEEDSCOPE_SCHEMA,
+        "exporter": f"cputrace {__version__}",
+        "name": request.trace.path.name,
+    }
+    with open(request.output, "w", encoding="utf-8") as out:
+        out.write(json.dumps(head)[:-1] + ', "activeProfileIndex": 0, "profiles": [')
+        for count, timeline in enumerate(timelines(tree, clock)):
+            profile = {"type": "evented", "name": f"cpu{timeline.cpu}", "unit": unit,
+                       "startValue": timeline.first * scale, "endValue": timeline.last * scale}  # fmt: skip
+            out.write((", " if count else "") + json.dumps(profile)[:-1] + ', "events": [')
+            write_items(out, events(timeline))
+            out.write("]}")
+        out.write('], "shared": {"frames": [')
+        write_items(out, (json.dumps({"name": name}) for name in frame_index))
+        out.write("]}}\n")
