@@ -37,7 +37,8 @@ def ahb_rows(buffer: Buffer, memory: RowBuffer, events: RowBuffer) -> None:
         ]  # fmt: skip
         if (w1 >> 2) & 1:
             attrs.insert(0, "L")
-        value = w2 if size >= 4 else (w2 >> (8 * (4 - size - (w3 & 3)))) & ((1 << (8 * size)) - 1)
+        lane = w3 & 3 & (4 - size)  # byte lane of a narrow access (a misaligned one: its aligned lane)
+        value = w2 if size >= 4 else (w2 >> (8 * (4 - size - lane))) & ((1 << (8 * size)) - 1)
         memory.append(**common, op="W" if (w1 >> 15) & 1 else "R", source="bus", size=min(size, 4), addr=w3,
                       value=value, attrs=" ".join(attrs))  # fmt: skip
 
