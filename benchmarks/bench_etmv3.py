@@ -1,4 +1,4 @@
-"""ETMv3 packet layer speed: CoreSight deformatting plus packet decoding of a real buffer.
+"""ETMv3 speed: packets, and instructions from buffer to store, of a real buffer.
 
     python benchmarks/bench_etmv3.py [--repeat 64] [--runs 5]
 
@@ -8,17 +8,29 @@ read back through `PacketReader` (file reading, frames split by trace ID, the th
 sources decoded; packets are streamed in batches, as the instruction layer consumes them).
 Compiled code is warmed up first; the best of `--runs` timings is reported, with the stages
 on their own: deformatting alone, and packet decoding of in-memory source streams.
+
+Instructions: the same buffer decoded into instruction and event batches (packets, ops, the
+walk through the kernel image, Arrow tables), once with the kernel code already decoded
+(the steady state of a long trace) and once from scratch (the first decode of each
+instruction goes through capstone); then a whole `ingest` of a snapshot whose buffer is
+the repeated one, to a Parquet store.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from cputrace.coresight.frames import deformat
-from cputrace.formats.etmv3 import PacketDecoder, PacketReader, open_captures
+from cputrace.flow import Program
+from cputrace.formats.base import DecodeContext
+from cputrace.formats.etmv3 import Capture, PacketDecoder, PacketReader, open_captures
+from cputrace.formats.etmv3.decoder import decode_captures
+from cputrace.ingest import ingest
 
 HERE = Path(__file__).parent
 SNAPSHOT = HERE.parents[1] / "shared" / "data" / "tc2-etmv3"
@@ -81,6 +93,37 @@ def main() -> None:
     for label, took, volume, count in rows:
         rate = f", {count / took / 1e6:.1f} M packets/s" if count else ""
         print(f"{label:<45} {took * 1e3:7.1f} ms  {volume / took / 1e6:6.0f} MB/s{rate}")
+    instructions(capture, path, args.runs, args.repeat)
+
+
+def instructions(capture: Capture, buffer: Path, runs: int, repeat: int) -> None:
+    """Buffer to instruction rows, warm and cold, and buffer to store."""
+    programs: dict[object, Program] = {}
+
+    def decode(cache: dict[object, Program]) -> int:
+        batches = decode_captures([capture], DecodeContext(), cache)
+        return sum(b["instructions"].num_rows for b in batches if "instructions" in b)
+
+    decode(programs)  # compile, and decode the kernel code once
+    warm, count = best(runs, lambda: decode(programs))
+    cold, _ = best(max(1, runs // 2), lambda: decode({}))
+    with tempfile.TemporaryDirectory() as folder:
+        snapshot = Path(folder)
+        for file in SNAPSHOT.iterdir():
+            if file.is_file():
+                (snapshot / file.name).symlink_to(file)
+        (snapshot / "cstrace.bin").unlink()
+        shutil.copy(buffer, snapshot / "cstrace.bin")
+        stored, _ = best(
+            max(1, runs // 2), lambda: ingest([snapshot / "snapshot.ini"], snapshot / "s.ctrace")
+        )
+    print(f"instructions: {count:,} ({count // repeat:,} per copy of the buffer)")
+    for label, took in (
+        ("buffer to rows, kernel code already decoded", warm),
+        ("buffer to rows, from scratch", cold),
+        ("ingest to a store (snapshot.ini, Parquet)", stored),
+    ):
+        print(f"{label:<45} {took * 1e3:7.1f} ms  {count / took / 1e6:6.2f} M instructions/s")
 
 
 if __name__ == "__main__":

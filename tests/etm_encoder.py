@@ -4,13 +4,19 @@
 data-address compression (only the low-order bytes that changed are sent), so tests know
 exactly what a stream holds. `format_frames` packs several sources' streams into CoreSight
 formatter frames, `port_capture` turns frames into a trace port capture with frame syncs.
-The instruction-layer tests build on it.
+`encode_run` turns a recorded run (the instructions of a full Tarmac trace) into the packets
+an ETM would emit for it, with the choices a test wants (cycle counts, timestamps, trace
+off, overflow, exception cancel bits), and returns the instructions a decoder should give.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from cputrace.isa import BlockCache
+from cputrace.model import Isa
 
 ISA_SHIFT = {"A32": 2, "T32": 1, "T32EE": 1, "Jazelle": 0}
 FULL_SYNC = b"\xff\xff\xff\x7f"
@@ -303,3 +309,121 @@ def port_capture(frames: bytes, rng: random.Random, garbage: bytes = b"\x12\x34\
         while rng.random() < 0.3:
             out += FULL_SYNC
     return bytes(out)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One recorded instruction: where it ran and what became of it."""
+
+    pc: int
+    isa: str  # A32, T32
+    executed: bool
+    exception: int | None = None  # ETM exception number taken after it
+    cancels: bool = False  # the exception cancels it (undefined instruction, prefetch abort)
+
+
+@dataclass
+class Expected:
+    """What a decoder should give for an encoded run: rows of (pc, isa, executed, cancelled,
+    cycles, time) and event kinds in order."""
+
+    rows: list[tuple[int, str, bool, bool, int | None, int | None]] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
+
+
+def encode_run(
+    enc: EtmEncoder, steps: list[Step], blocks: BlockCache, *, rng: random.Random | None = None,
+    off: Callable[[int], tuple[int, ...] | None] = lambda i: None, timestamp_every: int = 0,
+) -> Expected:  # fmt: skip
+    """Encode `steps` into `enc` as an ETM would: an I-sync, atoms, a branch address after
+    each taken branch whose target the image does not give, an exception branch address
+    after each exception. In cycle-accurate mode each atom gets random wait cycles, spread
+    over P-header formats 1, 3 and 4 by `rng`. `off(i)` may return (resume index, I-sync
+    reason[, LSiP]): the trace stops after step i and resumes with an I-sync at that step
+    (reason 2: overflow); with LSiP true, the I-sync gives the load/store before that step
+    as in progress, and the step as where the trace goes on. `timestamp_every` n sends a
+    timestamp before every n-th step."""
+    expected = Expected()
+    pending = ""  # non-cycle-accurate atoms not yet in a P-header
+    time: int | None = None
+
+    def flush() -> None:
+        nonlocal pending
+        enc.atoms(pending)
+        pending = ""
+
+    def sync(i: int, reason: int, lsip: bool = False) -> None:
+        flush()
+        cycles = 100 if enc.cycle_accurate else None
+        if lsip:
+            in_progress = steps[i - 1]
+            enc.i_sync(in_progress.pc, in_progress.isa, reason, cycles=cycles, lsip=steps[i].pc)
+            expected.rows.append((in_progress.pc, in_progress.isa, True, False, None, time))
+        else:
+            enc.i_sync(steps[i].pc, steps[i].isa, reason, cycles=cycles)
+        expected.events.append("trace_on")
+        if reason == 2:
+            expected.events.append("overflow")
+
+    sync(0, 1)
+    i = 0
+    while i < len(steps):
+        step = steps[i]
+        if timestamp_every and i % timestamp_every == 0:
+            flush()
+            time = 1000 + 7 * i
+            enc.timestamp(time)
+            expected.events.append("timestamp")
+        cycles = _encode_atom(enc, step.executed, rng) if enc.cycle_accurate else None
+        if not enc.cycle_accurate:
+            pending += "E" if step.executed else "N"
+        expected.rows.append(
+            (step.pc, step.isa, step.executed and not step.cancels, step.cancels, cycles, time)
+        )
+        following = steps[i + 1] if i + 1 < len(steps) else None
+        if following is not None:
+            info = blocks.insn_at(step.pc, Isa[step.isa])
+            to = (following.pc, following.isa)
+            if step.exception is not None:
+                flush()
+                enc.branch(following.pc, following.isa, exception=step.exception, cancel=step.cancels)
+                expected.events.append("exception")
+            elif (
+                step.executed
+                and info.is_branch
+                and not (
+                    info.is_direct and info.next_isa is not None and (info.target, info.next_isa.name) == to
+                )
+            ):
+                flush()
+                enc.branch(following.pc, following.isa)
+        resume = off(i)
+        if resume is not None:
+            i = resume[0]
+            sync(i, *resume[1:])
+            continue
+        i += 1
+    flush()
+    return expected
+
+
+def _encode_atom(enc: EtmEncoder, executed: bool, rng: random.Random | None) -> int:
+    """One atom in cycle-accurate mode, with some W cycles before it; returns its cycles."""
+    rng = rng or random.Random(0)
+    atom = "E" if executed else "N"
+    waits = rng.choice([0, 0, 1, 3, 8, 11])
+    cycles = 0
+    while waits - cycles > 8:
+        enc.ca_format3(8, False)
+        cycles += 8
+    if waits > cycles:
+        if executed and rng.random() < 0.5:
+            enc.ca_format3(waits - cycles, True)  # the E atom takes the header's cycles
+            return waits
+        enc.ca_format3(waits - cycles, False)
+        cycles = waits
+    if rng.random() < 0.7:
+        enc.ca_format1(int(executed), not executed)
+        return cycles + 1
+    enc.ca_format4(atom)
+    return cycles

@@ -560,9 +560,3 @@ def test_cli_packets_bad_input(tmp_path: Path) -> None:
     result = runner.invoke(cli, ["etm", "packets", str(TC2), "--source", "sixteen"])
     assert result.exit_code == 2
 
-
-def test_ingest_says_that_instructions_need_the_flow_layer(tmp_path: Path) -> None:
-    result = CliRunner().invoke(cli, ["ingest", str(TC2 / "snapshot.ini"), "-o", str(tmp_path / "s")])
-    assert result.exit_code == 1
-    assert "format etmv3 (sniffed)" in result.stderr and "needs the flow layer" in result.stderr
-    assert not (tmp_path / "s").exists()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ds5_listing import read_ds5_listing
 from paths import shared
 
 from cputrace.image import Image, ImageError, Region, load_elf, load_snapshot_device
@@ -434,16 +435,9 @@ def test_unsupported_isa() -> None:
 def test_thumb_facts_match_ds5_listing_of_tc2_trace() -> None:
     """Walk the kernel image along DS-5's decode of ETM source 0x10: every opcode, branch flag,
     condition failure (including inside IT blocks) and taken direct branch target agrees."""
-    listing = shared("tc2-etmv3", "ds5-dumps", "etmv3_0x10.txt")
+    listing = read_ds5_listing(shared("tc2-etmv3", "ds5-dumps", "etmv3_0x10.txt"))
     cache = BlockCache(load_snapshot_device(shared("tc2-etmv3", "cpu_0.ini")))
-    records = []
-    for line in listing.read_text().splitlines()[1:]:
-        fields = line.split("\t")
-        if fields[0] == "Instruction":
-            address = int(fields[2].split(":")[-1], 16)
-            records.append((address, int(fields[3], 16), fields[6] == "true", fields[7] == "fail"))
-        elif fields[0] != "Timestamp":
-            records.append(None)  # trace gaps and other records break the flow
+    records = [r and (r.address, r.opcode, r.branch, r.failed) for r in listing.flow]
     block, index = None, 0
     checked_targets = 0
     for n, record in enumerate(records):

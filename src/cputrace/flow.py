@@ -290,7 +290,9 @@ _S_DROPPED = 13  # ops dropped for want of a position
 _S_NEED = 14  # key to decode when the loop returns _NEED
 _S_CHECKED = 15  # the current RUN/BRANCH/TRAP op's instructions are known to be there
 _S_RESUMED = 16  # the current BRANCH op resumed the walk at its source
-_S_LEN = 17
+_S_OP_SRC = 17  # src of the op being applied
+_S_LOST_SRC = 18  # src of the op where the walk lost its place
+_S_LEN = 19
 
 _DONE, _FULL, _NEED = 0, 1, 2
 
@@ -313,6 +315,7 @@ def _lose(state: np.ndarray, reason: int, address: int) -> None:
     state[_S_LINK] = -1
     state[_S_LOST] = reason
     state[_S_LOST_ADDR] = address
+    state[_S_LOST_SRC] = state[_S_OP_SRC]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -381,6 +384,7 @@ def _report_loss(state, gaps) -> None:
         gaps[0, g] = state[_S_SEQ]
         gaps[1, g] = state[_S_LOST]
         gaps[2, g] = state[_S_LOST_ADDR]
+        gaps[3, g] = state[_S_LOST_SRC]
         state[_S_GAPS] = g + 1
         state[_S_LOST] = 0
 
@@ -550,6 +554,7 @@ def _walk(
         if state[_S_BEGUN] == 0:
             op_first[i] = state[_S_SEQ]
             state[_S_BEGUN] = 1
+            state[_S_OP_SRC] = op_src[i]
         kind = op_kind[i]
         cycles, time, src = op_cycles[i], op_time[i], op_src[i]
         if kind == Op.SYNC or kind == Op.TARGET:
@@ -644,7 +649,8 @@ class Walker:
     The last row is held back until then, so an EXCEPTION that cancels it can still mark
     it. After each `run`, `op_first[i]` and `op_end[i]` are the seq before and after op i
     (op i emitted rows op_first[i] .. op_end[i] - 1), so the decoder can give its own events
-    (exceptions, timestamps, gaps) the seq of the instruction they belong to.
+    (exceptions, timestamps, gaps) the seq of the instruction they belong to. The walk's own
+    trace_gap events carry the `src` of the op where it lost its place.
     """
 
     def __init__(self, program: Program, *, cpu: int = 0, first_seq: int = 0, batch: int = 1 << 16) -> None:
@@ -654,7 +660,7 @@ class Walker:
         self.state[[_S_POS, _S_KEY, _S_LINK, _S_ISA]] = (_UNRESOLVED, -1, -1, -1)
         self.state[_S_SEQ] = first_seq
         self._out = np.zeros((_O_LEN, batch), np.int64)
-        self._gaps = np.zeros((3, 256), np.int64)  # seq, reason, address
+        self._gaps = np.zeros((4, 256), np.int64)  # seq, reason, address, src
         self.op_first = np.zeros(0, np.int64)
         self.op_end = np.zeros(0, np.int64)
 
@@ -734,7 +740,7 @@ class Walker:
     def _gap_events(self) -> pa.Table:
         count = int(self.state[_S_GAPS])
         self.state[_S_GAPS] = 0
-        seq, reason, address = self._gaps[:, :count].copy()
+        seq, reason, address, src = self._gaps[:, :count].copy()
         reasons = [GapReason(int(r)) for r in reason]
         return pa.Table.from_pydict(
             {
@@ -747,7 +753,7 @@ class Walker:
                 "value": pa.array(address.astype(np.uint64)),
                 "value1": pa.nulls(count, pa.uint64()),
                 "text": pa.array([self._gap_text(r, int(a)) for r, a in zip(reasons, address, strict=True)]),
-                "src": pa.nulls(count, pa.int64()),
+                "src": pa.array(src),
             },
             schema=SCHEMAS["events"],
         )

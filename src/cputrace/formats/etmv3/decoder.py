@@ -2,8 +2,8 @@
 
 Sniffing knows a snapshot.ini, a trace port capture (frame syncs) and a raw ETMv3 stream that
 starts with an A-sync; memory buffers (ETB, ETR) need `--format etmv3`.
-The packet layer is complete; turning packets into instructions needs the flow layer
-(`cputrace.flow`), so `decode` checks the input and its ETM settings, then says so.
+Packets become instructions by walking the program image (`instructions`): a snapshot's
+core memory dumps, or the images given with `--image` (which then replace the dumps).
 """
 
 from __future__ import annotations
@@ -14,9 +14,12 @@ from typing import ClassVar
 from ...coresight.frames import sniff_layout
 from ...coresight.snapshot import is_snapshot_ini
 from ...errors import CputraceError
+from ...flow import Program
+from ...image import Image
 from ...inputs import InputFile
 from ..base import Batch, DecodeContext
-from .capture import open_captures
+from .capture import Capture, EtmSource, PacketReader, open_captures
+from .instructions import SourceWalk
 
 
 class Etmv3Decoder:
@@ -29,9 +32,45 @@ class Etmv3Decoder:
         return 60 if sniff_layout(head) != "coresight" else 0
 
     def decode(self, source: InputFile, ctx: DecodeContext) -> Iterator[Batch]:
-        captures = open_captures(source.path, ctx.options)
-        names = ", ".join(s.label for c in captures for s in c.sources) or "every trace ID in the buffer"
+        yield from decode_captures(open_captures(source.path, ctx.options), ctx)
+
+
+def decode_captures(
+    captures: list[Capture], ctx: DecodeContext, programs: dict[object, Program] | None = None
+) -> Iterator[Batch]:
+    """Instructions and events of every source of `captures`, in one seq order.
+
+    `programs` holds the decoded program images by core; pass the same dict to decode more
+    captures of the same cores without decoding their code again."""
+    programs = {} if programs is None else programs
+    next_seq = 0
+    for capture in captures:
+        walks: dict[int | None, SourceWalk] = {}
+        for etm, packets in PacketReader(capture):
+            walk = walks.get(etm.trace_id)
+            if walk is None:
+                walk = walks[etm.trace_id] = SourceWalk(etm, _program(programs, capture, etm, ctx))
+            yield from walk.batch(packets, next_seq)
+            next_seq = walk.next_seq
+        for walk in walks.values():
+            yield from walk.finish()
+
+
+def _program(
+    programs: dict[object, Program], capture: Capture, etm: EtmSource, ctx: DecodeContext
+) -> Program:
+    """The program image of the source's core, shared by the sources of the same core."""
+    given = ctx.image()
+    key: object = "given" if given is not None else (etm.core.path if etm.core else None)
+    if key not in programs:
+        programs[key] = Program(given if given is not None else _core_memory(capture, etm))
+    return programs[key]
+
+
+def _core_memory(capture: Capture, etm: EtmSource) -> Image:
+    if capture.snapshot is None or etm.core is None:
         raise CputraceError(
-            f"{source.path}: ETMv3 packets decode (sources {names}; see `cputrace etm packets`), but "
-            "turning them into instructions needs the flow layer, which is not in this version yet"
+            f"{capture.path}: source {etm.label} has no core memory dump to walk; "
+            "give the program with --image"
         )
+    return capture.snapshot.memory(etm.core)

@@ -81,7 +81,7 @@ class BufferWalk:
         ops, op_message = self._ops(buffer, parsed, anchor, checkpoints)
         tables = [*self.walker.run(ops), *self.walker.finish()]
         instructions = _concat("instructions", [t["instructions"] for t in tables])
-        gaps = _with_src(_concat("events", [t["events"] for t in tables]), self.walker.op_first, ops.src)
+        gaps = _concat("events", [t["events"] for t in tables])
         self._message_events(buffer, parsed, op_message, ops, instructions, checkpoints, events)
         yield {"instructions": instructions, "events": gaps}
         yield from self._complete(buffer, ops, instructions, events)
@@ -273,8 +273,8 @@ class BufferWalk:
         run = OpBuffer()
         run.add(Op.RUN, count, 0, src=src)
         ops = run.take()
-        for batch in [*self.walker.run(ops), *self.walker.finish()]:
-            yield {**batch, "events": _with_src(batch["events"], self.walker.op_first, ops.src)}
+        yield from self.walker.run(ops)  # this buffer's walk ends here: its held row too
+        yield from self.walker.finish()
         self.stopped_at = buffer.pc
         events.append(
             seq=max(self.walker.next_seq - 1, 0), cpu=CPU, kind="debug", name="debug_entry", value=buffer.pc,
@@ -318,15 +318,6 @@ def _resumes(parsed: Parsed, stopped_at: int) -> bool:
     """Whether the buffer starts with the debugger's return to where the last one stopped."""
     first = parsed.messages[0]
     return first.kind is Kind.INDIRECT and first.address is not None and first.address & ~1 == stopped_at & ~1
-
-
-def _with_src(events: pa.Table, op_first: np.ndarray, op_src: np.ndarray) -> pa.Table:
-    """The walk's gap events with the input place of the op they were found at."""
-    if not events.num_rows:
-        return events
-    op = np.searchsorted(op_first, events.column("seq").to_numpy(), side="left")
-    src = op_src[np.minimum(op, len(op_src) - 1)]
-    return events.set_column(events.schema.get_field_index("src"), "src", pa.array(src, pa.int64()))
 
 
 def _concat(table: str, tables: list[pa.Table]) -> pa.Table:

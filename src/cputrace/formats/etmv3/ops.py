@@ -1,0 +1,168 @@
+"""ETMv3 packets as waypoint ops for `flow.Walker`: one compiled pass over a packet table.
+
+- I-sync: SYNC at its address (the walk starts, or is re-anchored). With a load/store in
+  progress (LSiP) the address is that of the load/store, which executed without an atom of
+  its own: an E ATOM for it (no cycle count), then SYNC at the branch-format address that
+  follows, where instruction trace goes on.
+- P-header: one ATOM per atom (E executed, N condition failed). In cycle-accurate mode each
+  atom carries its cycles: the W cycles of the P-headers since the last atom, plus its own
+  (format 1: one per atom; format 2: one, on the first atom; format 3: the header's WWW+1
+  cycles, on its E atom; format 4: none). W cycles left when an I-sync comes belong to the
+  trace-off time before it, not to an instruction, when that I-sync has a cycle count (trace
+  on after trace off: its event reports them); a periodic I-sync leaves them to the next atom.
+- Branch address: TARGET (where the E atom before it went), or EXCEPTION at the vector it
+  gives, cancelling the last instruction when its cancel bit is set.
+- Error or resynchronisation after the trace was synchronised: GAP; nothing is walked until
+  the next I-sync.
+- Timestamps become the `time` of the ops that follow.
+
+Packets before the first I-sync give no position and produce no ops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from ...flow import EXCEPTION_CANCELS, NO_TIME, Op, Ops
+from .packets import Packets
+from .protocol import Flag, Kind
+
+# Builder state carried from one packet batch to the next (int64 array).
+S_SYNCED, S_PENDING, S_TIME = range(3)
+STATE_SIZE = 3
+
+_SYNC, _ATOM, _TARGET = int(Op.SYNC), int(Op.ATOM), int(Op.TARGET)
+_EXCEPTION, _GAP = int(Op.EXCEPTION), int(Op.GAP)
+_K_I_SYNC, _K_BRANCH, _K_P_HEADER = int(Kind.I_SYNC), int(Kind.BRANCH), int(Kind.P_HEADER)
+_K_TIMESTAMP, _K_ERROR, _K_UNSYNCED = int(Kind.TIMESTAMP), int(Kind.ERROR), int(Kind.UNSYNCED)
+_F_EXCEPTION, _F_CANCEL, _F_LSIP = int(Flag.EXCEPTION), int(Flag.CANCEL), int(Flag.LSIP)
+
+
+@dataclass
+class PacketOps:
+    """The ops of a packet batch, and for each packet the ops made before it (`before`)."""
+
+    ops: Ops
+    packet: np.ndarray  # int64: the packet row each op comes from
+    before: np.ndarray  # int64, one per packet: ops made from the packets before it
+    pending: np.ndarray  # int64, one per packet: W cycles an I-sync ends (trace-off time), else 0
+    eventful: np.ndarray  # int64: rows of the packets that make events (see `instructions`)
+
+
+def new_state() -> np.ndarray:
+    state = np.zeros(STATE_SIZE, np.int64)
+    state[S_TIME] = NO_TIME
+    return state
+
+
+def packet_ops(packets: Packets, state: np.ndarray, cycle_accurate: bool) -> PacketOps:
+    """The waypoint ops of `packets`, continuing from `state` (updated in place)."""
+    t = packets.table
+    lsip = np.count_nonzero(t["flags"] & _F_LSIP)  # an I-sync with LSiP makes three ops
+    capacity = int(np.maximum(t["count"], 1).sum()) + 2 * lsip if len(t) else 0
+    kind, isa = np.empty(capacity, np.uint8), np.empty(capacity, np.uint8)  # _build fills what it uses
+    a, b = np.empty(capacity, np.uint64), np.empty(capacity, np.uint64)
+    cycles, time, packet = (np.empty(capacity, np.int64) for _ in range(3))
+    before, eventful = np.empty(len(t), np.int64), np.empty(len(t), np.int64)
+    pending = np.zeros(len(t), np.int64)
+    n, events = _build(
+        t["kind"], t["address"], t["address2"], t["isa"], t["atoms"], t["count"], t["cycles"], t["info"],
+        t["flags"], t["exception"], t["value"], cycle_accurate, state,
+        kind, a, b, isa, cycles, time, packet, before, pending, eventful,
+    )  # fmt: skip
+    src = t["offset"][packet[:n]]
+    ops = Ops(kind[:n], a[:n], b[:n], isa[:n], cycles[:n], time[:n], src.astype(np.int64))
+    return PacketOps(ops, packet[:n], before, pending, eventful[:events])
+
+
+@numba.njit(cache=True, nogil=True)
+def _atom_cycles(form: int, index: int, header_cycles: int) -> int:
+    """Cycles a P-header gives its atom `index`, beyond the W cycles before the header."""
+    if form == 1:
+        return 1
+    if form == 2:
+        return 1 if index == 0 else 0
+    if form == 3:
+        return header_cycles
+    return 0
+
+
+@numba.njit(cache=True, nogil=True)
+def _build(
+    p_kind, p_address, p_address2, p_isa, p_atoms, p_count, p_cycles, p_info, p_flags, p_exception, p_value,
+    cycle_accurate, state, kind, a, b, isa, cycles, time, packet, before, pending, eventful,
+):  # fmt: skip
+    n = 0
+    events = 0
+    for p in range(len(p_kind)):
+        before[p] = n
+        k = p_kind[p]
+        if (k != _K_P_HEADER and k != _K_BRANCH) or (k == _K_BRANCH and p_flags[p] & _F_EXCEPTION):
+            eventful[events] = p  # the events layer picks what it reports among these
+            events += 1
+        if k == _K_P_HEADER:
+            count = p_count[p]
+            if state[S_SYNCED] == 0:
+                continue
+            if count == 0:
+                if cycle_accurate and p_cycles[p] > 0:
+                    state[S_PENDING] += p_cycles[p]
+                continue
+            for i in range(count):
+                kind[n] = _ATOM
+                a[n] = 0
+                b[n] = (p_atoms[p] >> i) & 1
+                isa[n] = 0
+                if cycle_accurate:
+                    c = _atom_cycles(p_info[p], i, p_cycles[p])
+                    if i == 0:
+                        c += state[S_PENDING]
+                        state[S_PENDING] = 0
+                    cycles[n] = c
+                else:
+                    cycles[n] = NO_TIME
+                time[n] = state[S_TIME]
+                packet[n] = p
+                n += 1
+        elif k == _K_I_SYNC:
+            if p_cycles[p] >= 0:  # an I-sync with a cycle count: the trace stopped, W cycles end here
+                pending[p] = state[S_PENDING]
+                state[S_PENDING] = 0
+            state[S_SYNCED] = 1
+            n = _add(n, p, _SYNC, p_address[p], 0, p_isa[p], state, kind, a, b, isa, cycles, time, packet)
+            if p_flags[p] & _F_LSIP:  # the load/store ran, then the trace goes on at address2
+                n = _add(n, p, _ATOM, 0, 1, 0, state, kind, a, b, isa, cycles, time, packet)
+                n = _add(
+                    n, p, _SYNC, p_address2[p], 0, p_isa[p], state, kind, a, b, isa, cycles, time, packet
+                )
+        elif k == _K_BRANCH:
+            if state[S_SYNCED] == 0:
+                continue
+            op, bits = _TARGET, 0
+            if p_flags[p] & _F_EXCEPTION and p_exception[p] > 0:
+                op, bits = _EXCEPTION, EXCEPTION_CANCELS if p_flags[p] & _F_CANCEL else 0
+            n = _add(n, p, op, p_address[p], bits, p_isa[p], state, kind, a, b, isa, cycles, time, packet)
+        elif k == _K_TIMESTAMP:
+            state[S_TIME] = np.int64(p_value[p])
+        elif k in (_K_ERROR, _K_UNSYNCED):
+            if state[S_SYNCED] == 0:
+                continue
+            state[S_SYNCED] = 0
+            state[S_PENDING] = 0
+            n = _add(n, p, _GAP, 0, 0, 0, state, kind, a, b, isa, cycles, time, packet)
+    return n, events
+
+
+@numba.njit(cache=True, nogil=True)
+def _add(n, p, op, address, bits, op_isa, state, kind, a, b, isa, cycles, time, packet) -> int:
+    kind[n] = op
+    a[n] = address
+    b[n] = bits
+    isa[n] = op_isa
+    cycles[n] = NO_TIME
+    time[n] = state[S_TIME]
+    packet[n] = p
+    return n + 1

@@ -1,0 +1,297 @@
+"""ETMv3 instructions: the real TC2 trace against DS-5's decode, and runs recorded from the
+corpus programs, encoded into ETM packets by the test encoder, decoded and compared with the
+recording (cycle-accurate or not, alternative branch encoding, exceptions with and without
+cancel, trace off and on, overflow, timestamps, packet errors)."""
+
+from __future__ import annotations
+
+import lzma
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from ds5_listing import read_ds5_listing
+from etm_encoder import EtmEncoder, Step, encode_run
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from paths import DATA
+
+import cputrace
+from cputrace.cli import cli
+from cputrace.errors import CputraceError
+from cputrace.formats.base import DecodeContext
+from cputrace.formats.etmv3 import Kind, open_captures
+from cputrace.formats.etmv3.decoder import decode_captures
+from cputrace.formats.etmv3.packets import HEADER_KINDS
+from cputrace.image import load_elf
+from cputrace.ingest import ingest
+from cputrace.isa import BlockCache
+from cputrace.model import Flag, Isa
+from cputrace.record import record
+
+TC2 = DATA / "etmv3" / "tc2"
+CORPUS = Path(__file__).parent / "corpus"
+# Tarmac exception names -> ETMv3 exception numbers; the cancelling ones
+EXCEPTIONS = {"CoreEvent_SWI": 10, "CoreEvent_UndefinedInstr": 9, "CoreEvent_PrefetchAbort": 11}
+CANCELLING = {9, 11}
+
+
+@pytest.fixture(scope="module")
+def tc2(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The TC2 snapshot with its kernel memory dump (committed xz-compressed)."""
+    folder = tmp_path_factory.mktemp("tc2")
+    for path in TC2.iterdir():
+        if path.is_file() and path.suffix != ".xz":
+            shutil.copy(path, folder)
+    (folder / "kernel_dump.bin").write_bytes(lzma.decompress((TC2 / "kernel_dump.bin.xz").read_bytes()))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tc2_store(tc2: Path, tmp_path_factory: pytest.TempPathFactory) -> cputrace.Trace:
+    result = ingest([tc2 / "snapshot.ini"], tmp_path_factory.mktemp("store") / "s.ctrace", strict=True)
+    return cputrace.Trace(result.store)
+
+
+# --- the real trace -----------------------------------------------------------------------------
+
+
+def test_tc2_source_0x10_equals_ds5(tc2: Path, tmp_path: Path) -> None:
+    """Every instruction of source 0x10 (address, opcode, executed) and its cycle count are
+    DS-5's; so are the cycles of each trace-off period and the timestamps."""
+    listing = read_ds5_listing(TC2 / "ds5-dumps" / "etmv3_0x10.txt.xz")
+    result = ingest([tc2 / "snapshot.ini"], tmp_path / "s.ctrace", strict=True, options={"source": 0x10})
+    t = cputrace.Trace(result.store)
+    rows = t.sql("SELECT pc, opcode, executed, cycles, flags FROM instructions ORDER BY seq").to_pylist()
+    want = [(r.address, r.opcode, not r.failed, r.cycles) for r in listing.instructions]
+    got = [(r["pc"], r["opcode"], r["executed"], r["cycles"]) for r in rows]
+    assert got == want
+    assert (len(got), sum(not r[2] for r in got), sum(r[3] for r in got)) == (7205, 455, 24968)
+    assert all(r["flags"] == Flag.RECONSTRUCTED for r in rows)
+    events = t.sql("SELECT kind, name, value, value1 FROM events ORDER BY seq").to_pylist()
+    trace_on = [e["value1"] for e in events if e["kind"] == "trace_on" and e["name"] == "trace_on"]
+    assert trace_on == listing.cycle_counts
+    stamps = [e["value"] for e in events if e["kind"] == "timestamp"]
+    assert stamps[1:] == listing.timestamps  # DS-5 leaves out the one before the first I-sync
+    assert sum(e["kind"] == "exception_return" for e in events) == 5
+    assert not [e for e in events if e["kind"] == "trace_gap"]
+
+
+def test_tc2_all_sources_decode_without_errors(tc2_store: cputrace.Trace) -> None:
+    counts = tc2_store.sql(
+        "SELECT cpu, count(*) AS n FROM instructions GROUP BY cpu ORDER BY cpu"
+    ).to_pylist()
+    assert [r["n"] for r in counts] == [7205, 7471, 1947]
+    assert tc2_store.sql("SELECT count(*) AS n FROM events WHERE kind = 'trace_gap'").to_pylist()[0]["n"] == 0
+    seqs = tc2_store.sql("SELECT count(DISTINCT seq) AS d, count(*) AS n FROM instructions").to_pylist()[0]
+    assert seqs["d"] == seqs["n"]  # one seq order over the three interleaved sources
+
+
+def test_timestamps_give_instruction_times(tc2_store: cputrace.Trace) -> None:
+    """Instructions take the time of the last timestamp before them."""
+    rows = tc2_store.sql(
+        "SELECT min(time) AS lo, max(time) AS hi, count(time) AS n FROM instructions WHERE cpu = 0"
+    ).to_pylist()[0]
+    assert rows["lo"] == 562536959293 and rows["n"] == 7205
+    assert rows["hi"] <= 562537011402
+
+
+def test_cli_ingest_and_list(tc2: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    store = str(tmp_path / "s.ctrace")
+    result = runner.invoke(cli, ["ingest", str(tc2 / "snapshot.ini"), "--source", "0x10", "-o", store])
+    assert result.exit_code == 0, result.output
+    listed = runner.invoke(cli, ["list", store, "--limit", "3"])
+    assert listed.exit_code == 0 and "c002115c" in listed.output.lower()
+
+
+def test_a_snapshot_without_its_memory_dump_is_a_clear_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["ingest", str(TC2 / "snapshot.ini"), "-o", str(tmp_path / "s")])
+    assert result.exit_code == 1 and "kernel_dump.bin" in result.stderr
+    assert not (tmp_path / "s").exists()
+
+
+# --- recorded runs, encoded ----------------------------------------------------------------------
+
+
+def recorded(program: str, tmp_path: Path) -> list[Step]:
+    """The run of a corpus program as steps, with the exceptions it took."""
+    record(CORPUS / program, tmp_path / "run.tarmac")
+    t = cputrace.Trace(ingest([tmp_path / "run.tarmac"], tmp_path / "run.ctrace", strict=True).store)
+    rows = t.sql("SELECT seq, pc, isa, executed FROM instructions ORDER BY seq").to_pylist()
+    taken = {
+        e["seq"]: EXCEPTIONS[e["name"]]
+        for e in t.sql("SELECT seq, name FROM events WHERE kind = 'exception'").to_pylist()
+        if e["name"] in EXCEPTIONS
+    }
+    return [
+        Step(r["pc"], r["isa"], r["executed"], taken.get(r["seq"]), taken.get(r["seq"]) in CANCELLING)
+        for r in rows
+    ]
+
+
+def registers(enc: EtmEncoder) -> dict[str, int]:
+    """Ingest options: the ETM registers for what `enc` produces (timestamps on, binary)."""
+    etmidr = 0x4100F250 | (enc.alt_branch << 20)
+    return {"etmcr": (enc.cycle_accurate << 12) | (1 << 28), "etmidr": etmidr, "etmccer": 0x10000000}
+
+
+def decoded(enc: EtmEncoder, program: str, tmp_path: Path) -> tuple[list[tuple], list[str]]:
+    stream = tmp_path / "etm.bin"
+    stream.write_bytes(enc.data)
+    options = {**registers(enc), "buffer_format": "source_data", "images": [str(CORPUS / program)]}
+    result = ingest([stream], tmp_path / "etm.ctrace", format="etmv3", strict=True, options=options)
+    t = cputrace.Trace(result.store)
+    rows = t.sql("SELECT pc, isa, executed, flags, cycles, time FROM instructions ORDER BY seq").to_pylist()
+    got = [(r["pc"], r["isa"], r["executed"], bool(r["flags"] & Flag.CANCELLED), r["cycles"], r["time"])
+           for r in rows]  # fmt: skip
+    events = [e["kind"] for e in t.sql("SELECT kind FROM events ORDER BY seq, src").to_pylist()]
+    return got, events
+
+
+def blocks_of(program: str) -> BlockCache:
+    return BlockCache(load_elf(CORPUS / program))
+
+
+@pytest.mark.parametrize("program", ["calls-t32.elf", "calls-a32.elf", "exceptions-a32.elf"])
+@pytest.mark.parametrize(
+    "mode",
+    [{"cycle_accurate": True}, {"cycle_accurate": False}, {"cycle_accurate": True, "alt_branch": True}],
+)
+def test_encoded_runs_decode_to_the_recording(program: str, mode: dict, tmp_path: Path) -> None:
+    steps = recorded(program, tmp_path)
+    enc = EtmEncoder(**mode).a_sync()
+    expected = encode_run(enc, steps, blocks_of(program), rng=random.Random(7), timestamp_every=50)
+    got, events = decoded(enc, program, tmp_path)
+    assert got == expected.rows
+    assert events == expected.events
+    assert len(got) > 100
+
+
+def test_exceptions_cancel_the_instruction_they_interrupt(tmp_path: Path) -> None:
+    steps = recorded("exceptions-a32.elf", tmp_path)
+    assert {s.exception for s in steps} >= {9, 10, 11}
+    enc = EtmEncoder(cycle_accurate=True).a_sync()
+    expected = encode_run(enc, steps, blocks_of("exceptions-a32.elf"), rng=random.Random(1))
+    got, _ = decoded(enc, "exceptions-a32.elf", tmp_path)
+    cancelled = [r for r in got if r[3]]
+    assert cancelled and all(not r[2] for r in cancelled)
+    assert len(cancelled) == sum(s.cancels for s in steps)
+    assert got == expected.rows
+
+
+def test_trace_off_and_overflow_resume_at_their_i_sync(tmp_path: Path) -> None:
+    steps = recorded("calls-t32.elf", tmp_path)
+    resumes = {100: (140, 1), 400: (460, 2)}  # stop after step 100, resume at 140; overflow at 400
+    enc = EtmEncoder(cycle_accurate=True).a_sync()
+    expected = encode_run(enc, steps, blocks_of("calls-t32.elf"), rng=random.Random(3), off=resumes.get)
+    got, events = decoded(enc, "calls-t32.elf", tmp_path)
+    assert got == expected.rows
+    assert len(got) == len(steps) - 39 - 59
+    assert events == expected.events and events.count("overflow") == 1 and events.count("trace_on") == 3
+
+
+def test_an_i_sync_with_a_load_store_in_progress(tmp_path: Path) -> None:
+    """LSiP: the load/store at the I-sync address ran; the trace goes on at the address after."""
+    steps = recorded("calls-t32.elf", tmp_path)
+    blocks = blocks_of("calls-t32.elf")
+    m = next(
+        i for i in range(300, len(steps))
+        if blocks.insn_at(steps[i - 1].pc, Isa[steps[i - 1].isa]).is_load and steps[i - 1].isa == steps[i].isa
+    )  # fmt: skip
+    enc = EtmEncoder(cycle_accurate=True).a_sync()
+    expected = encode_run(enc, steps, blocks, rng=random.Random(5), off={200: (m, 1, True)}.get)
+    got, events = decoded(enc, "calls-t32.elf", tmp_path)
+    assert got == expected.rows
+    assert (got[201][0], got[201][2], got[202][0]) == (steps[m - 1].pc, True, steps[m].pc)
+    assert events.count("trace_on") == 2
+
+
+def test_a_packet_error_is_a_gap_until_the_next_i_sync(tmp_path: Path) -> None:
+    steps = recorded("calls-a32.elf", tmp_path)
+    reserved = next(b for b in range(256) if HEADER_KINDS[b] == Kind.ERROR)
+    blocks = blocks_of("calls-a32.elf")
+    enc = EtmEncoder(cycle_accurate=False).a_sync()
+    first = encode_run(enc, steps[:200], blocks)
+    enc.raw(bytes([reserved, 0x55, 0x66])).a_sync()
+    second = encode_run(enc, steps[300:], blocks)
+    got, events = decoded(enc, "calls-a32.elf", tmp_path)
+    assert got == first.rows + second.rows
+    assert events.count("trace_gap") == 1 and events.count("trace_on") == 2
+
+
+def test_an_indirect_branch_without_its_address_loses_the_place(tmp_path: Path) -> None:
+    """Atoms after an indirect branch whose address packet is missing are not guessed."""
+    steps = recorded("calls-a32.elf", tmp_path)
+    blocks = blocks_of("calls-a32.elf")
+    enc = EtmEncoder().a_sync()
+    branch, dropped = enc.branch, []
+
+    def drop_one(address: int, isa: str | None = None, **kw) -> EtmEncoder:
+        if dropped or kw.get("exception") is not None:
+            return branch(address, isa, **kw)
+        dropped.append(address)
+        return enc
+
+    enc.branch = drop_one  # type: ignore[method-assign]
+    encode_run(enc, steps, blocks)
+    assert dropped
+    got, events = decoded(enc, "calls-a32.elf", tmp_path)
+    assert "trace_gap" in events
+    assert len(got) < len(steps)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=200))
+def test_any_bytes_after_an_i_sync_decode_or_fail_cleanly(data: bytes, tmp_path: Path) -> None:
+    enc = EtmEncoder(cycle_accurate=True).a_sync().i_sync(0x8000, "A32", 1, cycles=0)
+    stream = tmp_path / "etm.bin"
+    stream.write_bytes(enc.data + data)
+    options = {**registers(enc), "buffer_format": "source_data", "images": [str(CORPUS / "calls-a32.elf")]}
+    ctx = DecodeContext(options=options)
+    try:
+        for batch in decode_captures(open_captures(stream, options), ctx):
+            for table in batch.values():
+                assert table.num_rows >= 0
+    except CputraceError:
+        pass
+
+
+def test_a_bare_buffer_without_an_image_is_a_clear_error(tmp_path: Path) -> None:
+    stream = tmp_path / "etm.bin"
+    stream.write_bytes(EtmEncoder().a_sync().i_sync(0x8000, "A32", 1).atoms("EEN").data)
+    args = [
+        "ingest",
+        str(stream),
+        "--format",
+        "etmv3",
+        "--etmcr",
+        "0x10000000",
+        "--buffer-format",
+        "source_data",
+    ]
+    result = CliRunner().invoke(cli, [*args, "-o", str(tmp_path / "s")])
+    assert result.exit_code == 1 and "--image" in result.stderr
+
+
+def test_the_deprecated_exception_encoding(tmp_path: Path) -> None:
+    """ETMv3.0's byte-5 exception form (ARM state only, no SVC or Undef code): each exception
+    of the run sent as an IRQ to the same ARM vector decodes to the same instructions."""
+    steps = recorded("exceptions-a32.elf", tmp_path)
+    enc = EtmEncoder().a_sync()
+    branch = enc.branch
+
+    def deprecated(address: int, isa: str | None = None, *, exception: int | None = None, **kw) -> EtmEncoder:
+        if exception is None or isa != "A32":
+            return branch(address, isa, exception=exception, **kw)
+        return enc.deprecated_exception(address, 1, kw.get("cancel", False))  # code 1: IRQ
+
+    enc.branch = deprecated  # type: ignore[method-assign]
+    expected = encode_run(enc, steps, blocks_of("exceptions-a32.elf"))
+    got, _ = decoded(enc, "exceptions-a32.elf", tmp_path)
+    assert got == expected.rows
+    store = cputrace.Trace(tmp_path / "etm.ctrace")
+    names = store.sql("SELECT name FROM events WHERE kind = 'exception'").column("name").to_pylist()
+    assert names and set(names) == {"IRQ"}
