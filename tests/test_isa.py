@@ -464,3 +464,9 @@ def test_thumb_facts_match_ds5_listing_of_tc2_trace() -> None:
             assert following[0] == info.next_address, hex(address)
     assert len([r for r in records if r]) == 7205
     assert checked_targets > 300
+
+
+def test_sparc_words_capstone_cannot_print_still_decode() -> None:
+    coprocessor_branch = sparc_insn(0x01F00000, 0)  # op=0, op2=7: CBccc
+    assert coprocessor_branch.mnemonic == ".word" and coprocessor_branch.is_branch
+    assert sparc_insn(0x01C00000, 0).mnemonic == ".word"

@@ -147,6 +147,8 @@ class _Fields(NamedTuple):
 
 def _fallback_text(word: int) -> tuple[str, str]:
     """Mnemonic and operands for valid V8 instructions that capstone cannot print."""
+    if word >> 30 == 0:  # a format-2 word capstone lacks (coprocessor branches): no text to give
+        return ".word", f"0x{word:08x}"
     fields = _Fields.of(word)
     if word >> 30 != 3:
         rs1, rd = _REGISTERS[fields.rs1], _REGISTERS[fields.rd]
