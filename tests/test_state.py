@@ -111,11 +111,6 @@ def test_little_endian_reference(indextest: cputrace.Trace) -> None:
     _check_against_ref(indextest, STATE / "indextest-li.ref")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the Tarmac decoder has no big-endian option yet: MR/MW values are stored as printed, "
-    "so the store cannot tell the byte order of core accesses from LD/ST lines in memory order",
-)
 def test_big_endian_reference(tmp_path: Path) -> None:
     store = tmp_path / "bi.ctrace"
     ingest([STATE / "indextest.tarmac"], store, options={"byte_order": "big"})

@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ...errors import CputraceError
 from ...inputs import InputFile, LineChunk, line_chunks, prefetched
 from ...model import ISA_NAMES, SCHEMAS, Flag, Isa
 from ...regnames import canonical_register
@@ -119,7 +120,8 @@ class TarmacDecoder:
 
     def _records(self, source: InputFile, ctx: DecodeContext) -> Iterator[Batch]:
         default_isa = Isa[ctx.options.get("default_isa", "T32")]
-        assembler = _Assembler(source.path, ctx, TarmacLineParser(default_isa))
+        big_endian = _big_endian(ctx)
+        assembler = _Assembler(source.path, ctx, TarmacLineParser(default_isa, big_endian), big_endian)
         stream = source.open()
         try:
             with ThreadPoolExecutor(max_workers=2) as pool:
@@ -137,11 +139,20 @@ class TarmacDecoder:
         ctx.notes["time_unit"] = assembler.timescale.unit
 
 
+def _big_endian(ctx: DecodeContext) -> bool:
+    """The `byte_order` option: `little` (default) or `big` (MR/MW values big-endian)."""
+    order = str(ctx.options.get("byte_order", "little")).lower()
+    if order not in ("little", "big"):
+        raise CputraceError(f"byte_order must be little or big, not {order!r}")
+    return order == "big"
+
+
 class _Assembler:
     """Turns one scanned chunk into model tables, in input order."""
 
-    def __init__(self, path: str, ctx: DecodeContext, parser: TarmacLineParser) -> None:
+    def __init__(self, path: str, ctx: DecodeContext, parser: TarmacLineParser, big_endian: bool) -> None:
         self.path = path
+        self.big_endian = big_endian
         self.ctx = ctx
         self.parser = parser
         self.timescale = TimeScale()
@@ -184,7 +195,7 @@ class _Assembler:
         )  # fmt: skip
         for name, table in (
             ("registers", _merge(fast["registers"], rows.registers.to_table())),
-            ("memory", _merge(fast["memory"], rows.memory.to_table())),
+            ("memory", _merge(self._core_memory(fast["memory"]), rows.memory.to_table())),
             ("events", rows.events.to_table()),  # only the line parser makes events, in order
         ):
             line = table.column("src").to_numpy() - first
@@ -194,6 +205,14 @@ class _Assembler:
         update_last_seq(insn_cpu, self.carry.seq_base, self.carry.last_seq)
         self.carry.seq_base += len(insn_line)
         return batch
+
+    def _core_memory(self, table: pa.Table) -> pa.Table:
+        """The scanner's MR/MW rows, their printed values read in the trace's byte order."""
+        if not self.big_endian or not table.num_rows:
+            return table
+        size = table.column("size").to_numpy().astype(np.uint64)
+        value = table.column("value").to_numpy().byteswap() >> (np.uint64(64) - np.uint64(8) * size)
+        return table.set_column(table.schema.get_field_index("value"), "value", pa.array(value, pa.uint64()))
 
     # -- time and core of every line -------------------------------------------------------
 
@@ -347,8 +366,6 @@ def _fast_memory(scan: Scan, first: int) -> pa.Table:
         schema=SCHEMAS["memory"],
     )
     return fast
-
-
 
 
 def _strings(offsets: np.ndarray, buf: np.ndarray) -> pa.Array:

@@ -116,8 +116,9 @@ def split_power_of_two(lo: int, hi: int) -> list[tuple[int, int]]:
 class TarmacLineParser:
     """Parses Tarmac lines into model rows; keeps the little state some dialects need."""
 
-    def __init__(self, default_isa: Isa = Isa.T32) -> None:
+    def __init__(self, default_isa: Isa = Isa.T32, big_endian: bool = False) -> None:
         self.default_isa = default_isa
+        self.big_endian = big_endian  # MR/MW data printed as a big-endian value: memory order
         self._diagram_line = -2  # line number of the last LD/ST line (continuations follow)
         self._diagram_kind = ""
         self._pending_exception: tuple[int, int, str] | None = None  # (line, row, name)
@@ -409,7 +410,7 @@ class TarmacLineParser:
             raise LineError("memory data in hex")
         else:
             data_be, known_be = parse_hex_value("".join(data_tokens))
-            data = data_be if memory_order else data_be[::-1]
+            data = data_be if memory_order or self.big_endian else data_be[::-1]
             width = len(data)
             if width > size and width & (width - 1) == 0:
                 # a narrow access printed as the whole aligned bus word (Cortex-M RTL fetches)
