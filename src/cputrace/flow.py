@@ -6,7 +6,7 @@ control went. A decoder turns its records into a column of *waypoint ops* (`Ops`
 RECONSTRUCTED, plus `trace_gap` events where the walk cannot go on.
 
 The walk is one compiled loop over ops. Instruction facts come from a `Program`: every
-address the walk reaches is decoded once (a basic block at a time, through `isa.BlockCache`)
+address the walk reaches is decoded once (a basic block at a time, `isa.decode_block`)
 into flat arrays, and the links between blocks are cached in those arrays, so a loop that
 runs a million times costs one decode and a million array reads. When the loop meets an
 address not yet decoded it returns to Python, which decodes the block and resumes it.
@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from .image import Image, ImageError
-from .isa import BlockCache, InsnInfo
+from .isa import BlockCache, InsnInfo, decode_block
 from .model import ISA_NAMES, SCHEMAS, Flag, Isa
 
 
@@ -201,7 +201,8 @@ class Program:
     """
 
     def __init__(self, image: Image, capacity: int = 4096) -> None:
-        self.blocks = BlockCache(image)
+        self.image = image
+        self.blocks = BlockCache(image)  # whole blocks, for decoders that need facts beside the walk
         self.count = 0
         self.pc = np.zeros(capacity, np.uint64)
         self.size = np.zeros(capacity, np.uint8)
@@ -218,19 +219,13 @@ class Program:
     def decode(self, key: int) -> None:
         """Decode the block at `key` (address << 3 | ISA) into the arrays."""
         address, isa = key >> 3, Isa(key & 7)
-        try:
-            block = self.blocks.block_at(address, isa)
+        try:  # up to the next branch, or to code decoded before from an earlier entry point
+            block = decode_block(self.image, address, isa, known=lambda at: _key(at, isa) in self.index)
         except (ImageError, ValueError) as exc:  # ValueError: an instruction set isa/ cannot decode
             self.index.add(np.array([key], np.int64), np.array([_NO_CODE], np.int64))
             self.failures[key] = str(exc)
             return
-        new: list[InsnInfo] = []
-        for info in block.insns:
-            delay_slot = bool(new) and new[-1].delay_slot
-            if _key(info.address, isa) in self.index and not delay_slot:
-                break  # the rest was decoded before, from an earlier entry point
-            new.append(info)
-        self._append(new, isa)
+        self._append(list(block.insns), isa)
 
     def _append(self, insns: list[InsnInfo], isa: Isa) -> None:
         n, start = len(insns), self.count

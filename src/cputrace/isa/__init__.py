@@ -4,7 +4,7 @@ Decoders of compressed traces walk the program image with these; a BlockCache ma
 (address, ISA) cost one decode however often the walk passes it.
 """
 
-from .blocks import MAX_BLOCK, Block, BlockCache, Stop
+from .blocks import MAX_BLOCK, Block, BlockCache, Stop, decode_block
 from .disasm import Disassembler, fill_disasm, opcode_bytes
 from .dispatch import SUPPORTED_ISAS, decode, decode_run
 from .insn import InsnInfo, Kind
@@ -22,6 +22,7 @@ __all__ = [
     "Stop",
     "condition_name",
     "decode",
+    "decode_block",
     "decode_run",
     "fill_disasm",
     "it_conditions",
