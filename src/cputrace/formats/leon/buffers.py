@@ -92,15 +92,21 @@ def sidecar_settings(path: str, base: dict[str, Any]) -> dict[str, Any]:
     return _settings(loaded, str(sidecar), base)
 
 
-def read_raw(source: InputFile, settings: dict[str, Any]) -> Buffer:
-    """A raw dump: whole 16-byte lines, big-endian words."""
+def _read_capped(source: InputFile, expected: str) -> bytes:
+    """The whole input, which a trace buffer keeps small; an error past MAX_BUFFER_BYTES."""
     stream = source.open()
     try:
         data = read_exactly(stream, MAX_BUFFER_BYTES + 1, source.path)
     finally:
         stream.close()
     if len(data) > MAX_BUFFER_BYTES:
-        raise TraceFormatError(source.path, str(MAX_BUFFER_BYTES), "a trace buffer dump of at most 64 MiB")
+        raise TraceFormatError(source.path, f"byte {MAX_BUFFER_BYTES}", expected)
+    return data
+
+
+def read_raw(source: InputFile, settings: dict[str, Any]) -> Buffer:
+    """A raw dump: whole 16-byte lines, big-endian words."""
+    data = _read_capped(source, "a trace buffer dump of at most 64 MiB")
     if not data or len(data) % LINE_BYTES:
         raise TraceFormatError(
             source.path, f"byte {len(data) - len(data) % LINE_BYTES}",
@@ -113,13 +119,7 @@ def read_raw(source: InputFile, settings: dict[str, Any]) -> Buffer:
 
 def read_text(source: InputFile, base: dict[str, Any]) -> list[Buffer]:
     """The text form: `# leon-trace key=value ...` headers and four hex words per line."""
-    stream = source.open()
-    try:
-        data = read_exactly(stream, MAX_BUFFER_BYTES + 1, source.path)
-    finally:
-        stream.close()
-    if len(data) > MAX_BUFFER_BYTES:
-        raise TraceFormatError(source.path, "0", "a trace buffer listing of at most 64 MiB")
+    data = _read_capped(source, "a trace buffer listing of at most 64 MiB")
     buffers: list[Buffer] = []
     settings = dict(base)
     rows: list[tuple[int, ...]] = []
