@@ -325,6 +325,7 @@ def _fast_instructions(scan: Scan, first: int) -> pa.Table:
     )
     return fast
 
+
 def _fast_registers(scan: Scan, first: int) -> pa.Table:
     f = scan.reg
     n = len(f["line"])
@@ -344,6 +345,7 @@ def _fast_registers(scan: Scan, first: int) -> pa.Table:
         schema=SCHEMAS["registers"],
     )
     return fast
+
 
 def _fast_memory(scan: Scan, first: int) -> pa.Table:
     f = scan.mem
