@@ -218,3 +218,14 @@ def test_symbols_and_source_lines_resolve_for_every_corpus_program(program) -> N
     if "calls" in program:  # C built with -g1: line tables
         file, line = image.lines.lines_for(main)
         assert file.endswith("calls.c") and line > 0
+
+
+def test_vector_options_are_numbers_in_any_base_and_bad_ones_are_clear_errors(tmp_path: Path) -> None:
+    flow_trace(EXAMPLES / "quicksort.tarmac", EXAMPLES / "quicksort.elf", tmp_path / "f.tarmac")
+    runner = CliRunner()
+    trace, elf = str(tmp_path / "f.tarmac"), str(EXAMPLES / "quicksort.elf")
+    given = ["ingest", trace, "--image", elf, "--option"]
+    ok = runner.invoke(cli, [*given, "vbar=0x8800", "-o", str(tmp_path / "a")])
+    assert ok.exit_code == 0, ok.output
+    bad = runner.invoke(cli, [*given, "vector_base=high", "-o", str(tmp_path / "b")])
+    assert bad.exit_code == 1 and "vector_base" in bad.output and "Traceback" not in bad.output

@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Protocol
 
 import pyarrow as pa
 
-from ..errors import TraceFormatError
+from ..errors import CputraceError, TraceFormatError
 from ..image import Image, load_image_spec
 from ..inputs import InputFile
 
@@ -16,6 +16,8 @@ Batch = dict[str, pa.Table]
 """Rows for some of the model's tables, in input order; `seq` counts from 0 per input."""
 
 MAX_WARNINGS_KEPT = 50
+HIGH_VECTORS = 0xFFFF0000
+"""Where ARM exception vectors are with SCTLR.V set."""
 
 
 @dataclass
@@ -58,3 +60,35 @@ class Decoder(Protocol):
     def decode(self, source: InputFile, ctx: DecodeContext) -> Iterator[Batch]:
         """The input's records as batches of model rows."""
         ...
+
+
+def option_number(options: dict[str, Any], name: str) -> int | None:
+    """A numeric decoder option: an int, or a string in any base Python reads (0x...)."""
+    value = options.get(name)
+    if value is None or isinstance(value, int):
+        return value
+    try:
+        return int(str(value), 0)
+    except ValueError:
+        raise CputraceError(f"option {name}: expected a number, got {value!r}") from None
+
+
+def option_flag(options: dict[str, Any], name: str) -> bool:
+    """A yes/no decoder option: a bool, or true/false, yes/no, on/off, 1/0."""
+    value = options.get(name)
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    text = str(value).lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise CputraceError(f"option {name}: expected true or false, got {value!r}")
+
+
+def arm_vector_base(options: dict[str, Any]) -> int:
+    """Where ARM exception vectors are: `vector_base`, else high (0xFFFF0000) or low (0)."""
+    base = option_number(options, "vector_base")
+    if base is not None:
+        return base
+    return HIGH_VECTORS if option_flag(options, "high_vectors") else 0

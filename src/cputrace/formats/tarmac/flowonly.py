@@ -6,7 +6,7 @@ the walk runs in sequence from the last target to the source and takes the branc
 Exceptions (`E` records) become TRAP and EXCEPTION ops: SWI, undefined-instruction and
 prefetch-abort (BKPT) exceptions come from an instruction the walk finds; the vector is the
 record's second value when it has one (as `cputrace record` writes), else it comes from the
-event number and the `vector_base` option (A32/T32, default 0) or `vbar` (A64, unknown
+event number and the `vector_base`/`high_vectors` options (A32/T32, default 0) or `vbar` (A64, unknown
 without it). A Reset record with an address starts the walk there.
 Interrupts and aborts happen between branches at a point the trace does not give: a
 `trace_gap` event says so.
@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from ...flow import EXCEPTION_NO_VECTOR, NO_TIME, Op, OpBuffer, Ops, Program, Walker
 from ...image import Image
 from ...model import SCHEMAS, Isa
-from ..base import Batch, DecodeContext
+from ..base import Batch, DecodeContext, arm_vector_base, option_number
 
 # A32/T32 exception numbers (Fast Models event table) -> vector offset, and whether an
 # instruction the walk can find (SVC, UDF, BKPT for a prefetch abort) raised it.
@@ -49,9 +49,8 @@ class BranchFlow:
     def __init__(self, image: Image, ctx: DecodeContext) -> None:
         self.image = image
         self.program = Program(image)
-        self.vector_base = int(ctx.options.get("vector_base", 0))
-        vbar = ctx.options.get("vbar")
-        self.vbar = None if vbar is None else int(vbar)
+        self.vector_base = arm_vector_base(ctx.options)
+        self.vbar = option_number(ctx.options, "vbar")
         self.walkers: dict[int, Walker] = {}
         self.seq = 0  # the seq the next instruction of any core gets
         self.has_instructions = False

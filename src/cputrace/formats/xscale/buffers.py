@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import CputraceError, TraceFormatError
+from ...errors import TraceFormatError
+from ..base import option_number
 
 BUFFER_BYTES = 256
 _OPENOCD_HEADER = 16
@@ -165,14 +166,3 @@ def read_buffers(data: bytes, path: str, options: dict) -> list[TraceBuffer]:
 
 def _strip(line: bytes) -> bytes:
     return line.split(b"#", 1)[0].strip()
-
-
-def option_number(options: dict, name: str) -> int | None:
-    """A numeric option: an int, or a string in any base Python reads (0x...)."""
-    value = options.get(name)
-    if value is None or isinstance(value, int):
-        return value
-    try:
-        return int(str(value), 0)
-    except ValueError:
-        raise CputraceError(f"option {name}: expected a number, got {value!r}") from None

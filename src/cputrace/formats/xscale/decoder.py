@@ -8,14 +8,14 @@ text form and OpenOCD's dump file; a raw buffer needs `--format xscale`.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from ...errors import CputraceError, TraceFormatError
 from ...inputs import InputFile, read_exactly
-from ..base import Batch, DecodeContext
-from .buffers import looks_like_openocd, looks_like_text, option_number, read_buffers
+from ..base import Batch, DecodeContext, arm_vector_base
+from .buffers import looks_like_openocd, looks_like_text, read_buffers
 from .messages import parse_messages
-from .walk import HIGH_VECTORS, BufferWalk
+from .walk import BufferWalk
 
 MAX_INPUT_BYTES = 64 << 20
 """Larger than any series of 256-byte buffers a debugger collects; read whole."""
@@ -48,7 +48,7 @@ class XscaleDecoder:
         finally:
             stream.close()
         buffers = read_buffers(data, source.path, ctx.options)
-        walk = BufferWalk(image, vector_base(ctx.options))
+        walk = BufferWalk(image, arm_vector_base(ctx.options))
         for buffer in buffers:
             if ctx.strict:
                 bad = parse_messages(buffer).bad_index
@@ -56,22 +56,3 @@ class XscaleDecoder:
                     raise TraceFormatError(source.path, buffer.where(bad), "an XScale message byte",
                                            f"0x{buffer.data[bad]:02x}")  # fmt: skip
             yield from walk.buffer(buffer)
-
-
-def vector_base(options: dict[str, Any]) -> int:
-    """Where the exception vectors are: `vector_base`, else high (0xFFFF0000) or low (0)."""
-    base = option_number(options, "vector_base")
-    if base is not None:
-        return base
-    return HIGH_VECTORS if _flag(options.get("high_vectors"), "high_vectors") else 0
-
-
-def _flag(value: object, name: str) -> bool:
-    if value is None or isinstance(value, bool):
-        return bool(value)
-    text = str(value).lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise CputraceError(f"option {name}: expected true or false, got {value!r}")

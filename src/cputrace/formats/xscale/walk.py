@@ -39,7 +39,6 @@ from ..base import Batch
 from .buffers import TraceBuffer
 from .messages import VECTOR_NAMES, Kind, Message, Parsed, instructions_of, parse_messages
 
-HIGH_VECTORS = 0xFFFF0000
 ABORTS = frozenset({3, 4})  # prefetch and data abort: the instruction hit did not complete
 MAX_PENDING = 16  # instructions after the last message: fewer, or a roll-over would be written
 CPU = 0
