@@ -16,7 +16,6 @@ import pyarrow.compute as pc
 import xxhash
 
 from .errors import CputraceError
-from .formats import DecodeContext, get_decoder, sniff
 from .inputs import Fingerprint, InputFile
 from .model import TABLES
 from .store import STORE_SUFFIX, StoreWriter, is_store, read_manifest
@@ -148,6 +147,8 @@ def ingest(
     store = Path(output) if output is not None else default_store_path(inputs)
     if reuse and store_is_current(store, inputs):
         return IngestResult(store, read_manifest(store), reused=True)
+    from .formats import DecodeContext, get_decoder, sniff  # the decoders load when first needed
+
     ctx = DecodeContext(strict=strict, options=dict(options or {}))
     stats = _Stats()
     started = time.perf_counter()

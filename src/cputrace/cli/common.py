@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import importlib
 import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import click
 import duckdb
@@ -59,6 +60,22 @@ def open_trace_arg(trace: str) -> Trace:
 
 
 class _Group(click.Group):
+    """The command group: reports CputraceError as exit 1, and imports command modules lazily.
+
+    `modules` maps each command to the module that defines it, so a command pays only for
+    the imports it needs (start-up matters for short commands).
+    """
+
+    modules: ClassVar[dict[str, str]] = {}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.modules, *self.commands})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.commands and name in self.modules:
+            importlib.import_module(f"{__package__}.{self.modules[name]}")
+        return super().get_command(ctx, name)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)

@@ -1,4 +1,4 @@
-"""Commands that make and read a store: ingest, info, list, sql."""
+"""Commands that read a store: info, list, sql."""
 
 from __future__ import annotations
 
@@ -11,73 +11,9 @@ from rich.console import Console
 from rich.table import Table
 
 from ..export.tarmac import write_tarmac
-from ..formats import DECODERS
 from ..image import Image, load_image_spec
-from ..ingest import ingest
-from ..inputs import Fingerprint
 from ..isa import Disassembler, fill_disasm
-from .common import cli, err, json_value, open_trace_arg, plain, progress, write_rows
-from .etm import etm_input_options, etm_options
-
-
-@cli.command("ingest")
-@click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("-o", "--output", type=click.Path(), help="Store directory (default INPUT.ctrace).")
-@click.option("--format", "fmt", type=click.Choice(sorted(DECODERS)), help="Input format (default: sniffed).")
-@click.option("--strict", is_flag=True, help="Stop at the first record that does not parse.")
-@click.option(
-    "--default-isa",
-    type=click.Choice(["A32", "T32", "A64"]),
-    help="ISA of Tarmac instructions that do not name one (default T32, as on Cortex-M).",
-)
-@click.option(
-    "--image", "images", multiple=True, metavar="PATH[@ADDR]",
-    help="Program image (ELF, Intel HEX, S-record, raw binary at ADDR) to recover the instructions "
-    "a flow-only trace leaves out; repeatable.",
-)  # fmt: skip
-@click.option(
-    "--option", "decoder_options", multiple=True, metavar="KEY=VALUE",
-    help="A decoder option (docs/formats.md), e.g. high_vectors=true, vector_base=0x8000, xscale_pc=0x8040; "
-    "repeatable.",
-)  # fmt: skip
-@etm_input_options
-def ingest_cmd(
-    inputs: tuple[str, ...], output: str | None, fmt: str | None, strict: bool, default_isa: str | None,
-    images: tuple[str, ...], decoder_options: tuple[str, ...], **etm: object,
-) -> None:  # fmt: skip
-    """Decode INPUT... into a store (Parquet tables + manifest.json)."""
-    options: dict[str, object] = {"default_isa": default_isa} if default_isa else {}
-    if images:
-        options["images"] = list(images)
-    options.update(etm_options(etm))
-    for item in decoder_options:
-        key, equals, value = item.partition("=")
-        if not equals or not key.strip():
-            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--option")
-        options[key.strip()] = value.strip()
-    total = sum(Fingerprint.of(p).size for p in inputs)
-
-    def said_format(path: str, name: str) -> None:
-        how = "given" if fmt else "sniffed"
-        err.print(f"{path}: format {name} ({how})")
-
-    with progress(total, "ingesting") as hook:
-        result = ingest(
-            inputs, output, format=fmt, strict=strict, options=options, progress=hook,
-            on_format=said_format,
-        )  # fmt: skip
-    m = result.manifest
-    counts = m["counts"]
-    click.echo(
-        f"{result.store}: {counts['instructions']:,} instructions, {counts['registers']:,} "
-        f"register writes, {counts['memory']:,} memory accesses, {counts['events']:,} events "
-        f"in {m['ingest_seconds']:.2f} s"
-    )
-    warnings = m["warnings"]
-    if warnings["count"]:
-        err.print(f"{warnings['count']:,} records kept as text events with warnings, e.g.:")
-        for sample in warnings["samples"][:5]:
-            err.print(f"  {sample}")
+from .common import cli, json_value, open_trace_arg, plain, write_rows
 
 
 @cli.command("info")
