@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from cputrace.isa import BlockCache
 from cputrace.model import Isa
@@ -42,6 +43,7 @@ class EtmEncoder:
     alt_branch: bool = False
     timestamp_64: bool = False
     data_address: bool = False
+    data_value: bool = False
     data_only: bool = False
     out: bytearray = field(default_factory=bytearray)
     address: int = 0
@@ -322,18 +324,61 @@ class Step:
     cancels: bool = False  # the exception cancels it (undefined instruction, prefetch abort)
 
 
+@dataclass(frozen=True)
+class Transfer:
+    """One recorded data transfer of an instruction."""
+
+    op: str  # R, W
+    addr: int
+    size: int
+    value: int
+
+
 @dataclass
 class Expected:
     """What a decoder should give for an encoded run: rows of (pc, isa, executed, cancelled,
-    cycles, time) and event kinds in order."""
+    cycles, time), event kinds in order, and memory rows (seq, op, addr, size, value; None
+    for what the trace did not carry)."""
 
     rows: list[tuple[int, str, bool, bool, int | None, int | None]] = field(default_factory=list)
     events: list[str] = field(default_factory=list)
+    memory: list[tuple[int, str, int | None, int, int | None]] = field(default_factory=list)
+
+
+TRACED, NOT_TRACED, FILTERED = "traced", "not traced", "filtered"
+"""What the data filter does with a transfer: traced, a value-not-traced packet, no packet."""
+
+
+def encode_data(
+    enc: EtmEncoder, seq: int, transfers: list[Transfer], choice: Callable[[int], str], expected: Expected
+) -> None:
+    """The data packets of one instruction's transfers, in address order as the core makes
+    them. Transfers before the first one `choice` traces make no packet (a partially traced
+    LSM); after it every transfer has one, a value-not-traced packet when `choice` says so.
+    The address goes with the first packet and with any not sequential to the one before."""
+    previous: int | None = None
+    for k, t in enumerate(sorted(transfers, key=lambda t: t.addr)):
+        how = choice(k)
+        if previous is None and how != TRACED:
+            continue
+        address = t.addr if enc.data_address and (previous is None or t.addr != previous + 4) else None
+        if how == TRACED:
+            value = t.value if enc.data_value else 0
+            size = 0 if not value else 1 if value < 0x100 else 2 if value < 0x10000 else 4
+            enc.normal_data(value, size, address)
+        else:
+            enc.value_not_traced(address)
+        previous = t.addr
+        expected.memory.append((
+            seq, t.op, t.addr if enc.data_address else None, t.size,
+            t.value if how == TRACED and enc.data_value else None,
+        ))  # fmt: skip
 
 
 def encode_run(
     enc: EtmEncoder, steps: list[Step], blocks: BlockCache, *, rng: random.Random | None = None,
     off: Callable[[int], tuple[int, ...] | None] = lambda i: None, timestamp_every: int = 0,
+    memory: dict[int, list[Transfer]] | None = None, data: Callable[[int, int], str] = lambda i, k: TRACED,
 ) -> Expected:  # fmt: skip
     """Encode `steps` into `enc` as an ETM would: an I-sync, atoms, a branch address after
     each taken branch whose target the image does not give, an exception branch address
@@ -342,7 +387,9 @@ def encode_run(
     reason[, LSiP]): the trace stops after step i and resumes with an I-sync at that step
     (reason 2: overflow); with LSiP true, the I-sync gives the load/store before that step
     as in progress, and the step as where the trace goes on. `timestamp_every` n sends a
-    timestamp before every n-th step."""
+    timestamp before every n-th step. `memory` gives the transfers of steps by index: each
+    executed step's are sent as data packets after the P-header with its atom, traced or not
+    as `data(i, k)` says for transfer k (see `encode_data`)."""
     expected = Expected()
     pending = ""  # non-cycle-accurate atoms not yet in a P-header
     time: int | None = None
@@ -380,6 +427,9 @@ def encode_run(
         expected.rows.append(
             (step.pc, step.isa, step.executed and not step.cancels, step.cancels, cycles, time)
         )
+        if memory and step.executed and not step.cancels and i in memory:
+            flush()
+            encode_data(enc, len(expected.rows) - 1, memory[i], partial(data, i), expected)
         following = steps[i + 1] if i + 1 < len(steps) else None
         if following is not None:
             info = blocks.insn_at(step.pc, Isa[step.isa])

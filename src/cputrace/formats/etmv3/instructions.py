@@ -7,7 +7,8 @@ trace stopped, in cycle-accurate mode, including the W cycles after the last ato
 `overflow` event when the reason is overflow, `exception` per branch address with exception
 information (`number` and `name` the exception, `value` the vector), `exception_return`,
 `timestamp` (`value`), and `trace_gap` for packet errors and resynchronisation. An event's
-seq is that of the last instruction before it.
+seq is that of the last instruction before it. With data trace on, data packets become
+`memory` rows (`data`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ...flow import Op, Program, Walker
 from ...model import SCHEMAS
 from ..base import Batch
 from .capture import EtmSource
+from .data import DataMatcher
 from .ops import PacketOps, new_state, packet_ops
 from .packets import Packets
 from .protocol import ERROR_TEXT, I_SYNC_REASONS, Flag, Kind, exception_name
@@ -37,17 +39,32 @@ class SourceWalk:
         self.walker = Walker(program, cpu=source.cpu)
         self.state = new_state()
         self.cycle_accurate = source.config.cycle_accurate
+        config = source.config
+        traces_data = config.data_value or config.data_address
+        self.data = DataMatcher(program, config, source.cpu) if traces_data else None
 
     def batch(self, packets: Packets, next_seq: int) -> Iterator[Batch]:
         """Rows of one packet batch, numbered from `next_seq` (then see `next_seq`)."""
         self.walker.next_seq = next_seq
         first_seq = next_seq
         built = packet_ops(packets, self.state, self.cycle_accurate)
-        yield from self.walker.run(built.ops)
+        yield from self._seen(self.walker.run(built.ops))
         yield {"events": self._events(packets, built, first_seq)}
+        if self.data is not None:
+            self.data.add(packets, built, self.walker.op_end, first_seq)
+            yield from self.data.rows()
 
     def finish(self) -> Iterator[Batch]:
-        yield from self.walker.finish()
+        yield from self._seen(self.walker.finish())
+        if self.data is not None:
+            yield from self.data.rows(final=True)
+
+    def _seen(self, batches: Iterator[Batch]) -> Iterator[Batch]:
+        """The walk's batches, with their instructions shown to the data matcher."""
+        for batch in batches:
+            if self.data is not None:
+                self.data.see(batch["instructions"])
+            yield batch
 
     @property
     def next_seq(self) -> int:

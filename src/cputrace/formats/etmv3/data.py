@@ -1,0 +1,211 @@
+"""ETMv3 data packets as `memory` rows, each given the seq of the load or store it belongs to.
+
+A data packet belongs to the most recently traced data instruction: the last executed
+load/store walked before it (instructions may run before a transfer completes, so it need
+not be the last instruction). Consecutive packets of one instruction are its transfers in
+order. Only the first traced transfer of a load/store-multiple carries the data address
+(later ones carry it only when not sequential), so transfer k without an address is at the
+last given address + 4 per transfer since. A partially traced LSM starts at whichever
+transfer the filter first matched, with its address. Values:
+- normal data: the value when ETMCR traces values (leading zero bytes are not sent);
+- value not traced, and out-of-order placeholders: a row with value null; an out-of-order
+  data packet later in the same batch fills the value of the placeholder with its tag.
+The row's `size` is the instruction's access size; `addr` is null when no address is traced.
+
+A data packet with no load/store to belong to (before the first instruction, after a trace
+gap until the next trace-on I-sync, or past the instruction's transfers), and an
+out-of-order value without its placeholder, are `trace_gap` events named
+`unexpected_data`: the transfer is lost, never guessed.
+
+Matching needs the instruction rows up to a packet's position; the walker holds its last
+row back until the next batch, so packets wait (`pending`) until those rows have been seen.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import numba
+import numpy as np
+import pyarrow as pa
+
+from ...flow import Program
+from ...model import SCHEMAS, Isa
+from ..base import Batch
+from .config import EtmConfig
+from .ops import PacketOps
+from .packets import Packets
+from .protocol import Kind
+
+_DATA_KINDS = (Kind.NORMAL_DATA, Kind.VALUE_NOT_TRACED, Kind.OOO_PLACEHOLDER, Kind.OOO_DATA)
+_BYTE = re.compile(r"^(ldr|str)(s?b|exb|bt|sbt)|^swpb")
+_HALF = re.compile(r"^(ldr|str)(s?h|exh|ht|sht)")
+_UNEXPECTED_TEXT = "data packet with no load/store to belong to: its transfer is lost"
+
+# Matcher state carried between batches (int64): the owning instruction's seq, its transfers
+# so far, and the last traced address with the transfer it was given for.
+S_OWNER, S_COUNT, S_ANCHOR, S_ANCHOR_K = range(4)
+NO_ANCHOR = -1
+
+
+def access_size(mnemonic: str) -> int:
+    """Bytes per transfer of a load/store mnemonic (capstone spelling)."""
+    if _BYTE.match(mnemonic):
+        return 1
+    return 2 if _HALF.match(mnemonic) else 4
+
+
+class DataMatcher:
+    """One source's data packets, matched to the load/store instructions its walk yields."""
+
+    def __init__(self, program: Program, config: EtmConfig, cpu: int) -> None:
+        self.program, self.cpu = program, cpu
+        self.values = config.data_value
+        self.facts: dict[int, tuple[int, int, int]] = {}  # key -> (ops bits, transfers, size)
+        self.ls_seq = np.zeros(0, np.int64)  # executed loads/stores seen, in seq order
+        self.ls_facts = np.zeros((0, 3), np.int64)
+        self.seen_end = 0  # every instruction below this seq has been seen
+        self.pending = np.zeros(0, _PENDING)
+        self.floor = -1  # packets still to come lie after the instruction of this seq
+        self.fence = -1  # seq of the last instruction before the latest trace gap or trace-on
+        self.state = np.array([-1, 0, NO_ANCHOR, 0], np.int64)
+
+    def see(self, instructions: pa.Table) -> None:
+        """Note the executed loads and stores among walked instruction rows."""
+        if not len(instructions):
+            return
+        seq = instructions["seq"].to_numpy()
+        self.seen_end = int(seq[-1]) + 1
+        executed = instructions["executed"].fill_null(False).to_numpy(zero_copy_only=False)
+        isa = instructions["isa"].combine_chunks().indices.to_numpy()
+        keys = (instructions["pc"].to_numpy().astype(np.int64) << 3) | isa
+        unique, inverse = np.unique(keys, return_inverse=True)  # a few hundred addresses per batch
+        facts = np.array([self._facts(k) for k in unique.tolist()], np.int64).reshape(-1, 3)[inverse]
+        keep = executed & (facts[:, 0] != 0)
+        self.ls_seq = np.concatenate([self.ls_seq, seq[keep]])
+        self.ls_facts = np.concatenate([self.ls_facts, facts[keep]])
+
+    def _facts(self, key: int) -> tuple[int, int, int]:
+        found = self.facts.get(key)
+        if found is None:
+            info = self.program.blocks.insn_at(key >> 3, Isa(key & 7))
+            ops = (1 if info.is_load else 0) | (2 if info.is_store else 0)
+            found = self.facts[key] = (ops, max(info.transfers, 1), access_size(info.mnemonic))
+        return found
+
+    def add(self, packets: Packets, built: PacketOps, op_end: np.ndarray, first_seq: int) -> None:
+        """Queue a batch's data packets with the seq of the last instruction before each."""
+        t = packets.table
+        if not len(t):
+            return
+        made = built.before
+        at = np.where(made > 0, op_end[np.maximum(made - 1, 0)] - 1 if len(op_end) else 0, first_seq - 1)
+        self.floor = int(at[-1])
+        kind = t["kind"]
+        barrier = (kind == Kind.ERROR) | (kind == Kind.UNSYNCED) | ((kind == Kind.I_SYNC) & (t["info"] != 0))
+        fences = np.maximum(np.maximum.accumulate(np.where(barrier, at, -1)), self.fence)
+        self.fence = int(fences[-1])
+        rows = np.flatnonzero(np.isin(kind, _DATA_KINDS))
+        queued = np.zeros(len(rows), _PENDING)
+        queued["at"], queued["fence"] = at[rows], fences[rows]
+        for name in ("kind", "bits", "address", "value", "info", "offset"):
+            queued[name] = t[name][rows]
+        self.pending = np.concatenate([self.pending, queued])
+
+    def rows(self, final: bool = False) -> Iterator[Batch]:
+        """Memory rows (and unexpected-data events) of the packets whose instructions are known."""
+        ready = len(self.pending) if final else int(np.searchsorted(self.pending["at"], self.seen_end))
+        if ready:
+            p, self.pending = self.pending[:ready], self.pending[ready:]
+            yield self._matched(p)
+        lowest = min(self.floor, int(self.pending["at"][0])) if len(self.pending) else self.floor
+        cut = max(int(np.searchsorted(self.ls_seq, lowest, side="right")) - 1, 0)
+        self.ls_seq, self.ls_facts = self.ls_seq[cut:], self.ls_facts[cut:]  # none later can own a packet
+
+    def _matched(self, p: np.ndarray) -> Batch:
+        n = len(p)
+        seq, address, has_address, op, size, status = (np.zeros(n, np.int64) for _ in range(6))
+        _match(p["kind"], p["at"], p["fence"], p["bits"], p["address"].astype(np.int64), self.ls_seq,
+               self.ls_facts, self.state, seq, address, has_address, op, size, status)  # fmt: skip
+        value_known = (p["kind"] == Kind.NORMAL_DATA) & self.values
+        value = p["value"].astype(np.uint64)
+        _fill_out_of_order(p["kind"], p["info"], value, value_known, status)
+        r = np.flatnonzero(status == _ROW)
+        columns = [
+            pa.array(seq[r]), pa.nulls(len(r), pa.int64()), pa.array(np.full(len(r), self.cpu, np.uint16)),
+            pa.DictionaryArray.from_arrays(pa.array(op[r].astype(np.int32)), pa.array(["R", "W"])),
+            pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(r), np.int32)), pa.array(["core"])),
+            pa.array(size[r].astype(np.uint8)),
+            pa.array(address[r].astype(np.uint64), mask=has_address[r] == 0), pa.nulls(len(r), pa.uint64()),
+            pa.array(value[r], mask=~value_known[r]), pa.nulls(len(r), pa.binary()),
+            pa.nulls(len(r), pa.string()), pa.array(p["offset"][r].astype(np.int64)),
+        ]  # fmt: skip
+        memory = pa.Table.from_arrays(columns, schema=SCHEMAS["memory"])
+        return {"memory": memory, "events": self._unexpected(p[status == _UNEXPECTED])}
+
+    def _unexpected(self, p: np.ndarray) -> pa.Table:
+        n = len(p)
+        return pa.Table.from_arrays(
+            [
+                pa.array(np.maximum(p["at"], 0)), pa.nulls(n, pa.int64()),
+                pa.array(np.full(n, self.cpu, np.uint16)),
+                pa.array(["trace_gap"] * n, pa.string()).dictionary_encode(), pa.nulls(n, pa.int64()),
+                pa.array(["unexpected_data"] * n), pa.nulls(n, pa.uint64()), pa.nulls(n, pa.uint64()),
+                pa.array([_UNEXPECTED_TEXT] * n), pa.array(p["offset"].astype(np.int64)),
+            ],
+            schema=SCHEMAS["events"],
+        )  # fmt: skip
+
+
+_PENDING = np.dtype([("at", "<i8"), ("fence", "<i8"), ("offset", "<i8"), ("value", "<u8"),
+                     ("address", "<u4"), ("kind", "u1"), ("bits", "u1"), ("info", "u1")])  # fmt: skip
+_ROW, _UNEXPECTED, _FILLER = 0, 1, 2
+_K_OOO = int(Kind.OOO_DATA)
+
+
+@numba.njit(cache=True, nogil=True)
+def _match(kind, at, fence, bits, address, ls_seq, ls_facts, state, owner, out_address, has_address, op, size,
+           status):  # fmt: skip
+    """Give each packet its owner seq, transfer address, op (0 read, 1 write) and size, or a status."""
+    for i in range(len(kind)):
+        if kind[i] == _K_OOO:
+            status[i] = _FILLER
+            continue
+        j = np.searchsorted(ls_seq, at[i], side="right") - 1
+        if j < 0 or ls_seq[j] <= fence[i]:
+            status[i] = _UNEXPECTED
+            continue
+        if ls_seq[j] != state[S_OWNER]:
+            state[S_OWNER], state[S_COUNT], state[S_ANCHOR_K] = ls_seq[j], 0, 0
+            state[S_ANCHOR] = NO_ANCHOR
+        k = state[S_COUNT]
+        if k >= ls_facts[j, 1]:
+            status[i] = _UNEXPECTED
+            continue
+        state[S_COUNT] = k + 1
+        if bits[i] > 0:
+            state[S_ANCHOR], state[S_ANCHOR_K] = address[i], k
+        if state[S_ANCHOR] != NO_ANCHOR:
+            out_address[i] = (state[S_ANCHOR] + 4 * (k - state[S_ANCHOR_K])) & 0xFFFFFFFF
+            has_address[i] = 1
+        ops = ls_facts[j, 0]
+        op[i] = 1 if ops == 2 or (ops == 3 and k > 0) else 0  # a swap reads, then writes
+        owner[i] = ls_seq[j]
+        size[i] = ls_facts[j, 2]
+        status[i] = _ROW
+
+
+def _fill_out_of_order(kind, tag, value, value_known, status) -> None:
+    """Out-of-order values into the latest earlier placeholder row with their tag (few packets)."""
+    latest: dict[int, int] = {}  # tag -> placeholder row waiting for its value
+    for i in np.flatnonzero((kind == Kind.OOO_PLACEHOLDER) | (kind == Kind.OOO_DATA)).tolist():
+        if kind[i] == Kind.OOO_PLACEHOLDER:
+            if status[i] == _ROW:
+                latest[int(tag[i])] = i
+            continue
+        waiting = latest.pop(int(tag[i]), None)
+        if waiting is None:
+            status[i] = _UNEXPECTED
+        else:
+            value[waiting], value_known[waiting] = value[i], True

@@ -1,0 +1,212 @@
+"""ETMv3 data trace: runs recorded from the corpus programs (full Tarmac with every memory
+access), encoded with their loads and stores as data packets by the test encoder, decoded,
+and the `memory` table compared with the recording: values and addresses, address-only and
+value-only, LDM/STM/PUSH/POP with the address on the first transfer only, value-not-traced
+placeholders, partially traced LSMs, and data packets that belong to no load/store."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from etm_encoder import FILTERED, NOT_TRACED, TRACED, EtmEncoder, Step, Transfer, encode_run
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_etmv3_decode import recorded as recorded_steps
+
+import cputrace
+from cputrace.errors import CputraceError
+from cputrace.flow import Program
+from cputrace.formats.base import DecodeContext
+from cputrace.formats.etmv3 import open_captures
+from cputrace.formats.etmv3.capture import EtmSource
+from cputrace.formats.etmv3.config import EtmConfig
+from cputrace.formats.etmv3.data import access_size
+from cputrace.formats.etmv3.decoder import decode_captures
+from cputrace.formats.etmv3.instructions import SourceWalk
+from cputrace.formats.etmv3.packets import Packets, decode_packets
+from cputrace.image import load_elf
+from cputrace.ingest import ingest
+from cputrace.isa import BlockCache
+from cputrace.model import Isa
+
+CORPUS = Path(__file__).parent / "corpus"
+
+
+def recorded(program: str, tmp_path: Path) -> tuple[list[Step], dict[int, list[Transfer]]]:
+    """The run of a corpus program as steps (with its exceptions), and the transfers of each
+    load/store step (a table branch's read is no data transfer for the ETM)."""
+    steps = recorded_steps(program, tmp_path)
+    blocks = blocks_of(program)
+    t = cputrace.Trace(tmp_path / "run.ctrace")
+    memory: dict[int, list[Transfer]] = {}
+    for m in t.sql("SELECT seq, op, addr, size, value FROM memory ORDER BY seq").to_pylist():
+        info = blocks.insn_at(steps[m["seq"]].pc, Isa[steps[m["seq"]].isa])
+        if info.is_load or info.is_store:
+            memory.setdefault(m["seq"], []).append(Transfer(m["op"], m["addr"], m["size"], m["value"]))
+    return steps, memory
+
+
+def decoded_memory(enc: EtmEncoder, program: str, tmp_path: Path) -> tuple[list[tuple], list[dict]]:
+    """The memory rows (seq, op, addr, size, value) and events of the decoded stream."""
+    stream = tmp_path / "etm.bin"
+    stream.write_bytes(enc.data)
+    opts = options(enc, program)
+    result = ingest([stream], tmp_path / "etm.ctrace", format="etmv3", strict=True, options=opts)
+    t = cputrace.Trace(result.store)
+    rows = t.sql("SELECT seq, op, addr, size, value FROM memory ORDER BY seq, src").to_pylist()
+    events = t.sql("SELECT kind, name, seq FROM events ORDER BY seq, src").to_pylist()
+    return [tuple(r.values()) for r in rows], events
+
+
+def options(enc: EtmEncoder, program: str) -> dict:
+    """ETMCR for what `enc` produces: bit 2 data values, bit 3 data addresses."""
+    etmcr = (enc.cycle_accurate << 12) | (enc.data_value << 2) | (enc.data_address << 3)
+    images = [str(CORPUS / program)]
+    return {"etmcr": etmcr, "etmidr": 0x4100F250, "buffer_format": "source_data", "images": images}
+
+
+def blocks_of(program: str) -> BlockCache:
+    return BlockCache(load_elf(CORPUS / program))
+
+
+def in_order(rows: list[tuple]) -> list[tuple]:
+    """Rows by seq then address: the recording lists a PUSH's transfers highest first."""
+    return sorted(rows, key=lambda r: (r[0], r[2] if r[2] is not None else 0))
+
+
+@pytest.mark.parametrize("program", ["calls-a32.elf", "calls-t32.elf", "exceptions-a32.elf"])
+@pytest.mark.parametrize(
+    "mode",
+    [
+        {"data_address": True, "data_value": True, "cycle_accurate": True},
+        {"data_address": True, "data_value": True},
+        {"data_address": True},
+        {"data_value": True},
+    ],
+)
+def test_encoded_loads_and_stores_decode_to_the_recorded_memory(
+    program: str, mode: dict, tmp_path: Path
+) -> None:
+    steps, memory = recorded(program, tmp_path)
+    enc = EtmEncoder(**mode).a_sync()
+    expected = encode_run(enc, steps, blocks_of(program), rng=random.Random(3), memory=memory)
+    got, events = decoded_memory(enc, program, tmp_path)
+    assert in_order(got) == in_order(expected.memory)
+    assert not [e for e in events if e["name"] == "unexpected_data"]
+    recorded_rows = sorted((s, t.op, t.addr, t.size, t.value) for s, ts in memory.items() for t in ts)
+    if mode.get("data_address") and mode.get("data_value"):  # everything the recording has
+        assert sorted(got) == recorded_rows
+    multiple = [s for s, ts in memory.items() if len(ts) > 2]
+    assert multiple, "the run has load/store-multiple instructions"
+
+
+def test_packet_batches_of_any_size_give_the_same_memory(tmp_path: Path) -> None:
+    """Packets wait across batches for the instruction rows the walker holds back."""
+    steps, memory = recorded("calls-a32.elf", tmp_path)
+    enc = EtmEncoder(data_address=True, data_value=True).a_sync()
+    expected = encode_run(enc, steps[:3000], blocks_of("calls-a32.elf"), memory=memory)
+    opts = options(enc, "calls-a32.elf")
+    config = EtmConfig(etmcr=opts["etmcr"], etmidr=opts["etmidr"])
+    packets = decode_packets(enc.data, config)
+    for size in (1, 7, 64):
+        walk = SourceWalk(EtmSource(config, None, 0, "-"), Program(load_elf(CORPUS / "calls-a32.elf")))
+        tables = []
+        for start in range(0, len(packets), size):
+            part = Packets(packets.table[start : start + size], packets.stream, packets.stream_pos)
+            tables += [b["memory"] for b in walk.batch(part, walk.next_seq) if "memory" in b]
+        tables += [b["memory"] for b in walk.finish() if "memory" in b]
+        got = pa.concat_tables(tables).select(["seq", "op", "addr", "size", "value"]).to_pylist()
+        assert in_order([tuple(r.values()) for r in got]) == in_order(expected.memory)
+
+
+def test_an_lsm_sends_its_address_once(tmp_path: Path) -> None:
+    """Sequential LSM transfers carry no address: the stream is shorter than with one each."""
+    steps, memory = recorded("calls-a32.elf", tmp_path)
+    enc = EtmEncoder(data_address=True, data_value=True).a_sync()
+    encode_run(enc, steps, blocks_of("calls-a32.elf"), memory=memory)
+    addresses = sum(1 for b in enc.data if b & 0xF3 == 0x22)  # normal data headers with A set
+    transfers = sum(len(ts) for ts in memory.values())
+    assert addresses < transfers  # the header count is an upper bound (value bytes can look alike)
+
+
+def test_value_not_traced_and_partially_traced_lsms(tmp_path: Path) -> None:
+    """Every third transfer's value is not traced; LSMs are traced from their second transfer."""
+    steps, memory = recorded("calls-t32.elf", tmp_path)
+
+    def choice(i: int, k: int) -> str:
+        if len(memory[i]) > 2 and k == 0:
+            return FILTERED
+        return NOT_TRACED if (i + k) % 3 == 0 else TRACED
+
+    for mode in ({"data_address": True, "data_value": True}, {"data_value": True}):
+        enc = EtmEncoder(**mode).a_sync()
+        expected = encode_run(enc, steps, blocks_of("calls-t32.elf"), memory=memory, data=choice)
+        got, events = decoded_memory(enc, "calls-t32.elf", tmp_path)
+        assert in_order(got) == in_order(expected.memory)
+        assert any(r[4] is None for r in got) and any(r[4] is not None for r in got)
+        assert not [e for e in events if e["name"] == "unexpected_data"]
+
+
+def test_a_data_packet_without_a_load_store_is_reported_not_matched(tmp_path: Path) -> None:
+    """A data packet before any load/store, and one past an instruction's transfers."""
+    steps, memory = recorded("calls-a32.elf", tmp_path)
+    blocks = blocks_of("calls-a32.elf")
+    enc = EtmEncoder(data_address=True, data_value=True).a_sync()
+    enc.i_sync(steps[0].pc, steps[0].isa, 1).normal_data(0x1234, 2, 0x9000)
+    first = next(i for i in sorted(memory) if len(memory[i]) == 1 and steps[i].executed)
+    expected = encode_run(enc, steps[: first + 1], blocks, memory=memory)
+    enc.normal_data(0x55, 1)  # a second transfer for a single load/store
+    got, events = decoded_memory(enc, "calls-a32.elf", tmp_path)
+    assert got == expected.memory
+    unexpected = [e for e in events if e["name"] == "unexpected_data"]
+    assert [e["kind"] for e in unexpected] == ["trace_gap", "trace_gap"]
+    assert unexpected[-1]["seq"] == first
+
+
+def test_out_of_order_values_fill_their_placeholder(tmp_path: Path) -> None:
+    steps, memory = recorded("calls-a32.elf", tmp_path)
+    load = next(i for i in sorted(memory) if len(memory[i]) == 1 and memory[i][0].op == "R")
+    t = memory[load][0]
+    enc = EtmEncoder(data_address=True, data_value=True).a_sync()
+    encode_run(enc, steps[: load + 1], blocks_of("calls-a32.elf"))
+    enc.ooo_placeholder(2, t.addr).ooo_data(2, t.value, 4).ooo_data(1, 7, 1)  # tag 1 has no placeholder
+    got, events = decoded_memory(enc, "calls-a32.elf", tmp_path)
+    assert got == [(load, "R", t.addr, t.size, t.value)]
+    assert [e["seq"] for e in events if e["name"] == "unexpected_data"] == [load]
+
+
+def test_data_after_a_trace_gap_waits_for_the_next_i_sync(tmp_path: Path) -> None:
+    steps, memory = recorded("calls-a32.elf", tmp_path)
+    blocks = blocks_of("calls-a32.elf")
+    enc = EtmEncoder(data_address=True, data_value=True).a_sync()
+    first = encode_run(enc, steps[:200], blocks, memory=memory)
+    enc.raw(b"\x3a").a_sync().normal_data(1, 1, 0x100)  # a reserved header, then a stray data packet
+    got, events = decoded_memory(enc, "calls-a32.elf", tmp_path)
+    assert in_order(got) == in_order(first.memory)
+    assert [e["name"] for e in events if e["kind"] == "trace_gap"] == ["error", "unexpected_data"]
+
+
+def test_access_sizes_from_mnemonics() -> None:
+    expected = {
+        "ldrb": 1, "strb": 1, "ldrsb": 1, "ldrexb": 1, "swpb": 1, "ldrh": 2, "strh": 2, "ldrsh": 2,
+        "ldr": 4, "str.w": 4, "ldrd": 4, "push": 4, "pop": 4, "ldm": 4, "stmdb": 4, "swp": 4,
+    }  # fmt: skip
+    assert {m: access_size(m) for m in expected} == expected
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=200))
+def test_any_bytes_with_data_trace_decode_or_fail_cleanly(data: bytes, tmp_path: Path) -> None:
+    enc = EtmEncoder(data_address=True, data_value=True).a_sync().i_sync(0x8000, "A32", 1)
+    stream = tmp_path / "etm.bin"
+    stream.write_bytes(enc.data + bytes([0x82]) + data)
+    opts = options(enc, "calls-a32.elf")
+    try:
+        for batch in decode_captures(open_captures(stream, opts), DecodeContext(options=opts)):
+            for table in batch.values():
+                assert table.num_rows >= 0
+    except CputraceError:
+        pass
