@@ -229,3 +229,30 @@ def test_vector_options_are_numbers_in_any_base_and_bad_ones_are_clear_errors(tm
     assert ok.exit_code == 0, ok.output
     bad = runner.invoke(cli, [*given, "vector_base=high", "-o", str(tmp_path / "b")])
     assert bad.exit_code == 1 and "vector_base" in bad.output and "Traceback" not in bad.output
+
+
+def test_multi_core_flow_trace_walks_each_core_in_one_seq_order(tmp_path: Path) -> None:
+    stream = flow_trace(EXAMPLES / "quicksort.tarmac", EXAMPLES / "quicksort.elf", tmp_path / "f.tarmac")
+    lines = (tmp_path / "f.tarmac").read_text().splitlines()
+    interleaved = []
+    for i, line in enumerate(lines):  # core 1 runs the same program, a few branches behind
+        time, unit, rest = line.split(" ", 2)
+        interleaved.append(f"{time} {unit} cpu0 {rest}")
+        if i >= 3:
+            time, unit, rest = lines[i - 3].split(" ", 2)
+            interleaved.append(f"{time} {unit} cpu1 {rest}")
+    (tmp_path / "mc.tarmac").write_text("\n".join(interleaved) + "\n")
+    result = ingest([tmp_path / "mc.tarmac"], tmp_path / "s.ctrace", strict=True,
+                    options={"images": [str(EXAMPLES / "quicksort.elf")]})  # fmt: skip
+    t = cputrace.Trace(result.store)
+    seqs = t.sql("SELECT seq FROM instructions ORDER BY seq").column("seq").to_pylist()
+    assert seqs == list(range(len(seqs)))  # one seq order over both cores
+    for cpu, branches in ((0, len(lines)), (1, len(lines) - 3)):
+        pcs = t.sql(f"SELECT pc FROM instructions WHERE cpu = {cpu} ORDER BY seq").column("pc").to_pylist()
+        last = int(lines[branches - 1].split()[4], 16)
+        assert pcs == stream.pc[: len(pcs)] and pcs[-1] == last
+    wrong = t.sql(
+        "SELECT count(*) AS n FROM events e JOIN instructions i USING (seq) "
+        "WHERE e.kind = 'branch' AND (e.value <> i.pc OR e.cpu <> i.cpu)"
+    )
+    assert wrong.column("n")[0].as_py() == 0
