@@ -27,11 +27,14 @@ def write_tarmac(trace: Trace, selection: pa.Table, out: TextIO) -> None:
     multicore = len(trace.manifest.get("cpus", [])) > 1
     for start in range(0, selection.num_rows, _BATCH):
         batch = selection.slice(start, _BATCH)
+        seqs = batch.column("seq")
+        low, high = seqs[0].as_py(), seqs[-1].as_py()
         trace.db.register("_selected", batch)
-        try:
+        try:  # the range lets the scan skip row groups (seq only grows); IN keeps a --where exact
             related = {
                 name: trace.sql(
-                    f"SELECT * FROM {name} WHERE seq IN (SELECT seq FROM _selected) ORDER BY seq, src"
+                    f"SELECT * FROM {name} WHERE seq BETWEEN {low} AND {high} "
+                    "AND seq IN (SELECT seq FROM _selected) ORDER BY seq, src"
                 ).to_pylist()
                 for name in ("registers", "memory", "events")
             }
