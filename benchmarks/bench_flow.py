@@ -29,7 +29,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def repeat(ops: Ops, times: int) -> Ops:
-    return Ops(*(np.tile(getattr(ops, f), times) for f in ("kind", "a", "b", "isa", "cycles", "time", "src")))
+    return ops.select(np.tile(np.arange(len(ops)), times))
 
 
 def main() -> None:

@@ -92,7 +92,7 @@ def test_small_batches_and_split_op_streams_change_nothing(quicksort) -> None:
     stream, program = quicksort
     ops = run_ops(stream, program.blocks)
     whole, _, _ = walk(program, ops)
-    halves = [_slice(ops, 0, len(ops) // 2), _slice(ops, len(ops) // 2, len(ops))]
+    halves = [ops.select(slice(0, len(ops) // 2)), ops.select(slice(len(ops) // 2, None))]
     split, _, walker = walk(Program(program.blocks.image), *halves, batch=5)
     assert split.to_pydict() == whole.to_pydict()
     assert walker.next_seq == len(stream.pc)
@@ -257,10 +257,6 @@ def test_sparc_delay_slots_and_annulling(branch, taken, pcs, executed) -> None:
     assert events.num_rows == 0
     assert [pc - 0x40000000 for pc in instructions.column("pc").to_pylist()] == pcs
     assert instructions.column("executed").to_pylist() == executed
-
-
-def _slice(ops: Ops, start: int, stop: int) -> Ops:
-    return Ops(*(getattr(ops, f)[start:stop] for f in ("kind", "a", "b", "isa", "cycles", "time", "src")))
 
 
 OP_ROWS = st.tuples(

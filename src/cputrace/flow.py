@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numba
 import numpy as np
@@ -168,6 +168,17 @@ class Ops:
 
     def __len__(self) -> int:
         return len(self.kind)
+
+    def select(self, which: slice | np.ndarray) -> Ops:
+        """The ops at `which` (a slice, index array or mask), every column alike."""
+        return Ops(*(column[which] for column in self._columns()))
+
+    @classmethod
+    def concat(cls, *parts: Ops) -> Ops:
+        return cls(*(np.concatenate(columns) for columns in zip(*(p._columns() for p in parts), strict=True)))
+
+    def _columns(self) -> tuple[np.ndarray, ...]:
+        return tuple(getattr(self, f.name) for f in fields(self))
 
 
 class OpBuffer:

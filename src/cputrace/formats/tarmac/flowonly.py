@@ -69,10 +69,10 @@ class BranchFlow:
         op_end = np.zeros(len(ops), np.int64)
         out: list[Batch] = []
         for start, stop in _runs(op_cpu):
-            cpu = int(op_cpu[start])
-            walker = self._walker(cpu, _slice(ops, start, stop), op_tick[start:stop])
+            run = ops.select(slice(start, stop))
+            walker = self._walker(int(op_cpu[start]), run, op_tick[start:stop])
             walker.next_seq = self.seq
-            out += walker.run(_slice(ops, start, stop))
+            out += walker.run(run)
             op_first[start:stop], op_end[start:stop] = walker.op_first, walker.op_end
             self.seq = walker.next_seq
         result = dict(batch)
@@ -111,7 +111,7 @@ class BranchFlow:
         start.add(Op.SYNC, entry & ~1 if isa is Isa.T32 else entry, 0, isa)
         sync = start.take()
         probe = Walker(self.program)
-        batches = [*probe.run(_concat_ops(sync, _slice(ops, first, first + 1))), *probe.finish()]
+        batches = [*probe.run(Ops.concat(sync, ops.select(slice(first, first + 1)))), *probe.finish()]
         gaps = sum(b["events"].num_rows for b in batches)
         if gaps or (ticks[first] > 0 and probe.next_seq != ticks[first]):
             return None
@@ -140,11 +140,11 @@ class BranchFlow:
         if n and (isa == 255).any():  # no ISA letter: the target keeps the source's ISA
             isa[isa == 255] = Isa.A64 if self.image.symbols.state_at(int(fd.a[0])) is Isa.A64 else Isa.A32
         exc, exc_cpu = self._exception_ops(events)
-        ops = _concat_ops(fd, exc)
+        ops = Ops.concat(fd, exc)
         cpus = np.concatenate([cpu, exc_cpu])
         order = np.argsort(ops.src, kind="stable")
         ticks = np.concatenate([ticks, np.full(len(exc), -1, np.int64)])
-        return _take(ops, order), cpus[order], ticks[order]
+        return ops.select(order), cpus[order], ticks[order]
 
     def _exception_ops(self, events: pa.Table) -> tuple[Ops, np.ndarray]:
         """TRAP/EXCEPTION ops for the `E` exception records (a few: built one by one)."""
@@ -232,20 +232,6 @@ def _int64(column: pa.ChunkedArray) -> np.ndarray:
     return pc.fill_null(column, NO_TIME).to_numpy().astype(np.int64)
 
 
-def _slice(ops: Ops, start: int, stop: int) -> Ops:
-    return Ops(*(getattr(ops, f)[start:stop] for f in _FIELDS))
-
-
-def _take(ops: Ops, order: np.ndarray) -> Ops:
-    return Ops(*(getattr(ops, f)[order] for f in _FIELDS))
-
-
-def _concat_ops(*parts: Ops) -> Ops:
-    return Ops(*(np.concatenate([getattr(p, f) for p in parts]) for f in _FIELDS))
-
-
 def _concat(table: str, tables: list[pa.Table]) -> pa.Table:
     return pa.concat_tables(tables) if tables else SCHEMAS[table].empty_table()
 
-
-_FIELDS = ("kind", "a", "b", "isa", "cycles", "time", "src")
