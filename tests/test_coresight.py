@@ -13,7 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from paths import DATA, shared
 
-from cputrace.coresight import Deformatter, deformat, is_snapshot_ini, read_snapshot, sniff_layout
+from cputrace.coresight.frames import Deformatter, deformat
+from cputrace.coresight.snapshot import read_snapshot
+from cputrace.coresight.sniff import is_snapshot_ini, sniff_layout
 from cputrace.errors import CputraceError
 
 TC2 = DATA / "etmv3" / "tc2"  # a copy of ../shared/data/tc2-etmv3 (see its NOTICE)

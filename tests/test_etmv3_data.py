@@ -20,8 +20,7 @@ import cputrace
 from cputrace.errors import CputraceError
 from cputrace.flow import Program
 from cputrace.formats.base import DecodeContext
-from cputrace.formats.etmv3 import open_captures
-from cputrace.formats.etmv3.capture import EtmSource
+from cputrace.formats.etmv3.capture import EtmSource, open_captures
 from cputrace.formats.etmv3.config import EtmConfig
 from cputrace.formats.etmv3.data import access_size
 from cputrace.formats.etmv3.decoder import decode_captures

@@ -22,9 +22,10 @@ import cputrace
 from cputrace.cli import cli
 from cputrace.errors import CputraceError
 from cputrace.formats.base import DecodeContext
-from cputrace.formats.etmv3 import Kind, open_captures
+from cputrace.formats.etmv3.capture import open_captures
 from cputrace.formats.etmv3.decoder import decode_captures
 from cputrace.formats.etmv3.packets import HEADER_KINDS
+from cputrace.formats.etmv3.protocol import Kind
 from cputrace.image import load_elf
 from cputrace.ingest import ingest
 from cputrace.isa import BlockCache

@@ -20,18 +20,10 @@ from paths import DATA
 from cputrace.cli import cli
 from cputrace.errors import CputraceError
 from cputrace.formats import sniff
-from cputrace.formats.etmv3 import (
-    EtmConfig,
-    Flag,
-    Kind,
-    PacketDecoder,
-    PacketReader,
-    Packets,
-    decode_packets,
-    open_captures,
-)
-from cputrace.formats.etmv3.config import bare_buffer_settings
-from cputrace.formats.etmv3.protocol import ErrorReason
+from cputrace.formats.etmv3.capture import PacketReader, open_captures
+from cputrace.formats.etmv3.config import EtmConfig, bare_buffer_settings
+from cputrace.formats.etmv3.packets import PacketDecoder, Packets, decode_packets
+from cputrace.formats.etmv3.protocol import ErrorReason, Flag, Kind
 from cputrace.model import Isa
 
 TC2 = DATA / "etmv3" / "tc2"  # a copy of ../shared/data/tc2-etmv3 (see its NOTICE)

@@ -17,7 +17,7 @@ from paths import DATA
 
 from cputrace.cli import cli
 from cputrace.errors import TraceFormatError
-from cputrace.formats import DECODERS, sniff
+from cputrace.formats import get_decoder, sniff
 from cputrace.formats.base import DecodeContext
 from cputrace.ingest import ingest
 from cputrace.inputs import InputFile
@@ -34,7 +34,7 @@ def recording() -> tuple[enc.Step, ...]:
 
 def decode(path: Path, fmt: str, *, image: bool = False, strict: bool = False) -> dict[str, pa.Table]:
     ctx = DecodeContext(strict=strict, options={"images": [str(ELF)]} if image else {})
-    batches = list(DECODERS[fmt].decode(InputFile(path), ctx))
+    batches = list(get_decoder(fmt).decode(InputFile(path), ctx))
     tables = {name: pa.concat_tables([b[name] for b in batches]) for name in SCHEMAS}
     for name, table in tables.items():
         assert table.schema == SCHEMAS[name]

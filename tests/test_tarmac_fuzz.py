@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from cputrace.errors import TraceFormatError
 from cputrace.formats.base import DecodeContext
-from cputrace.formats.tarmac import TarmacDecoder
+from cputrace.formats.tarmac.decoder import TarmacDecoder
 from cputrace.inputs import InputFile, compression_of
 
 TOKENS = [

@@ -17,8 +17,9 @@ from cputrace.cli import cli
 from cputrace.errors import CputraceError, TraceFormatError
 from cputrace.formats import sniff
 from cputrace.formats.base import DecodeContext
-from cputrace.formats.xscale import TraceBuffer, XscaleDecoder, parse_messages, read_buffers
-from cputrace.formats.xscale.messages import Kind
+from cputrace.formats.xscale.buffers import TraceBuffer, read_buffers
+from cputrace.formats.xscale.decoder import XscaleDecoder
+from cputrace.formats.xscale.messages import Kind, parse_messages
 from cputrace.image import load_elf
 from cputrace.inputs import InputFile, compression_of
 from cputrace.isa import BlockCache

@@ -9,26 +9,20 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import click
-import duckdb
-import pyarrow as pa
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
 
 from .. import __version__
 from ..errors import CputraceError
-from ..ingest import ProgressHook
 from ..inputs import Fingerprint
-from ..trace import Trace
-from ..trace import open as open_trace
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ..ingest import ProgressHook
+    from ..trace import Trace
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -39,6 +33,8 @@ def progress(total: int, label: str) -> Iterator[ProgressHook | None]:
     if not sys.stderr.isatty():
         yield None
         return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+
     columns = (
         "{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
         TimeRemainingColumn(),
@@ -50,6 +46,9 @@ def progress(total: int, label: str) -> Iterator[ProgressHook | None]:
 
 def open_trace_arg(trace: str) -> Trace:
     """A store, or a raw input ingested (once) into its cached store."""
+    from ..trace import Trace
+    from ..trace import open as open_trace
+
     path = Path(trace)
     if not path.exists():
         raise click.BadParameter(f"{trace}: no such file or store", param_hint="TRACE")
@@ -82,7 +81,10 @@ class _Group(click.Group):
         except CputraceError as exc:
             err.print(f"[red]error:[/red] {exc}", markup=True)
             sys.exit(1)
-        except duckdb.Error as exc:
+        except Exception as exc:
+            duckdb = sys.modules.get("duckdb")  # only a command that imported DuckDB can raise its errors
+            if duckdb is None or not isinstance(exc, duckdb.Error):
+                raise
             err.print(f"[red]error:[/red] SQL: {exc}", markup=True)
             sys.exit(2)
 

@@ -1,68 +1,24 @@
-"""ETMv3 commands (`etm packets`) and the ETM input options that `ingest` shares."""
+"""ETMv3 commands: `etm packets`."""
 
 from __future__ import annotations
 
 import csv
 import json
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import click
 
-from ..coresight.frames import LAYOUTS, FrameStats
+from ..coresight.frames import FrameStats
 from ..formats.etmv3.capture import Capture, EtmSource, PacketReader, open_captures, split_sources
 from ..formats.etmv3.listing import FIELDS, packet_fields, packet_text
 from ..formats.etmv3.packets import Packets
 from ..formats.etmv3.protocol import KIND_NAMES
 from .common import cli, err
+from .etmoptions import etm_input_options, etm_options
 
 RAW_SHOWN = 16  # raw bytes printed per packet in text listings
 RAW_WIDTH = 3 * RAW_SHOWN + 2
-
-
-class _Number(click.ParamType):
-    """An integer in Python syntax: 0x10001860, 268441696, 0b1..."""
-
-    name = "number"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        if isinstance(value, int):
-            return value
-        try:
-            return int(str(value), 0)
-        except ValueError:
-            self.fail(f"{value!r} is not a number (write 0x11 or 17)", param, ctx)
-
-
-NUMBER = _Number()
-
-
-def etm_input_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The options that say which ETMv3 source to decode and, for bare buffers, how."""
-    options = [
-        click.option("--source", type=NUMBER, help="Only the trace source with this trace ID (e.g. 0x11)."),
-        click.option(
-            "--etm-config", type=click.Path(exists=True, dir_okay=False),
-            help="Bare buffer: ETM registers from an ini ([etm] etmcr=...) or JSON file.",
-        ),
-        click.option("--etmcr", type=NUMBER, help="Bare buffer: ETM main control register."),
-        click.option("--etmidr", type=NUMBER, help="Bare buffer: ETM ID register (default 0x4100F250)."),
-        click.option("--etmccer", type=NUMBER, help="Bare buffer: configuration code extension register."),
-        click.option(
-            "--buffer-format", type=click.Choice(LAYOUTS),
-            help="Bare buffer: formatter frames in memory, a trace port capture, or one raw source.",
-        ),
-    ]  # fmt: skip
-    for option in reversed(options):
-        command = option(command)
-    return command
-
-
-def etm_options(values: dict[str, Any]) -> dict[str, Any]:
-    """The given ETM input options as ingest options (DecodeContext.options)."""
-    keys = ("source", "etm_config", "etmcr", "etmidr", "etmccer", "buffer_format")
-    return {key: values[key] for key in keys if values.get(key) is not None}
 
 
 @cli.group("etm")
@@ -140,5 +96,3 @@ def _report(capture: Capture, stats: FrameStats | None) -> None:
             "unfinished last frame"
         )
 
-
-__all__ = ["etm_input_options", "etm_options"]

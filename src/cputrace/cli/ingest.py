@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import click
 
-from ..formats import DECODERS
+from ..formats import FORMATS
 from ..ingest import ingest
 from ..inputs import Fingerprint
 from .common import cli, err, progress
-from .etm import etm_input_options, etm_options
+from .etmoptions import etm_input_options, etm_options
 
 
 @cli.command("ingest")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", type=click.Path(), help="Store directory (default INPUT.ctrace).")
-@click.option("--format", "fmt", type=click.Choice(sorted(DECODERS)), help="Input format (default: sniffed).")
+@click.option("--format", "fmt", type=click.Choice(sorted(FORMATS)), help="Input format (default: sniffed).")
 @click.option("--strict", is_flag=True, help="Stop at the first record that does not parse.")
 @click.option(
     "--default-isa",

@@ -1,27 +1,6 @@
-"""CoreSight infrastructure shared by every trace protocol: formatter frames and snapshots."""
+"""CoreSight infrastructure shared by every trace protocol.
 
-from .frames import (
-    FORMATTED_LAYOUTS,
-    LAYOUTS,
-    Deformatter,
-    FrameStats,
-    SourceBytes,
-    deformat,
-    sniff_layout,
-)
-from .snapshot import Device, Snapshot, TraceBuffer, is_snapshot_ini, read_snapshot
-
-__all__ = [
-    "FORMATTED_LAYOUTS",
-    "LAYOUTS",
-    "Deformatter",
-    "Device",
-    "FrameStats",
-    "Snapshot",
-    "SourceBytes",
-    "TraceBuffer",
-    "deformat",
-    "is_snapshot_ini",
-    "read_snapshot",
-    "sniff_layout",
-]
+`sniff` recognises inputs from their first bytes, `frames` removes the formatter's 16-byte
+frames, `snapshot` reads snapshot directories. Import the module you need: `frames` loads the
+compiled deformatter, which sniffing an input must not wait for.
+"""

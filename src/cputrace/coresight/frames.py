@@ -26,10 +26,9 @@ from dataclasses import dataclass, field
 import numba
 import numpy as np
 
-FRAME_BYTES = 16
-LAYOUTS = ("coresight", "dstream_coresight", "source_data")
+from .sniff import FRAME_BYTES
+
 FORMATTED_LAYOUTS = ("coresight", "dstream_coresight")
-FULL_SYNC = b"\xff\xff\xff\x7f"
 HALF_SYNC = b"\xff\x7f"
 
 NO_ID = -1
@@ -285,18 +284,3 @@ def deformat(
     """All sources of a whole formatted buffer held in memory."""
     deformatter = Deformatter(layout)
     return deformatter.feed(buffer, 0, final=True), deformatter.stats
-
-
-def sniff_layout(head: bytes) -> str:
-    """The likely layout of a bare buffer from its first bytes.
-
-    A full frame sync cannot be frame content (its FF bytes would be IDs 0x7F), so one means a
-    port capture, unless it is part of a frame of four at a frame boundary (memory padding). A
-    single ETM stream usually starts with an A-sync (five 0x00 then 0x80). Otherwise: frames
-    in memory."""
-    at = head.find(FULL_SYNC)
-    if at >= 0 and (at % FRAME_BYTES or head[at : at + FRAME_BYTES] != FULL_SYNC * 4):
-        return "dstream_coresight"
-    if head.startswith(b"\x00" * 5) and head.lstrip(b"\x00")[:1] == b"\x80":
-        return "source_data"
-    return "coresight"

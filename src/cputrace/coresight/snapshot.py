@@ -159,7 +159,3 @@ def read_snapshot(path: str | os.PathLike[str]) -> Snapshot:
     )
 
 
-def is_snapshot_ini(head: bytes) -> bool:
-    """True for the start of a snapshot.ini: a [snapshot] or [device_list] section."""
-    text = head[:4096].decode("latin-1").lower()
-    return "[device_list]" in text or text.lstrip().startswith("[snapshot]")

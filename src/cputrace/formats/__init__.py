@@ -1,52 +1,96 @@
-"""Input decoders and the sniffing that picks one from an input's first bytes."""
+"""Input formats: what each is called, how it is recognised, and where its decoder lives.
+
+Sniffers are small and load with this module; a decoder (and the compiled code, capstone or
+image readers it needs) loads only when an input of its format is decoded, so starting a
+command does not pay for every format.
+"""
 
 from __future__ import annotations
 
-from ..errors import TraceFormatError
-from .armulator import ArmulatorDecoder
-from .base import Batch, DecodeContext, Decoder
-from .etmv3 import Etmv3Decoder
-from .leon import LeonAhbDecoder, LeonItbDecoder, LeonTextDecoder
-from .tarmac import TarmacDecoder
-from .xscale import XscaleDecoder
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
 
-DECODERS: dict[str, Decoder] = {
-    decoder.name: decoder
-    for decoder in (
-        TarmacDecoder(),
-        ArmulatorDecoder(),
-        Etmv3Decoder(),
-        XscaleDecoder(),
-        LeonItbDecoder(),
-        LeonAhbDecoder(),
-        LeonTextDecoder(),
+from ..errors import TraceFormatError
+from . import armulator
+from .base import Batch, DecodeContext, Decoder
+from .etmv3 import sniff as etmv3_sniff
+from .leon import buffers as leon_buffers
+from .tarmac import sniff as tarmac_sniff
+from .xscale import sniff as xscale_sniff
+
+
+@dataclass(frozen=True, slots=True)
+class Format:
+    name: str
+    description: str
+    decoder: str  # "module:Class" under this package, imported when first needed
+    sniff: Callable[[bytes], int] | None = None  # how sure (0-100); None: never sniffed, name it
+
+
+FORMATS: dict[str, Format] = {
+    f.name: f
+    for f in (
+        Format(
+            "tarmac", "Arm Tarmac text traces (Fast Models, RTL, cycle models, gem5)",
+            "tarmac.decoder:TarmacDecoder", tarmac_sniff.sniff,
+        ),
+        Format(
+            "armulator", "ARMulator Tracer output (ARM ADS/SDT): I, M/B, R and E lines",
+            "armulator:ArmulatorDecoder", armulator.sniff,
+        ),
+        Format(
+            "etmv3", "Arm ETMv3 trace: CoreSight snapshots (snapshot.ini) and trace buffers",
+            "etmv3.decoder:Etmv3Decoder", etmv3_sniff.sniff,
+        ),
+        Format(
+            "xscale", "Intel XScale trace buffers (raw, text, OpenOCD xscale dump_trace); needs --image",
+            "xscale.decoder:XscaleDecoder", xscale_sniff.sniff,
+        ),
+        Format(
+            "leon-itb", "LEON3/4 (GR740) instruction trace buffer, raw 16-byte lines (DUMP.json)",
+            "leon.decoder:LeonItbDecoder",
+        ),
+        Format(
+            "leon-ahb", "GR740 AHB trace buffer, raw 16-byte lines (settings in DUMP.json)",
+            "leon.decoder:LeonAhbDecoder",
+        ),
+        Format(
+            "leon-text", "LEON/GR740 trace buffer lines as four hex words, with # leon-trace headers",
+            "leon.decoder:LeonTextDecoder", leon_buffers.text_score,
+        ),
     )
-}
+}  # fmt: skip
 
 SNIFF_THRESHOLD = 30
 
+_loaded: dict[str, Decoder] = {}
+
 
 def get_decoder(name: str) -> Decoder:
-    try:
-        return DECODERS[name]
-    except KeyError:
-        known = ", ".join(sorted(DECODERS))
-        raise KeyError(f"unknown format {name!r} (known: {known})") from None
+    """The decoder of the format called `name`, imported on first use."""
+    if name not in FORMATS:
+        known = ", ".join(sorted(FORMATS))
+        raise KeyError(f"unknown format {name!r} (known: {known})")
+    if name not in _loaded:
+        module, cls = FORMATS[name].decoder.split(":")
+        _loaded[name] = getattr(importlib.import_module(f"{__name__}.{module}"), cls)()
+    return _loaded[name]
 
 
 def sniff(head: bytes, path: str) -> Decoder:
-    """The decoder most confident about `head`; a clear error when none is."""
+    """The decoder of the format most confident about `head`; a clear error when none is."""
     if not head.strip():
         raise TraceFormatError(path, "0", "a trace", "an empty input")
-    scores = sorted(((d.sniff(head), d.name) for d in DECODERS.values()), reverse=True)
+    scores = sorted(((f.sniff(head), f.name) for f in FORMATS.values() if f.sniff), reverse=True)
     best_score, best = scores[0]
     if best_score < SNIFF_THRESHOLD:
-        known = ", ".join(sorted(DECODERS))
+        known = ", ".join(sorted(FORMATS))
         raise TraceFormatError(
             path, "0", f"a recognisable trace format ({known}); name one with --format",
             head[:60].decode("latin-1"),
         )
-    return DECODERS[best]
+    return get_decoder(best)
 
 
-__all__ = ["DECODERS", "Batch", "DecodeContext", "Decoder", "get_decoder", "sniff"]
+__all__ = ["FORMATS", "Batch", "DecodeContext", "Decoder", "Format", "get_decoder", "sniff"]

@@ -328,35 +328,35 @@ class _Parser:
         self._event(src, time, "header", name=key, text=text)
 
 
+def sniff(head: bytes) -> int:
+    """Sure on the Tracer's header; otherwise by the share of lines shaped like its records.
+
+    Tarmac lines start with a time and unit (`12 clk IT ...`), which none of ours do.
+    """
+    text = head.decode("latin-1").replace("\xc2\xa0", " ").replace("\xa0", " ")
+    lines = [line.strip() for line in text.split("\n", SNIFF_LINES)[:SNIFF_LINES]]
+    lines = [line for line in lines if line]
+    if not lines:
+        return 0
+    if any(line.startswith("Source:") and "Armul" in line for line in lines):
+        return 95
+    keys = {line.split(None, 1)[0] for line in lines}
+    if {"Date:", "Options:"} <= keys and any(
+        line.startswith("Options:") and "Trace" in line for line in lines
+    ):
+        return 85
+    ours = sum(1 for line in lines if _SHAPE.match(line))
+    tarmac = sum(1 for line in lines if _TARMAC_TIME.match(line))
+    if tarmac >= ours:
+        return 5 if ours else 0
+    share = ours / len(lines)
+    return round(80 * share) if share > 0.5 else round(40 * share)
+
+
 class ArmulatorDecoder:
     """ARMulator Tracer files: instructions, core and bus memory cycles, registers, events."""
 
     name: ClassVar[str] = "armulator"
-    description: ClassVar[str] = "ARMulator Tracer output (ARM ADS/SDT): I, M/B, R and E lines"
-
-    def sniff(self, head: bytes) -> int:
-        """Sure on the Tracer's header; otherwise by the share of lines shaped like its records.
-
-        Tarmac lines start with a time and unit (`12 clk IT ...`), which none of ours do.
-        """
-        text = head.decode("latin-1").replace("\xc2\xa0", " ").replace("\xa0", " ")
-        lines = [line.strip() for line in text.split("\n", SNIFF_LINES)[:SNIFF_LINES]]
-        lines = [line for line in lines if line]
-        if not lines:
-            return 0
-        if any(line.startswith("Source:") and "Armul" in line for line in lines):
-            return 95
-        keys = {line.split(None, 1)[0] for line in lines}
-        if {"Date:", "Options:"} <= keys and any(
-            line.startswith("Options:") and "Trace" in line for line in lines
-        ):
-            return 85
-        ours = sum(1 for line in lines if _SHAPE.match(line))
-        tarmac = sum(1 for line in lines if _TARMAC_TIME.match(line))
-        if tarmac >= ours:
-            return 5 if ours else 0
-        share = ours / len(lines)
-        return round(80 * share) if share > 0.5 else round(40 * share)
 
     def decode(self, source: InputFile, ctx: DecodeContext) -> Iterator[Batch]:
         parser = _Parser(source.path, ctx)

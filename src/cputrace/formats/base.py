@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import pyarrow as pa
 
 from ..errors import CputraceError, TraceFormatError
-from ..image import Image, load_image_spec
 from ..inputs import InputFile
+
+if TYPE_CHECKING:
+    from ..image import Image
 
 Batch = dict[str, pa.Table]
 """Rows for some of the model's tables, in input order; `seq` counts from 0 per input."""
@@ -34,6 +36,8 @@ class DecodeContext:
     def image(self) -> Image | None:
         """The program image given as `images` (`PATH[@ADDR]` specs, merged), loaded once."""
         if self._image is None and self.options.get("images"):
+            from ..image import Image, load_image_spec  # ELF/DWARF readers load only for images
+
             self._image = Image.merge(load_image_spec(spec) for spec in self.options["images"])
         return self._image
 
@@ -51,11 +55,6 @@ class DecodeContext:
 
 class Decoder(Protocol):
     name: ClassVar[str]
-    description: ClassVar[str]
-
-    def sniff(self, head: bytes) -> int:
-        """How sure (0-100) that an input starting with `head` is in this format."""
-        ...
 
     def decode(self, source: InputFile, ctx: DecodeContext) -> Iterator[Batch]:
         """The input's records as batches of model rows."""

@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from ...coresight.frames import Deformatter, FrameStats, sniff_layout
-from ...coresight.snapshot import SNAPSHOT_INI, Device, Snapshot, is_snapshot_ini, read_snapshot
+from ...coresight.frames import Deformatter, FrameStats
+from ...coresight.snapshot import SNAPSHOT_INI, Device, Snapshot, read_snapshot
+from ...coresight.sniff import is_snapshot_ini, sniff_layout
 from ...errors import CputraceError
 from ...inputs import InputFile, read_exactly
 from .config import EtmConfig, bare_buffer_settings

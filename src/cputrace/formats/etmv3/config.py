@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from ...coresight.frames import LAYOUTS
 from ...coresight.snapshot import Device
+from ...coresight.sniff import LAYOUTS
 from ...errors import CputraceError
 from ...image.snapshot import read_ini_sections
 

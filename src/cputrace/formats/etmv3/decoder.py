@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import ClassVar
 
-from ...coresight.frames import sniff_layout
-from ...coresight.snapshot import is_snapshot_ini
 from ...errors import CputraceError
 from ...flow import Program
 from ...image import Image
@@ -24,12 +22,6 @@ from .instructions import SourceWalk
 
 class Etmv3Decoder:
     name: ClassVar[str] = "etmv3"
-    description: ClassVar[str] = "Arm ETMv3 trace: CoreSight snapshots (snapshot.ini) and trace buffers"
-
-    def sniff(self, head: bytes) -> int:
-        if is_snapshot_ini(head):
-            return 90
-        return 60 if sniff_layout(head) != "coresight" else 0
 
     def decode(self, source: InputFile, ctx: DecodeContext) -> Iterator[Batch]:
         yield from decode_captures(open_captures(source.path, ctx.options), ctx)

@@ -8,7 +8,6 @@ instruction each record belongs to) and builds Arrow tables.
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -24,7 +23,6 @@ from ...inputs import InputFile, LineChunk, line_chunks, prefetched
 from ...model import ISA_NAMES, SCHEMAS, Flag, Isa
 from ...regnames import canonical_register
 from ..base import Batch, DecodeContext
-from .flowonly import BranchFlow
 from .lines import LineError, LineStamp, Rows, TarmacLineParser
 from .scan import KIND_SLOW, MEM_L, MEM_NS, MEM_T, MEM_X, TIME_UNITS, Scan, scan_chunk
 from .stitch import NO_SEQ, assign_seq, fill_forward, update_last_seq
@@ -44,10 +42,6 @@ _MEMORY_ATTRS = [
     for code in range(16)
 ]
 
-_SNIFF_LINE = re.compile(
-    rb"\s*(?:(\d+(?:\.\d+)?)\s*(?:clk|ns|ps|cs|cyc|tic|us|ms|s)\s+)?(?:cpu\d+\s+)?"
-    rb"(?:IT|IS|ES|FD|FI|R|M[RW]\d+\w*|MU\d+_\w+|E|EXC|LD|ST|BR|CACHE|TTW|TTU|TLB|Tarmac Text)\s"
-)
 
 
 @dataclass
@@ -93,26 +87,14 @@ class _Carry:
 
 class TarmacDecoder:
     name = "tarmac"
-    description = "Arm Tarmac text traces (Fast Models, RTL, cycle models, gem5)"
-
-    def sniff(self, head: bytes) -> int:
-        lines = [ln for ln in head.splitlines()[:200] if ln.strip()]
-        if lines and len(head) >= 64 << 10:
-            lines = lines[:-1]  # possibly cut short by the head's size
-        if not lines:
-            return 0
-        score = 0.0
-        for line in lines:
-            m = _SNIFF_LINE.match(line)
-            if m:
-                score += 1.0 if m.group(1) or b"Tarmac Text" in line else 0.5
-        return int(100 * score / len(lines))
 
     def decode(self, source: InputFile, ctx: DecodeContext) -> Iterator[Batch]:
         image = ctx.image()
         if image is None:
             yield from self._records(source, ctx)
             return
+        from .flowonly import BranchFlow  # the walk (capstone, compiled flow) loads only when needed
+
         flow = BranchFlow(image, ctx)  # a program-flow trace's FD/FI records walk the image
         for batch in self._records(source, ctx):
             yield flow.expand(batch)

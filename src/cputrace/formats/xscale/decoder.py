@@ -13,7 +13,7 @@ from typing import ClassVar
 from ...errors import CputraceError, TraceFormatError
 from ...inputs import InputFile, read_exactly
 from ..base import Batch, DecodeContext, arm_vector_base
-from .buffers import looks_like_openocd, looks_like_text, read_buffers
+from .buffers import read_buffers
 from .messages import parse_messages
 from .walk import BufferWalk
 
@@ -23,14 +23,6 @@ MAX_INPUT_BYTES = 64 << 20
 
 class XscaleDecoder:
     name: ClassVar[str] = "xscale"
-    description: ClassVar[str] = (
-        "Intel XScale trace buffers (raw, text, OpenOCD xscale dump_trace); needs --image"
-    )
-
-    def sniff(self, head: bytes) -> int:
-        if looks_like_text(head):
-            return 80
-        return 50 if looks_like_openocd(head) else 0
 
     def decode(self, source: InputFile, ctx: DecodeContext) -> Iterator[Batch]:
         image = ctx.image()
