@@ -127,47 +127,61 @@ def read_exactly(stream: BinaryIO, n: int, path: str) -> bytes:
     """Read up to n bytes, turning decompression failures into input errors."""
     parts = []
     remaining = n
-    try:
+    with _input_errors(path):
         while remaining > 0:
             block = stream.read(remaining)
             if not block:
                 break
             parts.append(block)
             remaining -= len(block)
-    except (OSError, EOFError, lzma.LZMAError, zstandard.ZstdError) as exc:
-        raise TraceFormatError(path, "0", "a readable compressed stream", str(exc)) from exc
     return b"".join(parts)
 
 
-@dataclass
-class LineChunk:
-    """A run of complete lines: `data` ends with a newline unless it is the input's tail."""
+def read_into(stream: BinaryIO, buffer: memoryview, path: str) -> int:
+    """Fill `buffer` from `stream` (less only at its end); decompression failures are input errors."""
+    filled = 0
+    with _input_errors(path):
+        while filled < len(buffer):
+            got = stream.readinto(buffer[filled:])  # type: ignore[attr-defined]
+            if not got:
+                break
+            filled += got
+    return filled
 
-    data: bytes
-    first_line: int  # 1-based number of the first line
+
+@contextlib.contextmanager
+def _input_errors(path: str) -> Iterator[None]:
+    """Decompression failures (a corrupt or truncated compressed input) as input errors."""
+    try:
+        yield
+    except (OSError, EOFError, lzma.LZMAError, zstandard.ZstdError) as exc:
+        raise TraceFormatError(path, "0", "a readable compressed stream", str(exc)) from exc
 
 
-def line_chunks(
-    stream: BinaryIO, path: str, chunk_bytes: int = CHUNK_BYTES
-) -> Iterator[LineChunk]:
-    """Split a stream into chunks of whole lines, numbering them as it goes."""
+def line_chunks(stream: BinaryIO, path: str, chunk_bytes: int | None = None) -> Iterator[bytearray]:
+    """Split a stream into chunks of whole lines (the last may lack its newline).
+
+    Each chunk is read straight into its own buffer: only the partial line at its end is
+    copied, to the start of the next. A line longer than a chunk grows the buffer.
+    """
+    size = chunk_bytes or CHUNK_BYTES
     carry = b""
-    line = 1
     while True:
-        block = read_exactly(stream, chunk_bytes, path)
-        data = carry + block if carry else block
-        if not data:
+        chunk = bytearray(max(size, 2 * len(carry)))
+        chunk[: len(carry)] = carry
+        end = len(carry) + read_into(stream, memoryview(chunk)[len(carry) :], path)
+        if end < len(chunk):  # the end of the input
+            del chunk[end:]
+            if chunk:
+                yield chunk
             return
-        if len(block) < chunk_bytes:
-            yield LineChunk(data, line)
-            return
-        cut = data.rfind(b"\n") + 1
-        if cut == 0:  # a single line longer than a chunk: keep growing it
-            carry = data
+        cut = chunk.rfind(b"\n") + 1
+        if cut == 0:  # a single line longer than the buffer: keep growing it
+            carry = bytes(chunk)
             continue
-        chunk, carry = data[:cut], data[cut:]
-        yield LineChunk(chunk, line)
-        line += chunk.count(b"\n")
+        carry = bytes(memoryview(chunk)[cut:])
+        del chunk[cut:]
+        yield chunk
 
 
 def prefetched(items: Iterator[T], depth: int = 2) -> Iterator[T]:

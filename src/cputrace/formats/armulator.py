@@ -27,7 +27,7 @@ import re
 from collections.abc import Iterator
 from typing import ClassVar
 
-from ..inputs import InputFile, LineChunk, line_chunks
+from ..inputs import InputFile, line_chunks
 from ..regnames import canonical_register
 from ..rows import RowBuffer
 from .base import Batch, DecodeContext
@@ -127,9 +127,9 @@ def _text(data: bytes) -> str:
     return text.replace("\xa0", " ")
 
 
-def _lines(chunk: LineChunk) -> Iterator[tuple[int, str]]:
-    for index, line in enumerate(_text(chunk.data).split("\n")):
-        yield chunk.first_line + index, line
+def _lines(chunk: bytearray, first_line: int) -> Iterator[tuple[int, str]]:
+    for index, line in enumerate(_text(chunk).split("\n")):
+        yield first_line + index, line
 
 
 def _split(text: str) -> tuple[str, str]:
@@ -362,11 +362,13 @@ class ArmulatorDecoder:
         parser = _Parser(source.path, ctx)
         stream = source.open()
         try:
+            first_line = 1
             for chunk in line_chunks(stream, source.path):
-                for src, line in _lines(chunk):
+                for src, line in _lines(chunk, first_line):
                     parser.line(src, line)
                     if parser.ready():
                         yield parser.take()
+                first_line += chunk.count(b"\n")
         finally:
             stream.close()
         batch = parser.take()

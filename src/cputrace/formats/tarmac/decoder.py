@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...errors import CputraceError
-from ...inputs import InputFile, LineChunk, line_chunks, prefetched
+from ...inputs import InputFile, line_chunks, prefetched
 from ...model import ISA_NAMES, SCHEMAS, Flag, Isa
 from ...regnames import canonical_register
 from ..base import Batch, DecodeContext
@@ -80,6 +80,7 @@ class _Carry:
     """State that crosses chunk boundaries."""
 
     seq_base: int = 0
+    line: int = 1  # the number of the next chunk's first line
     time: int | None = None
     cpu: int = 0
     last_seq: np.ndarray = field(default_factory=lambda: np.full(1 << 16, NO_SEQ, np.int64))
@@ -104,21 +105,32 @@ class TarmacDecoder:
         default_isa = Isa[ctx.options.get("default_isa", "T32")]
         big_endian = _big_endian(ctx)
         assembler = _Assembler(source.path, ctx, TarmacLineParser(default_isa, big_endian), big_endian)
-        stream = source.open()
-        try:
-            with ThreadPoolExecutor(max_workers=2) as pool:
-                pending: deque[tuple[LineChunk, Future[_Scanned]]] = deque()
-                for chunk in prefetched(line_chunks(stream, source.path)):
-                    pending.append((chunk, pool.submit(_scan_and_build, chunk)))
-                    if len(pending) > 2:
-                        done, scanned = pending.popleft()
-                        yield assembler.assemble(done, scanned.result())
-                while pending:
+        held: Batch | None = None  # each batch waits for the next: a line there may complete it
+        for batch in _assembled(source, assembler):
+            if held is not None:
+                yield assembler.completed(held)
+            held = batch
+        if held is not None:
+            yield held
+        ctx.notes["time_unit"] = assembler.timescale.unit
+
+
+def _assembled(source: InputFile, assembler: _Assembler) -> Iterator[Batch]:
+    """Chunks scanned two at a time on worker threads, assembled in input order."""
+    stream = source.open()
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            pending: deque[tuple[bytearray, Future[_Scanned]]] = deque()
+            for chunk in prefetched(line_chunks(stream, source.path)):
+                pending.append((chunk, pool.submit(_scan_and_build, chunk)))
+                if len(pending) > 2:
                     done, scanned = pending.popleft()
                     yield assembler.assemble(done, scanned.result())
-        finally:
-            stream.close()
-        ctx.notes["time_unit"] = assembler.timescale.unit
+            while pending:
+                done, scanned = pending.popleft()
+                yield assembler.assemble(done, scanned.result())
+    finally:
+        stream.close()
 
 
 def _big_endian(ctx: DecodeContext) -> bool:
@@ -140,9 +152,11 @@ class _Assembler:
         self.timescale = TimeScale()
         self.carry = _Carry()
 
-    def assemble(self, chunk: LineChunk, scanned: _Scanned) -> Batch:
-        scan, fast = scanned.scan, scanned.tables
-        first = chunk.first_line
+    def assemble(self, chunk: bytearray, scanned: _Scanned) -> Batch:
+        scan = scanned.scan
+        first = self.carry.line
+        self.carry.line += scan.n_lines
+        fast = {name: _numbered(table, first) for name, table in scanned.tables.items()}
         rows = Rows()
         has_time = scan.tunit > 0
         slow_lines = np.flatnonzero(scan.kind == KIND_SLOW)
@@ -150,7 +164,7 @@ class _Assembler:
         # a timed fast line before any slow line chooses the time unit; else the slow path does
         self._decide_unit(scan, has_time, int(slow_lines[0]) if len(slow_lines) else scan.n_lines)
         for li in slow_lines.tolist():
-            raw = chunk.data[scan.line_start[li] : scan.line_start[li + 1]].rstrip(b"\r\n")
+            raw = chunk[scan.line_start[li] : scan.line_start[li + 1]].rstrip(b"\r\n")
             text = raw.decode("utf-8", "replace")
             lineno = first + li
             try:
@@ -187,6 +201,18 @@ class _Assembler:
         update_last_seq(insn_cpu, self.carry.seq_base, self.carry.last_seq)
         self.carry.seq_base += len(insn_line)
         return batch
+
+    def completed(self, batch: Batch) -> Batch:
+        """The previous chunk's batch, with what lines of the chunk after it added to its rows."""
+        numbers = self.parser.take_earlier_numbers()
+        if not numbers:
+            return batch
+        events = batch["events"]
+        at = events.schema.get_field_index("number")
+        column = events.column(at).to_pylist()
+        for row, number in numbers:
+            column[row] = number
+        return {**batch, "events": events.set_column(at, "number", pa.array(column, pa.int64()))}
 
     def _core_memory(self, table: pa.Table) -> pa.Table:
         """The scanner's MR/MW rows, their printed values read in the trace's byte order."""
@@ -265,21 +291,30 @@ class _Scanned:
     tables: dict[str, pa.Table]
 
 
-def _scan_and_build(chunk: LineChunk) -> _Scanned:
-    """Worker-thread half of decoding: everything that needs no state from earlier chunks."""
-    scan = scan_chunk(chunk.data)
-    first = chunk.first_line
+def _scan_and_build(chunk: bytearray) -> _Scanned:
+    """Worker-thread half of decoding: everything that needs no state from earlier chunks.
+
+    The tables' `src` counts lines from 0 in the chunk; the assembler, which knows where the
+    chunk starts, numbers them in the input.
+    """
+    scan = scan_chunk(chunk)
     return _Scanned(
         scan,
         {
-            "instructions": _fast_instructions(scan, first),
-            "registers": _fast_registers(scan, first),
-            "memory": _fast_memory(scan, first),
+            "instructions": _fast_instructions(scan),
+            "registers": _fast_registers(scan),
+            "memory": _fast_memory(scan),
         },
     )
 
 
-def _fast_instructions(scan: Scan, first: int) -> pa.Table:
+def _numbered(table: pa.Table, first: int) -> pa.Table:
+    """`table` with `src` as line numbers in the input, for a chunk whose first line is `first`."""
+    at = table.schema.get_field_index("src")
+    return table.set_column(at, "src", pc.add(table.column(at), pa.scalar(first, pa.int64())))
+
+
+def _fast_instructions(scan: Scan) -> pa.Table:
     f = scan.insn
     n = len(f["line"])
     nulls = pa.nulls(n, pa.int64())
@@ -301,14 +336,14 @@ def _fast_instructions(scan: Scan, first: int) -> pa.Table:
             nulls,
             pa.array(flags, pa.uint16()),
             disasm,
-            pa.array(f["line"] + first, pa.int64()),
+            pa.array(f["line"], pa.int64()),
         ],
         schema=SCHEMAS["instructions"],
     )
     return fast
 
 
-def _fast_registers(scan: Scan, first: int) -> pa.Table:
+def _fast_registers(scan: Scan) -> pa.Table:
     f = scan.reg
     n = len(f["line"])
     names = _strings(f["name_off"], f["name_buf"]).dictionary_encode()
@@ -322,14 +357,14 @@ def _fast_registers(scan: Scan, first: int) -> pa.Table:
             pa.array(f["value"], pa.uint64()),
             pa.nulls(n, pa.binary()),
             pa.nulls(n, pa.binary()),
-            pa.array(f["line"] + first, pa.int64()),
+            pa.array(f["line"], pa.int64()),
         ],
         schema=SCHEMAS["registers"],
     )
     return fast
 
 
-def _fast_memory(scan: Scan, first: int) -> pa.Table:
+def _fast_memory(scan: Scan) -> pa.Table:
     f = scan.mem
     n = len(f["line"])
     fast = pa.Table.from_arrays(
@@ -345,7 +380,7 @@ def _fast_memory(scan: Scan, first: int) -> pa.Table:
             pa.array(f["value"], pa.uint64()),
             pa.nulls(n, pa.binary()),
             pa.array(_MEMORY_ATTRS, pa.string()).take(pa.array(f["attr"].astype(np.int32))),
-            pa.array(f["line"] + first, pa.int64()),
+            pa.array(f["line"], pa.int64()),
         ],
         schema=SCHEMAS["memory"],
     )

@@ -121,7 +121,14 @@ class TarmacLineParser:
         self.big_endian = big_endian  # MR/MW data printed as a big-endian value: memory order
         self._diagram_line = -2  # line number of the last LD/ST line (continuations follow)
         self._diagram_kind = ""
-        self._pending_exception: tuple[int, int, str] | None = None  # (line, row, name)
+        self._pending_exception: tuple[int, Rows, int, str] | None = None  # (line, rows, row, name)
+        self.earlier_numbers: list[tuple[int, int | None]] = []  # (row, number) for the last Rows
+
+    def take_earlier_numbers(self) -> list[tuple[int, int | None]]:
+        """Exception numbers that belong to event rows of the previous `Rows` (a pair of lines
+        split between chunks): (row in that Rows' events, number). The caller patches them in."""
+        numbers, self.earlier_numbers = self.earlier_numbers, []
+        return numbers
 
     # -- entry point -------------------------------------------------------------------
 
@@ -496,8 +503,12 @@ class TarmacLineParser:
             rest = rest[1:]
         name = " ".join(rest)
         pending = self._pending_exception
-        if pending and pending[0] == src - 1 and pending[2] == name:
-            rows.events.columns["number"][pending[1]] = number
+        if pending and pending[0] == src - 1 and pending[3] == name:
+            _, pending_rows, row, _ = pending
+            if pending_rows is rows:
+                rows.events.columns["number"][row] = number
+            else:
+                self.earlier_numbers.append((row, number))
             self._pending_exception = None
             return
         rows.events.append(kind="exception", number=number, name=name or None, text=record, src=src)
@@ -510,7 +521,7 @@ class TarmacLineParser:
             raise LineError("an ES instruction '(address:opcode)' or exception")
         name = " ".join(rest)
         rows.events.append(kind="exception", name=name, text=record, src=src)
-        self._pending_exception = (src, len(rows.events) - 1, name)
+        self._pending_exception = (src, rows, len(rows.events) - 1, name)
 
     def _event(self, rest: list[str], record: str, src: int, rows: Rows) -> None:
         if not rest:

@@ -409,6 +409,14 @@ def _scan(
     return n_lines, ni, nr, nm, mode_pos, dis_pos, name_pos
 
 
+@numba.njit(nogil=True, cache=True)
+def _count_newlines(d):
+    n = 0
+    for c in d:
+        n += c == 10
+    return n
+
+
 @dataclass
 class Scan:
     """What the scanner found in one chunk (arrays trimmed to their counts)."""
@@ -424,10 +432,11 @@ class Scan:
     mem: dict[str, np.ndarray]
 
 
-def scan_chunk(data: bytes) -> Scan:
+def scan_chunk(data: bytes | bytearray) -> Scan:
     """Classify every line of `data` and extract the fields of the hot line shapes."""
     d = np.frombuffer(data, dtype=np.uint8)
-    cap = data.count(b"\n") + 1
+    d.flags.writeable = False  # one compiled signature, whether the chunk is bytes or a buffer
+    cap = _count_newlines(d) + 1
     n_bytes = len(data)
     line_start = np.empty(cap + 1, np.int64)
     kind = np.empty(cap, np.uint8)

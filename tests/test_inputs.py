@@ -1,0 +1,63 @@
+"""Line-aligned chunks: no byte lost or moved, and decoders give the same rows whatever the chunk size."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from paths import DATA, shared
+
+from cputrace import inputs
+from cputrace.ingest import ingest
+from cputrace.inputs import line_chunks
+from cputrace.model import TABLES
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=40),
+    last_newline=st.booleans(),
+    chunk_bytes=st.integers(1, 64),
+)
+def test_chunks_are_whole_lines_and_lose_nothing(
+    lines: list[bytes], last_newline: bool, chunk_bytes: int
+) -> None:
+    data = b"\n".join(lines) + (b"\n" if last_newline and lines else b"")
+    chunks = list(line_chunks(io.BytesIO(data), "mem", chunk_bytes))
+    assert b"".join(chunks) == data
+    assert all(chunk.endswith(b"\n") for chunk in chunks[:-1])
+    assert all(chunks)
+
+
+def _tables(store: Path) -> dict[str, list[dict]]:
+    return {name: pq.read_table(store / f"{name}.parquet").to_pylist() for name in TABLES}
+
+
+@pytest.mark.parametrize(
+    "trace",
+    [
+        DATA / "tarmac" / "parsertest.txt",
+        "tarmac-trace-utilities/samples/calculator-aarch64-es-ld-st-style.tarmac",
+        "tarmac-trace-utilities/samples/calculator-aarch32-fastmodel.tarmac",
+    ],
+)
+def test_tarmac_rows_do_not_depend_on_chunk_size(tmp_path: Path, monkeypatch, trace) -> None:
+    """Line numbers, continuation lines, times and seqs carry across chunk boundaries."""
+    path = trace if isinstance(trace, Path) else shared(*trace.split("/"))
+    whole = ingest([path], tmp_path / "whole.ctrace", format="tarmac").store
+    monkeypatch.setattr(inputs, "CHUNK_BYTES", 4096)
+    small = ingest([path], tmp_path / "small.ctrace", format="tarmac").store
+    assert path.stat().st_size > 3 * 4096
+    assert _tables(small) == _tables(whole)
+
+
+def test_armulator_line_numbers_do_not_depend_on_chunk_size(tmp_path: Path, monkeypatch) -> None:
+    path = DATA / "armulator" / "seed_example.trc"
+    whole = ingest([path], tmp_path / "whole.ctrace", format="armulator").store
+    monkeypatch.setattr(inputs, "CHUNK_BYTES", 64)
+    small = ingest([path], tmp_path / "small.ctrace", format="armulator").store
+    assert _tables(small) == _tables(whole)
