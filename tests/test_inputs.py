@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given, settings
+import xxhash
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from paths import DATA, shared
 
 from cputrace import inputs
 from cputrace.ingest import ingest
-from cputrace.inputs import line_chunks
+from cputrace.inputs import InputFile, compression_of, line_chunks
 from cputrace.model import TABLES
 
 
@@ -27,10 +28,31 @@ def test_chunks_are_whole_lines_and_lose_nothing(
     lines: list[bytes], last_newline: bool, chunk_bytes: int
 ) -> None:
     data = b"\n".join(lines) + (b"\n" if last_newline and lines else b"")
-    chunks = list(line_chunks(io.BytesIO(data), "mem", chunk_bytes))
+    chunks = [bytes(c) for c in line_chunks(io.BytesIO(data), "mem", chunk_bytes)]
     assert b"".join(chunks) == data
     assert all(chunk.endswith(b"\n") for chunk in chunks[:-1])
     assert all(chunks)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    lines=st.lists(st.binary(max_size=9000).map(lambda b: b.replace(b"\n", b"")), max_size=12),
+    last_newline=st.booleans(),
+    chunk_bytes=st.sampled_from([1, 4096, 5000, 20000]),
+)
+def test_mapped_chunks_are_whole_lines_and_hash_the_file(
+    tmp_path_factory, lines: list[bytes], last_newline: bool, chunk_bytes: int
+) -> None:
+    """Plain files are mapped a window at a time (page-aligned, grown for long lines)."""
+    data = b"\n".join(lines) + (b"\n" if last_newline and lines else b"")
+    assume(compression_of(data) is None)  # a plain file
+    path = tmp_path_factory.mktemp("mapped") / "lines.txt"
+    path.write_bytes(data)
+    source = InputFile(path)
+    chunks = [bytes(c) for c in source.line_chunks(chunk_bytes)]
+    assert b"".join(chunks) == data
+    assert all(chunk.endswith(b"\n") for chunk in chunks[:-1])
+    assert source.content_hash() == xxhash.xxh3_128(data).hexdigest()
 
 
 def _tables(store: Path) -> dict[str, list[dict]]:

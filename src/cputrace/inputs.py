@@ -11,6 +11,7 @@ import contextlib
 import gzip
 import io
 import lzma
+import mmap
 import os
 import queue
 import threading
@@ -57,13 +58,25 @@ class Fingerprint:
         return cls(str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
 
 
-class _HashingReader(io.RawIOBase):
-    """Raw file reader that hashes every byte it hands out and counts them for progress."""
+class _Tally:
+    """The hash of the raw bytes read so far, and progress reports of their count."""
 
-    def __init__(self, raw: BinaryIO, on_read: Callable[[int], None] | None) -> None:
-        self._raw = raw
+    def __init__(self, on_read: Callable[[int], None] | None) -> None:
         self.hash = xxhash.xxh3_128()
         self._on_read = on_read
+
+    def update(self, data: memoryview) -> None:
+        self.hash.update(data)
+        if self._on_read:
+            self._on_read(len(data))
+
+
+class _HashingReader(io.RawIOBase):
+    """Raw file reader that tallies every byte it hands out."""
+
+    def __init__(self, raw: BinaryIO, tally: _Tally) -> None:
+        self._raw = raw
+        self._tally = tally
 
     def readable(self) -> bool:
         return True
@@ -71,9 +84,7 @@ class _HashingReader(io.RawIOBase):
     def readinto(self, buffer) -> int:  # type: ignore[override]
         n = self._raw.readinto(buffer)
         if n:
-            self.hash.update(memoryview(buffer)[:n])
-            if self._on_read:
-                self._on_read(n)
+            self._tally.update(memoryview(buffer)[:n])
         return n or 0
 
 
@@ -89,7 +100,7 @@ class InputFile:
             self.head_raw = f.read(8)
         self.compression = compression_of(self.head_raw)
         self._on_read = on_read
-        self._hasher: _HashingReader | None = None
+        self._tally: _Tally | None = None
 
     @property
     def size(self) -> int:
@@ -98,8 +109,8 @@ class InputFile:
     def open(self, report: bool = True) -> BinaryIO:
         """A fresh stream of the decompressed content; hashing (and progress) restart with it."""
         raw = open(self.path, "rb")  # noqa: SIM115 - owned by the returned stream
-        self._hasher = _HashingReader(raw, self._on_read if report else None)
-        buffered = io.BufferedReader(self._hasher, buffer_size=1 << 20)
+        self._tally = _Tally(self._on_read if report else None)
+        buffered = io.BufferedReader(_HashingReader(raw, self._tally), buffer_size=1 << 20)
         if self.compression == "gzip":
             return gzip.GzipFile(fileobj=buffered)  # type: ignore[return-value]
         if self.compression == "zstd":
@@ -118,9 +129,26 @@ class InputFile:
         finally:
             stream.close()
 
+    def line_chunks(self, chunk_bytes: int | None = None) -> Iterator[memoryview]:
+        """The content in chunks of whole lines (the last may lack its newline).
+
+        An uncompressed file is mapped a chunk at a time (no copy, no fresh memory to fault
+        in); a compressed one is decompressed into a buffer per chunk.
+        """
+        if self.compression is not None:
+            stream = self.open()
+            try:
+                yield from line_chunks(stream, self.path, chunk_bytes)
+            finally:
+                stream.close()
+            return
+        self._tally = _Tally(self._on_read)
+        with open(self.path, "rb") as file:
+            yield from _mapped_line_chunks(file.fileno(), chunk_bytes or CHUNK_BYTES, self._tally)
+
     def content_hash(self) -> str | None:
-        """XXH3-128 of the raw file, once a stream has been read to its end."""
-        return self._hasher.hash.hexdigest() if self._hasher else None
+        """XXH3-128 of the raw file, once it has been read to its end."""
+        return self._tally.hash.hexdigest() if self._tally else None
 
 
 def read_exactly(stream: BinaryIO, n: int, path: str) -> bytes:
@@ -158,7 +186,7 @@ def _input_errors(path: str) -> Iterator[None]:
         raise TraceFormatError(path, "0", "a readable compressed stream", str(exc)) from exc
 
 
-def line_chunks(stream: BinaryIO, path: str, chunk_bytes: int | None = None) -> Iterator[bytearray]:
+def line_chunks(stream: BinaryIO, path: str, chunk_bytes: int | None = None) -> Iterator[memoryview]:
     """Split a stream into chunks of whole lines (the last may lack its newline).
 
     Each chunk is read straight into its own buffer: only the partial line at its end is
@@ -171,17 +199,39 @@ def line_chunks(stream: BinaryIO, path: str, chunk_bytes: int | None = None) -> 
         chunk[: len(carry)] = carry
         end = len(carry) + read_into(stream, memoryview(chunk)[len(carry) :], path)
         if end < len(chunk):  # the end of the input
-            del chunk[end:]
-            if chunk:
-                yield chunk
+            if end:
+                yield memoryview(chunk)[:end]
             return
         cut = chunk.rfind(b"\n") + 1
         if cut == 0:  # a single line longer than the buffer: keep growing it
             carry = bytes(chunk)
             continue
         carry = bytes(memoryview(chunk)[cut:])
-        del chunk[cut:]
+        yield memoryview(chunk)[:cut]
+
+
+_MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)  # populate: one call, not a fault a page
+
+
+def _mapped_line_chunks(fd: int, chunk_bytes: int, tally: _Tally) -> Iterator[memoryview]:
+    """Whole-line chunks of a plain file, each a view of its own mapping (unmapped when dropped)."""
+    total = os.fstat(fd).st_size
+    start = 0
+    while start < total:
+        want = chunk_bytes
+        while True:
+            base = start - start % mmap.ALLOCATIONGRANULARITY
+            end = min(total, start + want)
+            window = mmap.mmap(fd, end - base, flags=_MAP_FLAGS, prot=mmap.PROT_READ, offset=base)
+            cut = end - start if end == total else window.rfind(b"\n", start - base) + 1 - (start - base)
+            if cut > 0:
+                break
+            window.close()
+            want *= 2  # a single line longer than the window: map more of it
+        chunk = memoryview(window)[start - base : start - base + cut]
+        tally.update(chunk)
         yield chunk
+        start += cut
 
 
 def prefetched(items: Iterator[T], depth: int = 2) -> Iterator[T]:

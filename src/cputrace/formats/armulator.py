@@ -27,7 +27,7 @@ import re
 from collections.abc import Iterator
 from typing import ClassVar
 
-from ..inputs import InputFile, line_chunks
+from ..inputs import InputFile
 from ..regnames import canonical_register
 from ..rows import RowBuffer
 from .base import Batch, DecodeContext
@@ -127,7 +127,7 @@ def _text(data: bytes) -> str:
     return text.replace("\xa0", " ")
 
 
-def _lines(chunk: bytearray, first_line: int) -> Iterator[tuple[int, str]]:
+def _lines(chunk: bytes, first_line: int) -> Iterator[tuple[int, str]]:
     for index, line in enumerate(_text(chunk).split("\n")):
         yield first_line + index, line
 
@@ -360,17 +360,14 @@ class ArmulatorDecoder:
 
     def decode(self, source: InputFile, ctx: DecodeContext) -> Iterator[Batch]:
         parser = _Parser(source.path, ctx)
-        stream = source.open()
-        try:
-            first_line = 1
-            for chunk in line_chunks(stream, source.path):
-                for src, line in _lines(chunk, first_line):
-                    parser.line(src, line)
-                    if parser.ready():
-                        yield parser.take()
-                first_line += chunk.count(b"\n")
-        finally:
-            stream.close()
+        first_line = 1
+        for view in source.line_chunks():
+            chunk = bytes(view)
+            for src, line in _lines(chunk, first_line):
+                parser.line(src, line)
+                if parser.ready():
+                    yield parser.take()
+            first_line += chunk.count(b"\n")
         batch = parser.take()
         if batch:
             yield batch

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...errors import CputraceError
-from ...inputs import InputFile, line_chunks, prefetched
+from ...inputs import InputFile, prefetched
 from ...model import ISA_NAMES, SCHEMAS, Flag, Isa
 from ...regnames import canonical_register
 from ..base import Batch, DecodeContext
@@ -117,20 +117,16 @@ class TarmacDecoder:
 
 def _assembled(source: InputFile, assembler: _Assembler) -> Iterator[Batch]:
     """Chunks scanned two at a time on worker threads, assembled in input order."""
-    stream = source.open()
-    try:
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            pending: deque[tuple[bytearray, Future[_Scanned]]] = deque()
-            for chunk in prefetched(line_chunks(stream, source.path)):
-                pending.append((chunk, pool.submit(_scan_and_build, chunk)))
-                if len(pending) > 2:
-                    done, scanned = pending.popleft()
-                    yield assembler.assemble(done, scanned.result())
-            while pending:
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        pending: deque[tuple[memoryview, Future[_Scanned]]] = deque()
+        for chunk in prefetched(source.line_chunks()):
+            pending.append((chunk, pool.submit(_scan_and_build, chunk)))
+            if len(pending) > 2:
                 done, scanned = pending.popleft()
                 yield assembler.assemble(done, scanned.result())
-    finally:
-        stream.close()
+        while pending:
+            done, scanned = pending.popleft()
+            yield assembler.assemble(done, scanned.result())
 
 
 def _big_endian(ctx: DecodeContext) -> bool:
@@ -152,7 +148,7 @@ class _Assembler:
         self.timescale = TimeScale()
         self.carry = _Carry()
 
-    def assemble(self, chunk: bytearray, scanned: _Scanned) -> Batch:
+    def assemble(self, chunk: memoryview, scanned: _Scanned) -> Batch:
         scan = scanned.scan
         first = self.carry.line
         self.carry.line += scan.n_lines
@@ -164,7 +160,7 @@ class _Assembler:
         # a timed fast line before any slow line chooses the time unit; else the slow path does
         self._decide_unit(scan, has_time, int(slow_lines[0]) if len(slow_lines) else scan.n_lines)
         for li in slow_lines.tolist():
-            raw = chunk[scan.line_start[li] : scan.line_start[li + 1]].rstrip(b"\r\n")
+            raw = bytes(chunk[scan.line_start[li] : scan.line_start[li + 1]]).rstrip(b"\r\n")
             text = raw.decode("utf-8", "replace")
             lineno = first + li
             try:
@@ -291,7 +287,7 @@ class _Scanned:
     tables: dict[str, pa.Table]
 
 
-def _scan_and_build(chunk: bytearray) -> _Scanned:
+def _scan_and_build(chunk: memoryview) -> _Scanned:
     """Worker-thread half of decoding: everything that needs no state from earlier chunks.
 
     The tables' `src` counts lines from 0 in the chunk; the assembler, which knows where the

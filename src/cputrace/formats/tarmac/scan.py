@@ -432,7 +432,7 @@ class Scan:
     mem: dict[str, np.ndarray]
 
 
-def scan_chunk(data: bytes | bytearray) -> Scan:
+def scan_chunk(data: bytes | bytearray | memoryview) -> Scan:
     """Classify every line of `data` and extract the fields of the hot line shapes."""
     d = np.frombuffer(data, dtype=np.uint8)
     d.flags.writeable = False  # one compiled signature, whether the chunk is bytes or a buffer
