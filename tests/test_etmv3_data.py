@@ -188,6 +188,49 @@ def test_data_after_a_trace_gap_waits_for_the_next_i_sync(tmp_path: Path) -> Non
     assert [e["name"] for e in events if e["kind"] == "trace_gap"] == ["error", "unexpected_data"]
 
 
+def test_a_failed_store_exclusive_keeps_its_address_not_its_value(tmp_path: Path) -> None:
+    """A store-failed packet right after a store's data packet: no value was written."""
+    steps, memory = recorded("calls-a32.elf", tmp_path)
+    store = next(i for i in sorted(memory) if len(memory[i]) == 1 and memory[i][0].op == "W")
+    enc = EtmEncoder(data_address=True, data_value=True).a_sync()
+    expected = encode_run(enc, steps[: store + 1], blocks_of("calls-a32.elf"), memory=memory)
+    enc.store_failed()
+    got, _ = decoded_memory(enc, "calls-a32.elf", tmp_path)
+    t = cputrace.Trace(tmp_path / "etm.ctrace")
+    assert got[:-1] == expected.memory[:-1]
+    assert got[-1] == (*expected.memory[-1][:4], None)
+    assert t.sql("SELECT attrs FROM memory WHERE seq = ?", [store]).to_pylist() == [{"attrs": "X FAILED"}]
+    assert t.sql("SELECT count(*) AS n FROM memory WHERE attrs IS NOT NULL").to_pylist() == [{"n": 1}]
+
+
+def test_data_suppression_loses_the_transfers_of_the_load_store_in_progress(tmp_path: Path) -> None:
+    steps, memory = recorded("calls-a32.elf", tmp_path)
+    lsm = next(i for i in sorted(memory) if len(memory[i]) > 2 and steps[i].executed)
+    enc = EtmEncoder(data_address=True, data_value=True).a_sync()
+    untraced = {i: ts for i, ts in memory.items() if i != lsm}
+    expected = encode_run(enc, steps[: lsm + 1], blocks_of("calls-a32.elf"), memory=untraced)
+    first = memory[lsm][0]
+    enc.data_suppressed().normal_data(first.value, 4, first.addr)  # this LSM's: which transfer is lost
+    got, events = decoded_memory(enc, "calls-a32.elf", tmp_path)
+    assert in_order(got) == in_order(expected.memory)
+    gaps = [(e["name"], e["seq"]) for e in events if e["kind"] == "trace_gap"]
+    assert gaps == [("data_suppressed", lsm), ("unexpected_data", lsm)]
+
+
+def test_memory_rows_take_the_time_of_their_instruction(tmp_path: Path) -> None:
+    steps, memory = recorded("calls-t32.elf", tmp_path)
+    enc = EtmEncoder(data_address=True, data_value=True, cycle_accurate=True).a_sync()
+    encode_run(enc, steps, blocks_of("calls-t32.elf"), memory=memory, timestamp_every=40)
+    decoded_memory(enc, "calls-t32.elf", tmp_path)
+    t = cputrace.Trace(tmp_path / "etm.ctrace")
+    timed = t.sql("SELECT count(*) AS n FROM memory WHERE time IS NOT NULL").to_pylist()[0]["n"]
+    differ = t.sql(
+        "SELECT count(*) AS n FROM memory m JOIN instructions i USING (seq) "
+        "WHERE m.time IS DISTINCT FROM i.time"
+    ).to_pylist()[0]["n"]
+    assert timed > 100 and differ == 0
+
+
 def test_access_sizes_from_mnemonics() -> None:
     expected = {
         "ldrb": 1, "strb": 1, "ldrsb": 1, "ldrexb": 1, "swpb": 1, "ldrh": 2, "strh": 2, "ldrsh": 2,

@@ -10,7 +10,14 @@ transfer the filter first matched, with its address. Values:
 - normal data: the value when ETMCR traces values (leading zero bytes are not sent);
 - value not traced, and out-of-order placeholders: a row with value null; an out-of-order
   data packet later in the same batch fills the value of the placeholder with its tag.
-The row's `size` is the instruction's access size; `addr` is null when no address is traced.
+The row's `size` is the instruction's access size; `addr` is null when no address is traced;
+`time` is the instruction's.
+
+A store-failed packet follows the data packet of a STREX that did not store: that row keeps
+its address, gets `attrs` `X FAILED` and value null (the packet's value is a dummy 0). A
+data-suppressed packet (the ETM's FIFO was filling up) means data packets were dropped until
+the next one: a `trace_gap` event named `data_suppressed`, and the load/store in progress
+takes no more transfers (which of its transfers were traced cannot be known).
 
 A data packet with no load/store to belong to (before the first instruction, after a trace
 gap until the next trace-on I-sync, or past the instruction's transfers), and an
@@ -30,7 +37,7 @@ import numba
 import numpy as np
 import pyarrow as pa
 
-from ...flow import Program
+from ...flow import NO_TIME, Program
 from ...model import SCHEMAS, Isa
 from ..base import Batch
 from .config import EtmConfig
@@ -38,10 +45,14 @@ from .ops import PacketOps
 from .packets import Packets
 from .protocol import Kind
 
-_DATA_KINDS = (Kind.NORMAL_DATA, Kind.VALUE_NOT_TRACED, Kind.OOO_PLACEHOLDER, Kind.OOO_DATA)
+_DATA_KINDS = (
+    Kind.NORMAL_DATA, Kind.VALUE_NOT_TRACED, Kind.OOO_PLACEHOLDER, Kind.OOO_DATA, Kind.STORE_FAILED,
+    Kind.DATA_SUPPRESSED,
+)  # fmt: skip
 _BYTE = re.compile(r"^(ldr|str)(s?b|exb|bt|sbt)|^swpb")
 _HALF = re.compile(r"^(ldr|str)(s?h|exh|ht|sht)")
 _UNEXPECTED_TEXT = "data packet with no load/store to belong to: its transfer is lost"
+_SUPPRESSED_TEXT = "data trace suppressed (FIFO filling): transfers lost until the next data packet"
 
 # Matcher state carried between batches (int64): the owning instruction's seq, its transfers
 # so far, and the last traced address with the transfer it was given for.
@@ -65,6 +76,7 @@ class DataMatcher:
         self.facts: dict[int, tuple[int, int, int]] = {}  # key -> (ops bits, transfers, size)
         self.ls_seq = np.zeros(0, np.int64)  # executed loads/stores seen, in seq order
         self.ls_facts = np.zeros((0, 3), np.int64)
+        self.ls_time = np.zeros(0, np.int64)  # their times, NO_TIME when the trace has none
         self.seen_end = 0  # every instruction below this seq has been seen
         self.pending = np.zeros(0, _PENDING)
         self.floor = -1  # packets still to come lie after the instruction of this seq
@@ -83,8 +95,10 @@ class DataMatcher:
         unique, inverse = np.unique(keys, return_inverse=True)  # a few hundred addresses per batch
         facts = np.array([self._facts(k) for k in unique.tolist()], np.int64).reshape(-1, 3)[inverse]
         keep = executed & (facts[:, 0] != 0)
+        time = instructions["time"].fill_null(NO_TIME).to_numpy()
         self.ls_seq = np.concatenate([self.ls_seq, seq[keep]])
         self.ls_facts = np.concatenate([self.ls_facts, facts[keep]])
+        self.ls_time = np.concatenate([self.ls_time, time[keep]])
 
     def _facts(self, key: int) -> tuple[int, int, int]:
         found = self.facts.get(key)
@@ -121,7 +135,8 @@ class DataMatcher:
             yield self._matched(p)
         lowest = min(self.floor, int(self.pending["at"][0])) if len(self.pending) else self.floor
         cut = max(int(np.searchsorted(self.ls_seq, lowest, side="right")) - 1, 0)
-        self.ls_seq, self.ls_facts = self.ls_seq[cut:], self.ls_facts[cut:]  # none later can own a packet
+        # none later can own a packet
+        self.ls_seq, self.ls_facts, self.ls_time = self.ls_seq[cut:], self.ls_facts[cut:], self.ls_time[cut:]
 
     def _matched(self, p: np.ndarray) -> Batch:
         n = len(p)
@@ -131,28 +146,37 @@ class DataMatcher:
         value_known = (p["kind"] == Kind.NORMAL_DATA) & self.values
         value = p["value"].astype(np.uint64)
         _fill_out_of_order(p["kind"], p["info"], value, value_known, status)
+        failed = _failed_stores(p["kind"], status)
+        value_known &= ~failed
         r = np.flatnonzero(status == _ROW)
+        time = self.ls_time[np.searchsorted(self.ls_seq, seq[r])]
         columns = [
-            pa.array(seq[r]), pa.nulls(len(r), pa.int64()), pa.array(np.full(len(r), self.cpu, np.uint16)),
+            pa.array(seq[r]), pa.array(time, mask=time == NO_TIME),
+            pa.array(np.full(len(r), self.cpu, np.uint16)),
             pa.DictionaryArray.from_arrays(pa.array(op[r].astype(np.int32)), pa.array(["R", "W"])),
             pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(r), np.int32)), pa.array(["core"])),
             pa.array(size[r].astype(np.uint8)),
             pa.array(address[r].astype(np.uint64), mask=has_address[r] == 0), pa.nulls(len(r), pa.uint64()),
             pa.array(value[r], mask=~value_known[r]), pa.nulls(len(r), pa.binary()),
-            pa.nulls(len(r), pa.string()), pa.array(p["offset"][r].astype(np.int64)),
+            pa.array(np.where(failed[r], "X FAILED", None), pa.string()),
+            pa.array(p["offset"][r].astype(np.int64)),
         ]  # fmt: skip
         memory = pa.Table.from_arrays(columns, schema=SCHEMAS["memory"])
-        return {"memory": memory, "events": self._unexpected(p[status == _UNEXPECTED])}
+        gaps = (status == _UNEXPECTED) | (status == _SUPPRESSED)
+        return {"memory": memory, "events": self._gaps(p[gaps], status[gaps] == _SUPPRESSED)}
 
-    def _unexpected(self, p: np.ndarray) -> pa.Table:
+    def _gaps(self, p: np.ndarray, suppressed: np.ndarray) -> pa.Table:
+        """`trace_gap` events: data packets that belong to nothing, and data suppression."""
         n = len(p)
         return pa.Table.from_arrays(
             [
                 pa.array(np.maximum(p["at"], 0)), pa.nulls(n, pa.int64()),
                 pa.array(np.full(n, self.cpu, np.uint16)),
                 pa.array(["trace_gap"] * n, pa.string()).dictionary_encode(), pa.nulls(n, pa.int64()),
-                pa.array(["unexpected_data"] * n), pa.nulls(n, pa.uint64()), pa.nulls(n, pa.uint64()),
-                pa.array([_UNEXPECTED_TEXT] * n), pa.array(p["offset"].astype(np.int64)),
+                pa.array(np.where(suppressed, "data_suppressed", "unexpected_data"), pa.string()),
+                pa.nulls(n, pa.uint64()), pa.nulls(n, pa.uint64()),
+                pa.array(np.where(suppressed, _SUPPRESSED_TEXT, _UNEXPECTED_TEXT), pa.string()),
+                pa.array(p["offset"].astype(np.int64)),
             ],
             schema=SCHEMAS["events"],
         )  # fmt: skip
@@ -160,8 +184,9 @@ class DataMatcher:
 
 _PENDING = np.dtype([("at", "<i8"), ("fence", "<i8"), ("offset", "<i8"), ("value", "<u8"),
                      ("address", "<u4"), ("kind", "u1"), ("bits", "u1"), ("info", "u1")])  # fmt: skip
-_ROW, _UNEXPECTED, _FILLER = 0, 1, 2
-_K_OOO = int(Kind.OOO_DATA)
+_ROW, _UNEXPECTED, _FILLER, _SUPPRESSED = 0, 1, 2, 3
+_K_OOO, _K_FAILED, _K_SUPPRESSED = int(Kind.OOO_DATA), int(Kind.STORE_FAILED), int(Kind.DATA_SUPPRESSED)
+_NO_MORE = 1 << 62  # a transfer count no load/store reaches: its transfers are over
 
 
 @numba.njit(cache=True, nogil=True)
@@ -169,10 +194,15 @@ def _match(kind, at, fence, bits, address, ls_seq, ls_facts, state, owner, out_a
            status):  # fmt: skip
     """Give each packet its owner seq, transfer address, op (0 read, 1 write) and size, or a status."""
     for i in range(len(kind)):
-        if kind[i] == _K_OOO:
+        if kind[i] == _K_OOO or kind[i] == _K_FAILED:
             status[i] = _FILLER
             continue
         j = np.searchsorted(ls_seq, at[i], side="right") - 1
+        if kind[i] == _K_SUPPRESSED:  # the load/store in progress takes no more transfers
+            status[i] = _SUPPRESSED
+            if j >= 0:
+                state[S_OWNER], state[S_COUNT] = ls_seq[j], _NO_MORE
+            continue
         if j < 0 or ls_seq[j] <= fence[i]:
             status[i] = _UNEXPECTED
             continue
@@ -194,6 +224,16 @@ def _match(kind, at, fence, bits, address, ls_seq, ls_facts, state, owner, out_a
         owner[i] = ls_seq[j]
         size[i] = ls_facts[j, 2]
         status[i] = _ROW
+
+
+def _failed_stores(kind: np.ndarray, status: np.ndarray) -> np.ndarray:
+    """Rows of the transfers a store-failed packet names: the data packet just before it."""
+    failed = np.zeros(len(kind), bool)
+    marks = np.flatnonzero(kind == Kind.STORE_FAILED)
+    marks = marks[marks > 0]
+    named = marks - 1
+    failed[named[status[named] == _ROW]] = True
+    return failed
 
 
 def _fill_out_of_order(kind, tag, value, value_known, status) -> None:
