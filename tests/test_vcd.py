@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ import cputrace
 from cputrace.analysis.state import StateIndex
 from cputrace.cli import cli
 from cputrace.errors import CputraceError
-from cputrace.export.vcd import write_vcd_stream
+from cputrace.export.vcd import _finer, _steps, write_vcd_stream
 from cputrace.image import load_elf
 
 
@@ -67,12 +68,41 @@ def quicksort(tmp_path_factory: pytest.TempPathFactory) -> tuple[cputrace.Trace,
 
 
 def test_pc_and_time(quicksort) -> None:
+    """STP makes two accesses in one instruction: time runs 10 steps per clk."""
     trace, wave = quicksort
     rows = trace.sql("SELECT time, pc FROM instructions ORDER BY seq").to_pylist()
-    assert wave.comment.strip() == "cputrace: time in clk"
+    assert wave.comment.strip() == (
+        "cputrace: time in clk; 10 steps per clk of time, an instruction's memory accesses one step apart"
+    )
+    assert wave.timescale == "100 ps"
     pcs = wave.changes[wave.vars["cpu0.pc"]]
-    assert pcs[1:] == [(r["time"], r["pc"]) for r in rows]  # after the initial x
+    assert pcs[1:] == [(10 * r["time"], r["pc"]) for r in rows]  # after the initial x
     assert wave.times == sorted(wave.times)
+
+
+def test_every_access_of_a_multiple_transfer_shows(tmp_path: Path) -> None:
+    """PUSH {r4,r5,r11,lr} and STM sp,{r0-r2}: each access at its own time, in trace order."""
+    trace = cputrace.open(shared("tarmac-trace-utilities", "samples", "calculator-aarch32-fastmodel.tarmac"))
+    out = tmp_path / "calc.vcd"
+    with open(out, "wb") as stream:
+        write_vcd_stream(trace, stream)
+    wave = Waveform(out)
+    assert wave.timescale == "100 ps" and "10 steps per clk" in wave.comment
+    accesses = trace.sql(
+        "SELECT m.seq, i.time, m.addr, m.value FROM memory m JOIN instructions i USING (seq) "
+        "ORDER BY m.seq, m.src"
+    ).to_pylist()
+    assert max(Counter(a["seq"] for a in accesses).values()) == 4
+    expected, previous, step = [], None, 0
+    for access in accesses:
+        step = step + 1 if access["seq"] == previous else 0
+        previous = access["seq"]
+        expected.append((10 * access["time"] + step, access["addr"], access["value"]))
+    addresses = wave.changes[wave.vars["cpu0.bus.addr"]][1:]
+    data = wave.changes[wave.vars["cpu0.bus.data"]][1:]
+    # no change overwritten by another at the same time: the viewer shows each of them
+    assert [(t, a, d) for (t, a), (_, d) in zip(addresses, data, strict=True)] == expected
+    assert len({t for t, _ in addresses}) == len(accesses)
 
 
 def test_registers_end_as_the_state_says(quicksort) -> None:
@@ -129,6 +159,21 @@ def test_cores_and_the_instruction_clock(ingest_text, tmp_path: Path) -> None:
     assert wave.times == [0, 1, 2, 3]
 
 
+@pytest.mark.parametrize(
+    ("timescale", "accesses", "finer"),
+    [("1 ns", 1, "1 ns"), ("1 ns", 2, "100 ps"), ("1 ns", 10, "100 ps"), ("1 ns", 11, "10 ps"),
+     ("1 ns", 1000, "1 ps"), ("1 ms", 16, "10 us"), ("1 s", 3, "100 ms")],
+)  # fmt: skip
+def test_time_steps_for_the_accesses_of_one_instruction(timescale, accesses, finer) -> None:
+    assert _finer(timescale, _steps(accesses)) == finer
+
+
+def test_no_timescale_finer_than_a_femtosecond() -> None:
+    assert _finer("1 ps", 100) == "10 fs"
+    with pytest.raises(CputraceError, match="--clock insns"):
+        _finer("1 fs", _steps(4))
+
+
 def test_traces_without_usable_time_use_instructions(tmp_path: Path) -> None:
     trace = cputrace.open(
         shared("tarmac-trace-utilities", "samples", "calculator-aarch64-es-ld-st-style.tarmac")
@@ -137,7 +182,9 @@ def test_traces_without_usable_time_use_instructions(tmp_path: Path) -> None:
     with open(out, "wb") as stream:
         write_vcd_stream(trace, stream)  # every instruction is at "0 tic"
     wave = Waveform(out)
-    assert wave.times == list(range(trace.manifest["counts"]["instructions"]))
+    pcs = wave.changes[wave.vars["cpu0.pc"]][1:]
+    assert [t for t, _ in pcs] == [10 * seq for seq in range(trace.manifest["counts"]["instructions"])]
+    assert "10 steps per instruction" in wave.comment  # LDP/STP: two accesses in one instruction
     with open(out, "wb") as stream, pytest.raises(CputraceError, match="use --clock insns"):
         write_vcd_stream(trace, stream, clock="time")
 

@@ -434,8 +434,9 @@ class _CoreDetector:
             has_time=self.has_time,
             first=st[ST_FIRST : ST_FIRST + 4].copy(),
             last=st[ST_PREV : ST_PREV + 4].copy(),
-            slots=self.slots[: st[ST_SLOTS]].copy(),
-            pairs=self.pairs[: st[ST_PAIRS]].copy(),
+            # views, not copies: the rows past them were never written, so take no memory
+            slots=self.slots[: st[ST_SLOTS]],
+            pairs=self.pairs[: st[ST_PAIRS]],
         )
 
 

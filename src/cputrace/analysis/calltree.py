@@ -13,32 +13,45 @@ frame (one call), and every detected call is another. Costs:
 
 Per function (`functions`), `calls` counts frames and the inclusive costs count a recursive
 function's outer frames only, so no instruction is counted twice.
+
+Memory: a frame is about 70 bytes of compact columns (tree order) next to detection's own
+rows for its sites; nothing per frame is a Python object. The per-frame Arrow table
+(`frames`, 25 columns) is built only when asked for; the flat profile, the folded stacks
+(aggregated per calling context: (parent context, name) -> context) and the timelines are
+computed from the compact columns, their outputs bounded by distinct functions and contexts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numba
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..image import SymbolTable
+from . import pairtable
 from .calls import (
     P_END_IDX,
     P_EXIT,
+    P_RESUME,
     P_SLOT,
+    PC,
     S_CALL,
     S_ENTRY,
     S_ENTRY_IDX,
+    SEQ,
+    TIME,
     CoreCalls,
     Method,
 )
 
 _SITES = ("call", "entry", "exit", "resume")
 _SITE_FIELDS = ("seq", "time", "pc", "src")
+_NO_SITE = np.full(4, -1, np.int64)
+_EVENT_BLOCK = 1 << 16
 
 FRAME_SCHEMA = pa.schema(
     [
@@ -78,25 +91,29 @@ FUNCTION_SCHEMA = pa.schema(
 """One row per (core, function entry address): the flat call profile."""
 
 
+def _frame_index_type(n: int) -> type:
+    return np.int32 if n < np.iinfo(np.int32).max else np.int64
+
+
 @numba.njit(cache=True, nogil=True)
-def _nest(entry_idx, end_idx, entry_time, end_time, ends, func, n_funcs):
-    """Parents, depths, self costs and recursion of frames in tree order (entry up, end down).
+def _nest(entry_idx, end_idx, entry_time, end_time, func, n_funcs, parent, depth, ends_of, recursive):
+    """Parents, depths, costs and recursion of frames in tree order (entry up, end down).
 
     A frame that ends after its parent (crossing call/return pairs) is cut at its parent's
-    end: `ends` (the exit and resume sites) and times are copied from the parent.
+    end: its end, end time and exit/resume sites (`ends_of`: whose sites apply) become the
+    parent's. Returns (insns, insns_self, time, time_self).
     """
     n = len(entry_idx)
-    parent = np.full(n, -1, np.int64)
-    depth = np.zeros(n, np.int32)
     insns = end_idx - entry_idx
     time = end_time - entry_time
     insns_self = insns.copy()
     time_self = time.copy()
-    recursive = np.zeros(n, np.bool_)
     stack = np.empty(n, np.int64)
     open_frames = np.zeros(n_funcs, np.int64)
     top = 0
     for i in range(n):
+        parent[i] = -1
+        ends_of[i] = i
         while top > 0 and end_idx[stack[top - 1]] <= entry_idx[i]:
             top -= 1
             open_frames[func[stack[top]]] -= 1
@@ -105,7 +122,7 @@ def _nest(entry_idx, end_idx, entry_time, end_time, ends, func, n_funcs):
             if end_idx[i] > end_idx[p]:
                 end_idx[i] = end_idx[p]
                 end_time[i] = end_time[p]
-                ends[i, :] = ends[p, :]
+                ends_of[i] = ends_of[p]
                 insns[i] = end_idx[i] - entry_idx[i]
                 time[i] = end_time[i] - entry_time[i]
                 insns_self[i] = insns[i]
@@ -118,64 +135,90 @@ def _nest(entry_idx, end_idx, entry_time, end_time, ends, func, n_funcs):
         open_frames[func[i]] += 1
         stack[top] = i
         top += 1
-    return parent, depth, insns, insns_self, time, time_self, recursive
+    return insns, insns_self, time, time_self
 
 
-def _null_where(values: np.ndarray, missing: np.ndarray, type_: pa.DataType) -> pa.Array:
-    return pa.array(values, type_, mask=missing)
+@numba.njit(cache=True, nogil=True)
+def _sum_by(keys, n_keys, values):
+    """values summed per key (0 <= key < n_keys), as int64."""
+    sums = np.zeros(n_keys, np.int64)
+    for i in range(len(keys)):
+        sums[keys[i]] += values[i]
+    return sums
 
 
-def _core_frames(core: CoreCalls, first_id: int) -> dict[str, pa.Array]:
-    """The frames of one core as columns (without names)."""
-    slots, pairs = core.slots, core.pairs
-    n = 1 + len(pairs)
-    entry_idx = np.concatenate([[0], slots[pairs[:, P_SLOT], S_ENTRY_IDX]]).astype(np.int64)
-    end_idx = np.concatenate([[core.count], pairs[:, P_END_IDX]]).astype(np.int64)
-    none = np.full(4, -1, np.int64)
-    call = np.vstack([none, slots[pairs[:, P_SLOT], S_CALL : S_CALL + 4]])
-    entry = np.vstack([core.first, slots[pairs[:, P_SLOT], S_ENTRY : S_ENTRY + 4]])
-    ends = np.vstack(
-        [np.concatenate([core.last, none]), pairs[:, P_EXIT : P_EXIT + 4 + 4].reshape(-1, 8)]
-    ).astype(np.int64)
-    order = np.lexsort((-end_idx, entry_idx))
-    entry_idx, end_idx, call, entry, ends = (
-        entry_idx[order],
-        end_idx[order],
-        call[order],
-        entry[order],
-        ends[order],
-    )
-    returned = ends[:, 4] >= 0
-    end_time = np.where(returned, ends[:, 5], ends[:, 1])
-    functions = entry[:, 2].view(np.uint64)
-    encoded = pc.dictionary_encode(pa.array(functions, pa.uint64()))
-    func = encoded.indices.to_numpy().astype(np.int64)
-    parent, depth, insns, insns_self, time, time_self, recursive = _nest(
-        entry_idx, end_idx, entry[:, 1].copy(), end_time, ends, func, len(encoded.dictionary)
-    )
-    no_time = np.full(n, not core.has_time)
-    columns: dict[str, pa.Array] = {
-        "cpu": pa.array(np.full(n, core.cpu, np.uint16)),
-        "id": pa.array(np.arange(first_id, first_id + n, dtype=np.int64)),
-        "parent": _null_where(np.where(parent >= 0, parent + first_id, 0), parent < 0, pa.int64()),
-        "depth": pa.array(depth),
-        "function": pa.array(functions),
-    }
-    sites = {"call": call, "entry": entry, "exit": ends[:, :4], "resume": ends[:, 4:]}
-    for site, values in sites.items():
-        missing = values[:, 0] < 0
-        for col, name in enumerate(_SITE_FIELDS):
-            type_ = pa.uint64() if name == "pc" else pa.int64()
-            data = values[:, col].view(np.uint64) if name == "pc" else values[:, col]
-            gone = missing | (no_time if name == "time" else False) | (name == "src") & (values[:, col] < 0)
-            columns[f"{site}_{name}"] = _null_where(data, gone, type_)
-    columns["index"] = pa.array(entry_idx)
-    columns["insns"] = pa.array(insns)
-    columns["insns_self"] = pa.array(insns_self)
-    columns["time"] = _null_where(time, no_time, pa.int64())
-    columns["time_self"] = _null_where(time_self, no_time, pa.int64())
-    columns["recursive"] = pa.array(recursive)
-    return columns
+@numba.njit(cache=True, nogil=True)
+def _contexts(parent, name, start, context, table, counts, context_parent, context_name, used):
+    """Each frame's calling context: (its parent's context, its name) numbered on first sight.
+
+    Frames from `start` on; returns where it stopped (len(parent) when done, earlier when an
+    array is full).
+    """
+    for i in range(start, len(parent)):
+        if used[0] >= len(context_parent) or pairtable.needs_rehash(table, counts):
+            return i
+        above = context[parent[i]] if parent[i] >= 0 else -1
+        row = pairtable.find(table, above, name[i])
+        if row >= 0:
+            context[i] = table[row, 2]
+            continue
+        c = used[0]
+        used[0] = c + 1
+        pairtable.put(table, counts, above, name[i], c)
+        context_parent[c] = above
+        context_name[c] = name[i]
+        context[i] = c
+    return len(parent)
+
+
+def calling_contexts(parent: np.ndarray, name: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(context of each frame, parent context and name of each context) of frames in tree order."""
+    context = np.empty(len(parent), np.int64)
+    table, counts = pairtable.new_table()
+    context_parent = np.empty(1 << 10, np.int64)
+    context_name = np.empty(1 << 10, np.int64)
+    used = np.zeros(1, np.int64)
+    done = 0
+    while True:
+        done = _contexts(parent, name, done, context, table, counts, context_parent, context_name, used)
+        if done == len(parent):
+            break
+        if pairtable.needs_rehash(table, counts):
+            table, counts = pairtable.rehashed(table, counts)
+        if used[0] >= len(context_parent):
+            context_parent = np.resize(context_parent, 2 * len(context_parent))
+            context_name = np.resize(context_name, 2 * len(context_name))
+    return context, context_parent[: used[0]], context_name[: used[0]]
+
+
+@numba.njit(cache=True, nogil=True)
+def _event_block(start, end, state, stack, opens, frame, at):
+    """Fill `opens`/`frame`/`at` with the next timeline events; returns how many.
+
+    Properly nested: a frame opens at its start after every open frame ending by then
+    closed. `state` carries [next frame to open, stack depth] between blocks.
+    """
+    k = 0
+    following, top = state[0], state[1]
+    n = len(start)
+    while k < len(opens):
+        if top > 0 and (following >= n or end[stack[top - 1]] <= start[following]):
+            top -= 1
+            opens[k] = False
+            frame[k] = stack[top]
+            at[k] = end[stack[top]]
+        elif following < n:
+            opens[k] = True
+            frame[k] = following
+            at[k] = start[following]
+            stack[top] = following
+            top += 1
+            following += 1
+        else:
+            break
+        k += 1
+    state[0], state[1] = following, top
+    return k
 
 
 def function_names(addresses: np.ndarray, symbols: SymbolTable | None) -> list[str]:
@@ -196,103 +239,245 @@ def function_names(addresses: np.ndarray, symbols: SymbolTable | None) -> list[s
 
 
 @dataclass
-class CallTree:
-    """The frames of every core (FRAME_SCHEMA) and how each core's calls were detected."""
+class CoreFrames:
+    """One core's frames in tree order as compact columns; their sites stay in `calls`' rows.
 
-    frames: pa.Table
+    `row` is each frame's row in `calls.pairs` (-1: the outermost frame); `ends_of` the
+    frame whose exit and resume sites apply (its own, or its parent's when cut there).
+    """
+
+    calls: CoreCalls
+    first_id: int
+    row: np.ndarray
+    ends_of: np.ndarray
+    parent: np.ndarray  # frame index within the core, -1 for the outermost frame
+    depth: np.ndarray  # int32
+    function: np.ndarray  # index into CallTree.addresses
+    index: np.ndarray  # int64, and the costs below
+    insns: np.ndarray
+    insns_self: np.ndarray
+    entry_time: np.ndarray
+    time: np.ndarray
+    time_self: np.ndarray
+    recursive: np.ndarray  # bool
+
+    def __len__(self) -> int:
+        return len(self.row)
+
+    @property
+    def cpu(self) -> int:
+        return self.calls.cpu
+
+    def site(self, name: str, field: int | None = None) -> np.ndarray:
+        """One site ("call", "entry", "exit", "resume") of each frame: (n, 4) seq, time, pc, src, or
+        (n,) of one of them (`field`: calls.SEQ, TIME, PC, SRC); -1 where the frame has none."""
+        calls = self.calls
+        row = self.row if name in ("call", "entry") else self.row[self.ends_of]
+        called = row[1:]  # rows in calls.pairs; -1 (the outermost frame's) is set below
+        fields = slice(0, 4) if field is None else field
+        if name in ("call", "entry"):
+            at = S_CALL if name == "call" else S_ENTRY
+            values = calls.slots[calls.pairs[called, P_SLOT], at : at + 4][:, fields]
+            outer = (_NO_SITE if name == "call" else calls.first)[fields]
+        else:
+            at = P_EXIT if name == "exit" else P_RESUME
+            values = calls.pairs[called, at : at + 4][:, fields]
+            outer = (calls.last if name == "exit" else _NO_SITE)[fields]
+        sites = np.empty((len(row), *values.shape[1:]), np.int64)
+        sites[1:] = values
+        # a frame cut at the outermost frame's end takes its sites, as the outermost frame does
+        sites[row == -1] = outer
+        return sites
+
+    def start(self, clock: str) -> np.ndarray:
+        return self.entry_time if clock == "time" else self.index
+
+    def end(self, clock: str) -> np.ndarray:
+        return self.start(clock) + (self.time if clock == "time" else self.insns)
+
+
+def _core_frames(core: CoreCalls, first_id: int) -> tuple[CoreFrames, np.ndarray]:
+    """The frames of one core, and the distinct entry addresses their `function` numbers."""
+    slots, pairs = core.slots, core.pairs
+    n = 1 + len(pairs)
+    index_type = _frame_index_type(n)
+    entry_idx = np.empty(n, np.int64)  # in detection order first, then in tree order
+    entry_idx[0] = 0
+    entry_idx[1:] = slots[pairs[:, P_SLOT], S_ENTRY_IDX]
+    end_idx = np.empty(n, np.int64)
+    end_idx[0] = core.count
+    end_idx[1:] = pairs[:, P_END_IDX]
+    # tree order: entry up, end down; the outermost frame (entry 0, the trace's end) stays first
+    order = np.lexsort((-end_idx, entry_idx)).astype(index_type)
+    entry_idx, end_idx = entry_idx[order], end_idx[order]
+    row = order - 1  # rows in calls.pairs; -1 for the outermost frame
+    del order
+    entry_slot = pairs[row[1:], P_SLOT]
+    entry_time = np.empty(n, np.int64)
+    entry_time[0] = core.first[TIME]
+    entry_time[1:] = slots[entry_slot, S_ENTRY + TIME]
+    addresses = np.empty(n, np.int64)
+    addresses[0] = core.first[PC]
+    addresses[1:] = slots[entry_slot, S_ENTRY + PC]
+    del entry_slot
+    end_time = np.empty(n, np.int64)
+    end_time[0] = core.last[TIME]
+    returned = pairs[row[1:], P_RESUME + SEQ] >= 0
+    end_time[1:] = np.where(returned, pairs[row[1:], P_RESUME + TIME], pairs[row[1:], P_EXIT + TIME])
+    del returned
+    encoded = pa.array(addresses.view(np.uint64)).dictionary_encode()  # hashed: no sort per frame
+    del addresses
+    func = encoded.indices.to_numpy().astype(index_type)
+    parent = np.empty(n, index_type)
+    depth = np.zeros(n, np.int32)
+    ends_of = np.empty(n, index_type)
+    recursive = np.empty(n, np.bool_)
+    insns, insns_self, time, time_self = _nest(
+        entry_idx, end_idx, entry_time, end_time, func, len(encoded.dictionary),
+        parent, depth, ends_of, recursive,
+    )  # fmt: skip
+    del end_idx, end_time
+    frames = CoreFrames(
+        core, first_id, row, ends_of, parent, depth, func, entry_idx, insns, insns_self, entry_time, time,
+        time_self, recursive,
+    )  # fmt: skip
+    return frames, encoded.dictionary.to_numpy()
+
+
+@dataclass
+class CallTree:
+    """The frames of every core and how each core's calls were detected.
+
+    `addresses` are the distinct function entry addresses (sorted) and `names` their names;
+    each core's `function` column indexes them.
+    """
+
+    cores: list[CoreFrames]
+    addresses: np.ndarray
+    names: list[str]
     methods: dict[int, Method]
     has_time: bool
 
     @classmethod
     def build(cls, cores: Sequence[CoreCalls], symbols: SymbolTable | None = None) -> CallTree:
-        parts = []
+        built = []
         first_id = 0
         for core in cores:
             if not core.count:
                 continue
-            columns = _core_frames(core, first_id)
-            first_id += len(columns["id"])
-            parts.append(columns)
-        if not parts:
-            return cls(FRAME_SCHEMA.empty_table(), {c.cpu: c.method for c in cores}, False)
-        merged = {name: pa.chunked_array([p[name] for p in parts]) for name in parts[0]}
-        functions = merged["function"].to_numpy()
-        distinct, inverse = np.unique(functions, return_inverse=True)
-        names = np.array(function_names(distinct, symbols), dtype=object)[inverse]
-        merged["name"] = pa.chunked_array([pa.array(names, pa.string())])
-        frames = pa.table({field.name: merged[field.name] for field in FRAME_SCHEMA}, schema=FRAME_SCHEMA)
+            frames, distinct = _core_frames(core, first_id)
+            first_id += len(frames)
+            built.append((frames, distinct))
+        methods = {c.cpu: c.method for c in cores}
+        if not built:
+            return cls([], np.zeros(0, np.uint64), [], methods, False)
+        addresses = np.unique(np.concatenate([distinct for _, distinct in built]))
+        for frames, distinct in built:  # core-local function numbers to the tree's
+            frames.function = np.searchsorted(addresses, distinct)[frames.function].astype(frames.row.dtype)
         has_time = all(core.has_time for core in cores if core.count)
-        return cls(frames, {c.cpu: c.method for c in cores}, has_time)
+        return cls([frames for frames, _ in built], addresses, function_names(addresses, symbols), methods,
+                   has_time)  # fmt: skip
 
     def __len__(self) -> int:
-        return self.frames.num_rows
+        return sum(len(core) for core in self.cores)
+
+    @cached_property
+    def _distinct_names(self) -> tuple[list[str], np.ndarray]:
+        """The distinct names, and per function address the number of its name (shared by namesakes)."""
+        distinct, ids = np.unique(np.array(self.names, dtype=object), return_inverse=True)
+        return distinct.tolist(), ids.astype(np.int64).ravel()
+
+    @cached_property
+    def frames(self) -> pa.Table:
+        """Every frame as a row of FRAME_SCHEMA, built on first use (25 columns per call)."""
+        if not self.cores:
+            return FRAME_SCHEMA.empty_table()
+        names = pa.array(self.names, pa.string())
+        parts = [_frame_columns(core, self.addresses, names) for core in self.cores]
+        columns = {f.name: pa.chunked_array([p[f.name] for p in parts], f.type) for f in FRAME_SCHEMA}
+        return pa.table(columns, schema=FRAME_SCHEMA)
 
     def functions(self) -> pa.Table:
         """The flat call profile: one row per (core, function), most inclusive instructions first."""
-        frames = self.frames
-        outer = pc.invert(frames.column("recursive"))
-        zero = pa.scalar(0, pa.int64())
-        table = pa.table(
-            {
-                "cpu": frames.column("cpu"),
-                "address": frames.column("function"),
-                "name": frames.column("name"),
-                "insns_self": frames.column("insns_self"),
-                "insns": pc.if_else(outer, frames.column("insns"), zero),
-                "time_self": frames.column("time_self"),
-                "time": pc.if_else(outer, frames.column("time"), pa.scalar(0, pa.int64())),
-            }
-        )
-        grouped = table.group_by(["cpu", "address", "name"], use_threads=False).aggregate(
-            [
-                ("address", "count"),
-                ("insns_self", "sum"),
-                ("insns", "sum"),
-                ("time_self", "sum"),
-                ("time", "sum"),
-            ]
-        )
-        result = pa.table(
-            {
-                "cpu": grouped.column("cpu"),
-                "address": grouped.column("address"),
-                "name": grouped.column("name"),
-                "calls": grouped.column("address_count"),
-                "insns_self": grouped.column("insns_self_sum"),
-                "insns": grouped.column("insns_sum"),
-                "time_self": grouped.column("time_self_sum"),
-                "time": grouped.column("time_sum"),
-            },
-            schema=FUNCTION_SCHEMA,
-        )
+        parts = [self._core_functions(core) for core in self.cores]
+        if not parts:
+            return FUNCTION_SCHEMA.empty_table()
+        result = pa.concat_tables(parts)
         if not self.has_time:
             nulls = pa.nulls(result.num_rows, pa.int64())
             result = result.set_column(6, "time_self", nulls).set_column(7, "time", nulls)
         return result.sort_by([("cpu", "ascending"), ("insns", "descending"), ("address", "ascending")])
 
+    def _core_functions(self, core: CoreFrames) -> pa.Table:
+        n = len(self.addresses)
+        outer = ~core.recursive
+        calls = np.bincount(core.function, minlength=n)
+        called = np.flatnonzero(calls)
+        sums = {
+            "insns_self": core.insns_self,
+            "insns": np.where(outer, core.insns, 0),
+            "time_self": core.time_self,
+            "time": np.where(outer, core.time, 0),
+        }
+        columns = {
+            "cpu": np.full(len(called), core.cpu, np.uint16),
+            "address": self.addresses[called],
+            "name": pa.array(self.names, pa.string()).take(called),
+            "calls": calls[called].astype(np.int64),
+            **{name: _sum_by(core.function, n, values)[called] for name, values in sums.items()},
+        }
+        return pa.table(columns, schema=FUNCTION_SCHEMA)
+
     def stacks(self, weight: str = "insns") -> Iterator[tuple[int, list[str], int]]:
         """(cpu, function names from the outermost down, self weight) per distinct call stack.
 
-        `weight` is "insns" or "time"; stacks of zero weight are left out.
+        `weight` is "insns" or "time"; stacks of zero weight are left out. Summed per calling
+        context, so the work past one pass over the frames follows the distinct stacks.
         """
-        column = "insns_self" if weight == "insns" else "time_self"
-        frames = self.frames
-        parents = frames.column("parent").fill_null(-1).to_numpy()
-        first_ids = frames.column("id").to_numpy()
-        names = frames.column("name").to_pylist()
-        cpus = frames.column("cpu").to_numpy()
-        weights = frames.column(column).fill_null(0).to_numpy()
-        base = int(first_ids[0]) if len(first_ids) else 0
-        path_of: list[tuple[str, ...]] = []
-        totals: dict[tuple[int, tuple[str, ...]], int] = {}
-        for row, (parent, name) in enumerate(zip(parents.tolist(), names, strict=True)):
-            path = (*path_of[parent - base], name) if parent >= 0 else (name,)
-            path_of.append(path)
-            key = (int(cpus[row]), path)
-            totals[key] = totals.get(key, 0) + int(weights[row])
-        for (cpu, path), total in totals.items():
-            if total:
-                yield cpu, list(path), total
+        distinct, name_ids = self._distinct_names
+        for core in self.cores:
+            if weight == "insns":
+                weights = core.insns_self
+            elif core.calls.has_time:
+                weights = core.time_self
+            else:
+                continue
+            context, above, name = calling_contexts(core.parent, name_ids[core.function])
+            totals = _sum_by(context, len(above), weights).tolist()
+            paths: list[tuple[str, ...]] = []
+            for parent, named, total in zip(above.tolist(), name.tolist(), totals, strict=True):
+                path = (*paths[parent], distinct[named]) if parent >= 0 else (distinct[named],)
+                paths.append(path)
+                if total:
+                    yield core.cpu, list(path), total
+
+
+def _frame_columns(core: CoreFrames, addresses: np.ndarray, names: pa.Array) -> dict[str, pa.Array]:
+    n = len(core)
+    no_time = np.full(n, not core.calls.has_time)
+    columns: dict[str, pa.Array] = {
+        "cpu": pa.array(np.full(n, core.cpu, np.uint16)),
+        "id": pa.array(np.arange(core.first_id, core.first_id + n, dtype=np.int64)),
+        "parent": pa.array(core.parent.astype(np.int64) + core.first_id, pa.int64(), mask=core.parent < 0),
+        "depth": pa.array(core.depth),
+        "function": pa.array(addresses[core.function]),
+        "name": names.take(pa.array(core.function)),
+    }
+    for site in _SITES:
+        values = core.site(site)
+        missing = values[:, 0] < 0
+        for col, name in enumerate(_SITE_FIELDS):
+            type_ = pa.uint64() if name == "pc" else pa.int64()
+            data = values[:, col].view(np.uint64) if name == "pc" else values[:, col]
+            gone = missing | (no_time if name == "time" else False) | (name == "src") & (values[:, col] < 0)
+            columns[f"{site}_{name}"] = pa.array(data, type_, mask=gone)
+    columns["index"] = pa.array(core.index)
+    columns["insns"] = pa.array(core.insns)
+    columns["insns_self"] = pa.array(core.insns_self)
+    columns["time"] = pa.array(core.time, pa.int64(), mask=no_time)
+    columns["time_self"] = pa.array(core.time_self, pa.int64(), mask=no_time)
+    columns["recursive"] = pa.array(core.recursive)
+    return columns
 
 
 @dataclass(frozen=True)
@@ -300,49 +485,34 @@ class CoreTimeline:
     """One core's frames on a clock: trace time, or instructions (`insns`) since the window start."""
 
     cpu: int
-    names: list[str]  # per frame of the core, in tree order
+    frames: CoreFrames
     start: np.ndarray  # int64 per frame
     end: np.ndarray  # int64 per frame
     first: int  # where the core's timeline starts (the outermost frame's start)
     last: int
-    entry_index: np.ndarray  # instructions of the core before each frame's entry
-    end_index: np.ndarray  # ... and before its end
-    function: np.ndarray  # uint64 entry address per frame
 
-    def events(self) -> Iterator[tuple[bool, int, int]]:
-        """(opens, frame, at) in timeline order, properly nested: each close ends the latest open."""
-        stack: list[int] = []
-        starts = self.start.tolist()
-        ends = self.end.tolist()
-        for frame, at in enumerate(starts):
-            while stack and ends[stack[-1]] <= at:
-                top = stack.pop()
-                yield False, top, ends[top]
-            yield True, frame, at
-            stack.append(frame)
-        while stack:
-            top = stack.pop()
-            yield False, top, ends[top]
+    def events(self, *columns: np.ndarray) -> Iterator[tuple[list, ...]]:
+        """Blocks of events in timeline order, properly nested (each close ends the latest open).
+
+        Each block is the lists (opens, at, *columns[frame]) of its events: `columns` are
+        per-frame arrays the caller needs at each event.
+        """
+        state = np.zeros(2, np.int64)
+        stack = np.empty(len(self.start), np.int64)
+        opens = np.empty(_EVENT_BLOCK, np.bool_)
+        frame = np.empty(_EVENT_BLOCK, np.int64)
+        at = np.empty(_EVENT_BLOCK, np.int64)
+        while True:
+            count = _event_block(self.start, self.end, state, stack, opens, frame, at)
+            if not count:
+                return
+            taken = frame[:count]
+            yield (opens[:count].tolist(), at[:count].tolist(), *(c[taken].tolist() for c in columns))
 
 
 def timelines(tree: CallTree, clock: str) -> Iterator[CoreTimeline]:
     """Each core's frames on `clock` ("time" needs a trace with time, "insns" always works)."""
-    frames = tree.frames
-    cpus = frames.column("cpu").to_numpy()
-    if clock == "time":
-        start = frames.column("entry_time").to_numpy(zero_copy_only=False)
-        end = start + frames.column("time").to_numpy(zero_copy_only=False)
-    else:
-        start = frames.column("index").to_numpy()
-        end = start + frames.column("insns").to_numpy()
-    names = frames.column("name").to_pylist()
-    index = frames.column("index").to_numpy()
-    insns = frames.column("insns").to_numpy()
-    function = frames.column("function").to_numpy()
-    for cpu in np.unique(cpus).tolist():
-        rows = np.flatnonzero(cpus == cpu)
-        lo, hi = int(rows[0]), int(rows[-1]) + 1
-        yield CoreTimeline(
-            cpu, names[lo:hi], start[lo:hi].astype(np.int64), end[lo:hi].astype(np.int64),
-            int(start[lo]), int(end[lo:hi].max()), index[lo:hi], index[lo:hi] + insns[lo:hi], function[lo:hi],
-        )  # fmt: skip
+    for core in tree.cores:
+        start = core.start(clock)
+        end = core.end(clock)
+        yield CoreTimeline(core.cpu, core, start, end, int(start[0]), int(end.max()))

@@ -11,10 +11,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..trace import Trace
-from .calltree import CallTree
+from .calls import PC, SEQ
+from .calltree import CallTree, CoreFrames
 from .profile import summed
 from .stream import WHOLE_TRACE, Window, iter_timed
 from .sums import KeyedSums
@@ -30,6 +30,11 @@ COST_SCHEMA = pa.schema(
         ("time", pa.int64()),
     ]
 )
+
+_EDGE_SCHEMA = pa.schema(
+    [("cpu", pa.uint16()), ("caller", pa.uint64()), ("site", pa.uint64()), ("callee", pa.uint64()),
+     ("calls", pa.int64()), ("insns", pa.int64()), ("time", pa.int64())]
+)  # fmt: skip
 
 
 @numba.njit(cache=True, nogil=True)
@@ -56,19 +61,18 @@ def _innermost(seq, entry, end, state, stack):
 
 
 class _CoreFrames:
-    def __init__(self, frames: pa.Table) -> None:
-        self.entry = frames.column("entry_seq").to_numpy()
-        self.end = frames.column("resume_seq").fill_null(_NEVER).to_numpy()
-        self.function = frames.column("function").to_numpy()
+    def __init__(self, frames: CoreFrames, addresses: np.ndarray) -> None:
+        self.entry = frames.site("entry", SEQ)
+        resume = frames.site("resume", SEQ)
+        self.end = np.where(resume >= 0, resume, _NEVER)
+        self.function = addresses[frames.function]
         self.state = np.zeros(2, np.int64)
         self.stack = np.zeros(max(len(self.entry), 1), np.int64)
 
 
 def self_costs(trace: Trace, tree: CallTree, window: Window = WHOLE_TRACE) -> pa.Table:
     """Instructions and time per (cpu, function entry address, pc), summed over the window."""
-    frames = tree.frames
-    cpus = frames.column("cpu").to_numpy()
-    cores = {cpu: _CoreFrames(frames.filter(pa.array(cpus == cpu))) for cpu in np.unique(cpus).tolist()}
+    cores = {frames.cpu: _CoreFrames(frames, tree.addresses) for frames in tree.cores}
     sums: dict[int, KeyedSums] = {}  # per core: (function, pc) -> count, time
     for chunk in iter_timed(trace, window):
         core = cores.get(chunk.cpu)
@@ -95,22 +99,24 @@ def self_costs(trace: Trace, tree: CallTree, window: Window = WHOLE_TRACE) -> pa
 
 def call_edges(tree: CallTree) -> pa.Table:
     """Per (cpu, caller, call site pc, callee): calls and their inclusive instructions and time."""
-    frames = tree.frames
-    parents = frames.column("parent")
-    has_parent = pc.is_valid(parents)
-    called = frames.filter(has_parent)
-    first_id = frames.column("id")[0].as_py() if frames.num_rows else 0
-    rows = pc.subtract(called.column("parent"), first_id).to_numpy()
-    caller = frames.column("function").to_numpy()[rows]
-    edges = pa.table(
-        {
-            "cpu": called.column("cpu"),
-            "caller": caller,
-            "site": called.column("call_pc"),
-            "callee": called.column("function"),
-            "calls": np.ones(called.num_rows, np.int64),
-            "insns": called.column("insns"),
-            "time": called.column("time").fill_null(0),
-        }
-    )
-    return summed(edges, ["cpu", "caller", "site", "callee"], ["calls", "insns", "time"])
+    parts = []
+    for frames in tree.cores:
+        called = slice(1, None)  # every frame but the outermost was called
+        function = tree.addresses[frames.function]
+        time = frames.time[called] if frames.calls.has_time else np.zeros(len(frames) - 1, np.int64)
+        parts.append(
+            pa.table(
+                {
+                    "cpu": pa.array(np.full(len(frames) - 1, frames.cpu, np.uint16)),
+                    "caller": function[frames.parent[called]],
+                    "site": frames.site("call", PC)[called].view(np.uint64),
+                    "callee": function[called],
+                    "calls": np.ones(len(frames) - 1, np.int64),
+                    "insns": frames.insns[called],
+                    "time": time,
+                }
+            )
+        )
+    if not parts:
+        return _EDGE_SCHEMA.empty_table()
+    return summed(pa.concat_tables(parts), ["cpu", "caller", "site", "callee"], ["calls", "insns", "time"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from ..analysis.calltree import CoreTimeline, timelines
+from ..analysis.calltree import CallTree, CoreTimeline, timelines
 from .calldata import call_tree, clock_of, nanoseconds_per_tick
 from .protobuf import bytes_field, string_field, uint_field
 from .registry import ExportRequest
@@ -61,34 +61,36 @@ def _descriptors(cpu: int, slices: int, counter: int) -> Iterator[bytes]:
     )
 
 
-def _events(timeline: CoreTimeline, ns_per_tick: float, slices: int, counter: int) -> Iterator[bytes]:
+def _events(
+    timeline: CoreTimeline, tree: CallTree, ns_per_tick: float, slices: int, counter: int
+) -> Iterator[bytes]:
     slice_track = uint_field(_EVENT_TRACK, slices)
     begin_head = uint_field(_EVENT_TYPE, _SLICE_BEGIN) + slice_track
     end = bytes_field(_TRACK_EVENT, uint_field(_EVENT_TYPE, _SLICE_END) + slice_track)
     counter_head = uint_field(_EVENT_TYPE, _COUNTER) + uint_field(_EVENT_TRACK, counter)
     entry_name = string_field(_DEBUG_NAME, "entry")
-    begins: dict[tuple[str, int], bytes] = {}  # one encoding per distinct function
-    functions = timeline.function.tolist()
-    entry_index = timeline.entry_index.tolist()
-    end_index = timeline.end_index.tolist()
-    for opens, frame, at in timeline.events():
-        stamp = uint_field(_TIMESTAMP, round(at * ns_per_tick))
-        if opens:
-            key = (timeline.names[frame], functions[frame])
-            begin = begins.get(key)
-            if begin is None:
-                entry = bytes_field(_EVENT_DEBUG, entry_name + uint_field(_DEBUG_POINTER, key[1]))
-                begin = begins[key] = bytes_field(
-                    _TRACK_EVENT, begin_head + string_field(_EVENT_NAME, key[0]) + entry
-                )
-            yield _packet(stamp + begin)
-            value = entry_index[frame]
-        else:
-            yield _packet(stamp + end)
-            value = end_index[frame]
-        yield _packet(
-            stamp + bytes_field(_TRACK_EVENT, counter_head + uint_field(_EVENT_COUNTER_VALUE, value))
-        )
+    begins: dict[int, bytes] = {}  # one encoding per function
+    addresses = tree.addresses.tolist()
+    frames = timeline.frames
+    for block in timeline.events(frames.function, frames.index, frames.index + frames.insns):
+        for opens, at, function, entry_index, end_index in zip(*block, strict=True):
+            stamp = uint_field(_TIMESTAMP, round(at * ns_per_tick))
+            if opens:
+                begin = begins.get(function)
+                if begin is None:
+                    pointer = uint_field(_DEBUG_POINTER, addresses[function])
+                    entry = bytes_field(_EVENT_DEBUG, entry_name + pointer)
+                    begin = begins[function] = bytes_field(
+                        _TRACK_EVENT, begin_head + string_field(_EVENT_NAME, tree.names[function]) + entry
+                    )
+                yield _packet(stamp + begin)
+                value = entry_index
+            else:
+                yield _packet(stamp + end)
+                value = end_index
+            yield _packet(
+                stamp + bytes_field(_TRACK_EVENT, counter_head + uint_field(_EVENT_COUNTER_VALUE, value))
+            )
 
 
 def write_perfetto(request: ExportRequest) -> None:
@@ -99,13 +101,13 @@ def write_perfetto(request: ExportRequest) -> None:
         _write(out, tree, clock, ns_per_tick)
 
 
-def _write(out: BinaryIO, tree, clock: str, ns_per_tick: float) -> None:
+def _write(out: BinaryIO, tree: CallTree, clock: str, ns_per_tick: float) -> None:
     out.write(_packet(uint_field(_SEQUENCE_FLAGS, _INCREMENTAL_STATE_CLEARED)))
     pending: list[bytes] = []
     for timeline in timelines(tree, clock):
         slices, counter = 2 * timeline.cpu + 1, 2 * timeline.cpu + 2
         out.write(b"".join(_descriptors(timeline.cpu, slices, counter)))
-        for packet in _events(timeline, ns_per_tick, slices, counter):
+        for packet in _events(timeline, tree, ns_per_tick, slices, counter):
             pending.append(packet)
             if len(pending) >= 65536:
                 out.write(b"".join(pending))

@@ -20,7 +20,7 @@ from ..errors import CputraceError
 from ..model import SCHEMAS, TABLES
 from ..store import table_path
 from .registry import ExportRequest
-from .tarmac import write_tarmac
+from .tarmac import INSTRUCTION_COLUMNS, write_tarmac
 
 ANALYSIS_TABLES = ("frames", *PROFILE_TABLES)
 ALL_TABLES = (*TABLES, *ANALYSIS_TABLES)
@@ -29,9 +29,7 @@ ALL_TABLES = (*TABLES, *ANALYSIS_TABLES)
 def write_tarmac_file(request: ExportRequest) -> None:
     """The window as a Fast-Models-style Tarmac trace, written batch by batch."""
     with open(request.output, "w", encoding="utf-8", newline="\n") as out:
-        for batch in read_batches(
-            request.trace, "instructions", SCHEMAS["instructions"].names, request.window
-        ):
+        for batch in read_batches(request.trace, "instructions", INSTRUCTION_COLUMNS, request.window):
             write_tarmac(request.trace, pa.Table.from_batches([batch]), out)
 
 

@@ -23,7 +23,7 @@ def write_folded(request: ExportRequest) -> None:
     """
     tree = call_tree(request)
     clock = clock_of(request, tree)
-    multicore = len(set(tree.frames.column("cpu").to_pylist())) > 1
+    multicore = len(tree.cores) > 1
     lines = []
     for cpu, path, weight in tree.stacks(clock):
         names = [f"cpu{cpu}", *path] if multicore else path
@@ -41,10 +41,11 @@ def write_speedscope(request: ExportRequest) -> None:
     frame_index: dict[str, int] = {}
 
     def events(timeline: CoreTimeline) -> Iterator[str]:
-        for opens, frame, at in timeline.events():
-            index = frame_index.setdefault(timeline.names[frame], len(frame_index))
-            kind = "O" if opens else "C"
-            yield f'{{"type": "{kind}", "frame": {index}, "at": {number(at * scale)}}}'
+        for block in timeline.events(timeline.frames.function):
+            for opens, at, function in zip(*block, strict=True):
+                index = frame_index.setdefault(tree.names[function], len(frame_index))
+                kind = "O" if opens else "C"
+                yield f'{{"type": "{kind}", "frame": {index}, "at": {number(at * scale)}}}'
 
     head = {
         "$schema": _SPEEDSCOPE_SCHEMA,

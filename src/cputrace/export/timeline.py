@@ -6,28 +6,33 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-from ..analysis.calltree import CoreTimeline, timelines
+from ..analysis.calltree import CallTree, CoreTimeline, timelines
 from .calldata import call_tree, clock_of, nanoseconds_per_tick
 from .jsontext import number, write_items
 from .registry import ExportRequest
 
 
-def _events(timeline: CoreTimeline, microseconds: float) -> Iterator[str]:
+def _events(timeline: CoreTimeline, tree: CallTree, microseconds: float) -> Iterator[str]:
     cpu = timeline.cpu
     yield json.dumps({"name": "thread_name", "ph": "M", "pid": 0, "tid": cpu, "args": {"name": f"cpu{cpu}"}})
-    names = [json.dumps(n) for n in timeline.names]
+    quoted = [json.dumps(n) for n in tree.names]
+    addresses = tree.addresses.tolist()
     counter = json.dumps(f"cpu{cpu} instructions")
     where = f'"pid": 0, "tid": {cpu}'
-    for opens, frame, at in timeline.events():
-        ts = number(at * microseconds)
-        value = int(timeline.entry_index[frame] if opens else timeline.end_index[frame])
-        yield f'{{"name": {counter}, "ph": "C", "ts": {ts}, {where}, "args": {{"instructions": {value}}}}}'
-        if opens:
-            duration = number((timeline.end[frame] - at) * microseconds)
-            insns = int(timeline.end_index[frame] - timeline.entry_index[frame])
-            args = f'{{"entry": "{int(timeline.function[frame]):#x}", "instructions": {insns}}}'
-            span = f'"ts": {ts}, "dur": {duration}'
-            yield f'{{"name": {names[frame]}, "cat": "call", "ph": "X", {span}, {where}, "args": {args}}}'
+    frames = timeline.frames
+    end_index = frames.index + frames.insns
+    columns = (timeline.end, frames.index, end_index, frames.function)
+    for block in timeline.events(*columns):
+        for opens, at, end, entry_index, end_index_, function in zip(*block, strict=True):
+            ts = number(at * microseconds)
+            value = entry_index if opens else end_index_
+            count = f'"args": {{"instructions": {value}}}'
+            yield f'{{"name": {counter}, "ph": "C", "ts": {ts}, {where}, {count}}}'
+            if opens:
+                duration = number((end - at) * microseconds)
+                args = f'{{"entry": "{addresses[function]:#x}", "instructions": {end_index_ - entry_index}}}'
+                span = f'"ts": {ts}, "dur": {duration}, {where}'
+                yield f'{{"name": {quoted[function]}, "cat": "call", "ph": "X", {span}, "args": {args}}}'
 
 
 def write_chrome(request: ExportRequest) -> None:
@@ -41,6 +46,6 @@ def write_chrome(request: ExportRequest) -> None:
         for timeline in timelines(tree, clock):
             if not first:
                 out.write(", ")
-            write_items(out, _events(timeline, microseconds))
+            write_items(out, _events(timeline, tree, microseconds))
             first = False
         out.write("]}\n")

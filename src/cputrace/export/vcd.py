@@ -8,6 +8,15 @@ Time is the trace's time when it never goes backwards (and each core's instructi
 distinct times); otherwise, or with clock "insns", one step per instruction (seq). A
 register write with a byte mask (only some bytes written) shows as `x`, as VCD holds whole
 values; so do values the trace does not know.
+
+An instruction that makes several memory accesses (LDM/STM, LDP/STP, a bus burst) would put
+them all on the bus signals at one time, where a waveform viewer shows only the last. So
+when some instruction makes more than one, time is subdivided: the timescale becomes 10 or
+100... times finer (K steps per trace time unit or instruction, K the smallest power of ten
+at least the most accesses of one instruction), each instruction starts at K times its
+time, and its accesses follow one step apart, in trace order, on the one set of bus
+signals, as a bus shows its beats. Times read in GTKWave stay the trace's; the header
+comment says K.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from ..analysis.stream import WHOLE_TRACE, SeqFollower, Window, dictionary_codes
 from ..errors import CputraceError
 from ..image import Image
 from ..model import MEMORY_OPS
+from .arrowbytes import bytes_and_offsets
 
 if TYPE_CHECKING:
     from ..trace import Trace
@@ -32,6 +42,7 @@ if TYPE_CHECKING:
 
 VECTOR, STRING, UNKNOWN = 0, 1, 2
 _TIMESCALES = {"s": "1 s", "ms": "1 ms", "us": "1 us", "ns": "1 ns", "ps": "1 ps", "fs": "1 fs"}
+_UNIT_EXPONENTS = {"s": 0, "ms": -3, "us": -6, "ns": -9, "ps": -12, "fs": -15}
 _CHUNK = 1 << 18
 
 
@@ -129,7 +140,9 @@ class _Events:
     def render(self, idents: np.ndarray, ident_offset: np.ndarray, last_ts: int) -> tuple[bytes, int]:
         if not self.ts:
             return b"", last_ts
-        ts, order = np.concatenate(self.ts), np.concatenate(self.order)
+        # another core's instruction at the time the previous chunk ended may come before that
+        # chunk's last memory access steps: it moves up to them, as VCD time never goes back
+        ts, order = np.maximum(np.concatenate(self.ts), last_ts), np.concatenate(self.order)
         sort = np.lexsort((np.concatenate(self.rank), order, ts))
         kind, length = np.concatenate(self.kind)[sort], np.concatenate(self.length)[sort]
         values = np.concatenate(self.buffers) if self.buffers else np.zeros(0, np.uint8)
@@ -142,16 +155,6 @@ class _Events:
             values, idents, ident_offset, out, last_ts,
         )  # fmt: skip
         return out[:n].tobytes(), int(last)
-
-
-def _binary(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """(bytes, offsets) of a binary column, offsets with one entry more than rows."""
-    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    array = array.cast(pa.large_binary())
-    _, offsets, data = array.buffers()
-    offsets = np.frombuffer(offsets, np.int64)[array.offset : array.offset + len(array) + 1]
-    raw = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
-    return raw, offsets
 
 
 def _uses_time(trace: Trace, window: Window) -> bool:
@@ -224,6 +227,35 @@ class _Variables:
         self.ident_offset = np.concatenate([[0], np.cumsum([len(n) for n in names])]).astype(np.int64)
 
 
+def _accesses_per_instruction(trace: Trace, window: Window) -> int:
+    """The most memory accesses one instruction of the window makes."""
+    most = trace.sql(
+        f"SELECT max(n) AS n FROM (SELECT count(*) AS n FROM memory WHERE {window.sql()} GROUP BY seq)"
+    )
+    return most.column("n")[0].as_py() or 0
+
+
+def _steps(accesses: int) -> int:
+    """Time steps per instruction time: the smallest power of ten at least `accesses`."""
+    steps = 1
+    while steps < accesses:
+        steps *= 10
+    return steps
+
+
+def _finer(timescale: str, steps: int) -> str:
+    """`timescale` divided by `steps` (a power of ten), e.g. "1 ns" / 10 = "100 ps"."""
+    magnitude, unit = timescale.split()
+    exponent = _UNIT_EXPONENTS[unit] + len(magnitude) - 1 - (len(str(steps)) - 1)
+    if exponent < _UNIT_EXPONENTS["fs"]:
+        raise CputraceError(
+            f"{timescale} / {steps} is finer than VCD's 1 fs; use --clock insns to show every memory access"
+        )
+    unit_exponent = 3 * (exponent // 3)
+    name = next(n for n, e in _UNIT_EXPONENTS.items() if e == unit_exponent)
+    return f"{10 ** (exponent - unit_exponent)} {name}"
+
+
 def write_vcd_stream(
     trace: Trace,
     out: BinaryIO,
@@ -245,6 +277,11 @@ def write_vcd_stream(
         comment = f"cputrace: time in {unit}" if unit not in _TIMESCALES else "cputrace: trace time"
     else:
         timescale, comment = "1 ns", "cputrace: one time step per instruction (seq)"
+    steps = _steps(_accesses_per_instruction(trace, window))
+    if steps > 1:
+        per = f"{unit} of time" if timed else "instruction"
+        timescale = _finer(timescale, steps)
+        comment += f"; {steps} steps per {per}, an instruction's memory accesses one step apart"
     variables = _Variables(trace, window, image, timescale, comment)
     out.write(variables.header.getvalue().encode())
     names = [s.name for s in image.symbols] if image is not None else []
@@ -265,7 +302,7 @@ def write_vcd_stream(
         seq = batch.column("seq").to_numpy()
         cpu = batch.column("cpu").to_numpy()
         pc = batch.column("pc").to_numpy().astype(np.uint64)
-        ts = batch.column("time").to_numpy() if timed else seq
+        ts = (batch.column("time").to_numpy() if timed else seq) * steps
         events = _Events.empty()
         base = events.bytes(pc.view(np.uint8))
         events.add(ts, seq * 4, VECTOR, variables.pc[cpu], base + 8 * np.arange(len(pc)), 8)
@@ -313,7 +350,7 @@ def _vector_values(events: _Events, table: pa.Table, count_size: np.ndarray) -> 
     length = np.minimum(count_size, 8)
     is_wide = _valid(table.column("wide"))
     if is_wide.any():
-        wide_data, wide_offset = _binary(table.column("wide"))
+        wide_data, wide_offset = bytes_and_offsets(table.column("wide"))
         wide_base = events.bytes(wide_data)
         offset = np.where(is_wide, wide_base + wide_offset[:-1], offset)
         length = np.where(is_wide, np.diff(wide_offset), length)
@@ -338,11 +375,11 @@ def _register_events(events: _Events, regs: pa.Table, seq, ts, variables: _Varia
 def _memory_events(events: _Events, mem: pa.Table, seq, ts, variables: _Variables, ops: np.ndarray) -> None:
     mseq = mem.column("seq").to_numpy()
     cpu = mem.column("cpu").to_numpy().astype(np.int64)
-    when = _times_of(mseq, seq, ts)
+    rank = np.arange(len(mseq))
+    when = _times_of(mseq, seq, ts) + rank - np.searchsorted(mseq, mseq)  # one step per access of a seq
     order = mseq * 4 + 3
     addr = mem.column("addr").to_numpy().astype(np.uint64)
     base = events.bytes(addr.view(np.uint8))
-    rank = np.arange(len(mseq))
     events.add(when, order, VECTOR, variables.memory[0, cpu], base + 8 * rank, 8, rank)
     offset, length = _vector_values(events, mem, mem.column("size").to_numpy().astype(np.int64))
     known = _valid(mem.column("value")) | _valid(mem.column("wide"))
