@@ -99,8 +99,9 @@ def test_multicore_lines_keep_their_core(ingest_text) -> None:
     insns = table(store, "instructions").to_pylist()
     regs = table(store, "registers").to_pylist()
     assert [(i["cpu"], i["pc"]) for i in insns] == [(0, 0x1000), (1, 0x2000), (1, 0x2004)]
-    # each write belongs to the last instruction of its own core
-    assert [(r["cpu"], r["seq"], r["value"]) for r in regs] == [(0, 0, 1), (1, 1, 2), (0, 0, 9)]
+    # each write belongs to the last instruction of its own core; the table is in seq order
+    assert [(r["cpu"], r["seq"], r["value"]) for r in regs] == [(0, 0, 1), (0, 0, 9), (1, 1, 2)]
+    assert [r["src"] for r in regs] == [3, 6, 4]
 
 
 @pytest.mark.parametrize(

@@ -84,6 +84,7 @@ class _Carry:
     time: int | None = None
     cpu: int = 0
     last_seq: np.ndarray = field(default_factory=lambda: np.full(1 << 16, NO_SEQ, np.int64))
+    ahead: dict[str, pa.Table] = field(default_factory=dict)  # rows of instructions still to come
 
 
 class TarmacDecoder:
@@ -112,6 +113,9 @@ class TarmacDecoder:
             held = batch
         if held is not None:
             yield held
+        rest = assembler.carry.ahead  # rows of instructions that never came (a trace cut short)
+        if rest:
+            yield rest
         ctx.notes["time_unit"] = assembler.timescale.unit
 
 
@@ -127,6 +131,17 @@ def _assembled(source: InputFile, assembler: _Assembler) -> Iterator[Batch]:
         while pending:
             done, scanned = pending.popleft()
             yield assembler.assemble(done, scanned.result())
+
+
+def _with_numbers(events: pa.Table, numbers: list[tuple[int, int | None]]) -> pa.Table:
+    """`events` with the exception numbers given for the events of some lines."""
+    src = events.column("src").to_numpy()
+    at = events.schema.get_field_index("number")
+    column = events.column(at).to_pylist()
+    for line, number in numbers:
+        for row in np.flatnonzero(src == line).tolist():
+            column[row] = number
+    return events.set_column(at, "number", pa.array(column, pa.int64()))
 
 
 def _big_endian(ctx: DecodeContext) -> bool:
@@ -196,19 +211,39 @@ class _Assembler:
 
         update_last_seq(insn_cpu, self.carry.seq_base, self.carry.last_seq)
         self.carry.seq_base += len(insn_line)
+        for name in ("registers", "memory", "events"):
+            batch[name] = self._in_seq_order(name, batch[name], len(insn_line) > 0)
         return batch
+
+    def _in_seq_order(self, name: str, table: pa.Table, keep_back: bool) -> pa.Table:
+        """`table` sorted by seq (then line), the rows of instructions still to come kept back.
+
+        Records of a core before its first instruction belong to the next instruction of
+        any core, so on a multi-core trace they can come before rows of lower seq, or belong
+        to an instruction of a later chunk: a store's tables are in seq order all the same.
+        Only a chunk with instructions keeps rows back (a flow-only trace has none, and its
+        records all wait for the instructions the image walk makes of them).
+        """
+        waiting = self.carry.ahead.pop(name, None)
+        if waiting is not None:
+            table = pa.concat_tables([waiting, table])
+        seq = table.column("seq").to_numpy()
+        later = seq >= self.carry.seq_base
+        if keep_back and later.any():
+            self.carry.ahead[name] = table.filter(pa.array(later))
+            table, seq = table.filter(pa.array(~later)), seq[~later]
+        if len(seq) > 1 and bool((seq[1:] < seq[:-1]).any()):
+            table = table.take(pa.array(np.lexsort((table.column("src").to_numpy(), seq))))
+        return table
 
     def completed(self, batch: Batch) -> Batch:
         """The previous chunk's batch, with what lines of the chunk after it added to its rows."""
         numbers = self.parser.take_earlier_numbers()
         if not numbers:
             return batch
-        events = batch["events"]
-        at = events.schema.get_field_index("number")
-        column = events.column(at).to_pylist()
-        for row, number in numbers:
-            column[row] = number
-        return {**batch, "events": events.set_column(at, "number", pa.array(column, pa.int64()))}
+        if "events" in self.carry.ahead:
+            self.carry.ahead["events"] = _with_numbers(self.carry.ahead["events"], numbers)
+        return {**batch, "events": _with_numbers(batch["events"], numbers)}
 
     def _core_memory(self, table: pa.Table) -> pa.Table:
         """The scanner's MR/MW rows, their printed values read in the trace's byte order."""

@@ -122,11 +122,11 @@ class TarmacLineParser:
         self._diagram_line = -2  # line number of the last LD/ST line (continuations follow)
         self._diagram_kind = ""
         self._pending_exception: tuple[int, Rows, int, str] | None = None  # (line, rows, row, name)
-        self.earlier_numbers: list[tuple[int, int | None]] = []  # (row, number) for the last Rows
+        self.earlier_numbers: list[tuple[int, int | None]] = []  # (line, number) for earlier Rows
 
     def take_earlier_numbers(self) -> list[tuple[int, int | None]]:
-        """Exception numbers that belong to event rows of the previous `Rows` (a pair of lines
-        split between chunks): (row in that Rows' events, number). The caller patches them in."""
+        """Exception numbers that belong to event rows of an earlier `Rows` (a pair of lines
+        split between chunks): (the event's line, number). The caller patches them in."""
         numbers, self.earlier_numbers = self.earlier_numbers, []
         return numbers
 
@@ -508,7 +508,7 @@ class TarmacLineParser:
             if pending_rows is rows:
                 rows.events.columns["number"][row] = number
             else:
-                self.earlier_numbers.append((row, number))
+                self.earlier_numbers.append((pending[0], number))
             self._pending_exception = None
             return
         rows.events.append(kind="exception", number=number, name=name or None, text=record, src=src)
