@@ -1,6 +1,6 @@
 """ETMv3 speed: packets, and instructions from buffer to store, of a real buffer.
 
-    python benchmarks/bench_etmv3.py [--repeat 64] [--runs 5]
+    python benchmarks/bench_etmv3.py [--repeat 64] [--runs 5] [--steady 8]
 
 The TC2 snapshot's 32 KiB ETB buffer (../shared/data/tc2-etmv3) repeated `--repeat` times
 (64: 2 MiB, the size the issue's reference figure uses) is written to benchmarks/out, then
@@ -12,8 +12,9 @@ on their own: deformatting alone, and packet decoding of in-memory source stream
 Instructions: the same buffer decoded into instruction and event batches (packets, ops, the
 walk through the kernel image, Arrow tables), once with the kernel code already decoded
 (the steady state of a long trace) and once from scratch (the first decode of each
-instruction goes through capstone); then a whole `ingest` of a snapshot whose buffer is
-the repeated one, to a Parquet store.
+instruction goes through capstone); then from scratch again with the buffer repeated
+`--steady` times more (the fixed cost of decoding the program spread over more trace);
+then a whole `ingest` of a snapshot whose buffer is the repeated one, to a Parquet store.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from pathlib import Path
 from cputrace.coresight.frames import deformat
 from cputrace.flow import Program
 from cputrace.formats.base import DecodeContext
-from cputrace.formats.etmv3 import Capture, PacketDecoder, PacketReader, open_captures
+from cputrace.formats.etmv3.capture import Capture, PacketReader, open_captures
 from cputrace.formats.etmv3.decoder import decode_captures
+from cputrace.formats.etmv3.packets import PacketDecoder
 from cputrace.ingest import ingest
 
 HERE = Path(__file__).parent
@@ -51,6 +53,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=64)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--steady", type=int, default=8, help="the longer buffer, in copies of the first")
     args = parser.parse_args()
     if not (SNAPSHOT / "cstrace.bin").exists():
         sys.exit(f"needs the TC2 snapshot in {SNAPSHOT}")
@@ -59,8 +62,7 @@ def main() -> None:
     out.mkdir(exist_ok=True)
     path = out / f"tc2-etb-x{args.repeat}.bin"
     path.write_bytes(buffer)
-    (capture,) = open_captures(SNAPSHOT)
-    capture.path = path  # the same sources and registers, over the repeated buffer
+    capture = _capture(path)
     configs = {s.trace_id: s.config for s in capture.sources}
 
     def read_all() -> int:
@@ -93,20 +95,30 @@ def main() -> None:
     for label, took, volume, count in rows:
         rate = f", {count / took / 1e6:.1f} M packets/s" if count else ""
         print(f"{label:<45} {took * 1e3:7.1f} ms  {volume / took / 1e6:6.0f} MB/s{rate}")
-    instructions(capture, path, args.runs, args.repeat)
+    longer = out / f"tc2-etb-x{args.repeat * args.steady}.bin"
+    longer.write_bytes(buffer * args.steady)
+    instructions(capture, path, _capture(longer), args.runs, args.repeat)
 
 
-def instructions(capture: Capture, buffer: Path, runs: int, repeat: int) -> None:
-    """Buffer to instruction rows, warm and cold, and buffer to store."""
+def _capture(buffer: Path) -> Capture:
+    """The TC2 snapshot's capture (sources, registers, memory) over another buffer."""
+    (capture,) = open_captures(SNAPSHOT)
+    capture.path = buffer
+    return capture
+
+
+def _decode(capture: Capture, programs: dict[object, Program]) -> int:
+    batches = decode_captures([capture], DecodeContext(), programs)
+    return sum(b["instructions"].num_rows for b in batches if "instructions" in b)
+
+
+def instructions(capture: Capture, buffer: Path, longer: Capture, runs: int, repeat: int) -> None:
+    """Buffer to instruction rows, warm and cold, of the buffer and a longer one; buffer to store."""
     programs: dict[object, Program] = {}
-
-    def decode(cache: dict[object, Program]) -> int:
-        batches = decode_captures([capture], DecodeContext(), cache)
-        return sum(b["instructions"].num_rows for b in batches if "instructions" in b)
-
-    decode(programs)  # compile, and decode the kernel code once
-    warm, count = best(runs, lambda: decode(programs))
-    cold, _ = best(max(1, runs // 2), lambda: decode({}))
+    _decode(capture, programs)  # compile, and decode the kernel code once
+    warm, count = best(runs, lambda: _decode(capture, programs))
+    cold, _ = best(runs, lambda: _decode(capture, {}))
+    steady, steady_count = best(max(1, runs // 2), lambda: _decode(longer, {}))
     with tempfile.TemporaryDirectory() as folder:
         snapshot = Path(folder)
         for file in SNAPSHOT.iterdir():
@@ -114,16 +126,15 @@ def instructions(capture: Capture, buffer: Path, runs: int, repeat: int) -> None
                 (snapshot / file.name).symlink_to(file)
         (snapshot / "cstrace.bin").unlink()
         shutil.copy(buffer, snapshot / "cstrace.bin")
-        stored, _ = best(
-            max(1, runs // 2), lambda: ingest([snapshot / "snapshot.ini"], snapshot / "s.ctrace")
-        )
+        stored, _ = best(runs, lambda: ingest([snapshot / "snapshot.ini"], snapshot / "s.ctrace"))
     print(f"instructions: {count:,} ({count // repeat:,} per copy of the buffer)")
-    for label, took in (
-        ("buffer to rows, kernel code already decoded", warm),
-        ("buffer to rows, from scratch", cold),
-        ("ingest to a store (snapshot.ini, Parquet)", stored),
+    for label, took, rows in (
+        ("buffer to rows, kernel code already decoded", warm, count),
+        ("buffer to rows, from scratch", cold, count),
+        (f"the same, {steady_count:,} instructions", steady, steady_count),
+        ("ingest to a store (snapshot.ini, Parquet)", stored, count),
     ):
-        print(f"{label:<45} {took * 1e3:7.1f} ms  {count / took / 1e6:6.2f} M instructions/s")
+        print(f"{label:<45} {took * 1e3:7.1f} ms  {rows / took / 1e6:6.2f} M instructions/s")
 
 
 if __name__ == "__main__":

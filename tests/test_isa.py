@@ -18,10 +18,11 @@ from cputrace.isa import (
     Kind,
     Stop,
     decode,
-    decode_run,
+    decode_block,
     it_conditions,
     sparc_insn,
 )
+from cputrace.isa.dispatch import decode_rows
 from cputrace.model import Isa
 
 DATA = Path(__file__).parent / "data" / "image"
@@ -386,9 +387,9 @@ def test_decoding_a_block_twice_hits_the_cache(monkeypatch: pytest.MonkeyPatch) 
 
     def counting(code: bytes, address: int, isa: Isa):
         calls.append(address)
-        return decode_run(code, address, isa)
+        return decode_rows(code, address, isa)
 
-    monkeypatch.setattr("cputrace.isa.blocks.decode_run", counting)
+    monkeypatch.setattr("cputrace.isa.blocks.decode_rows", counting)
     first = cache.block_at(0x210120, Isa.A64)
     second = cache.block_at(0x210120, Isa.A64)
     assert first is second
@@ -407,6 +408,21 @@ def test_block_ends_at_undefined_and_at_end_of_image() -> None:
     assert (len(end), end.stop, end.next_address) == (1, Stop.NO_MEMORY, 0x100C)
     with pytest.raises(ImageError, match="0x100c: no A32 instruction"):
         cache.block_at(0x100C, Isa.A32)
+
+
+def test_block_through_conditional_branches() -> None:
+    """For a caller that links instructions itself, a block goes on past conditional branches
+    (the code after one runs when it is not taken) and ends at the next other branch."""
+    code = words(0xE3A00001, 0x0A000001, 0xE3A00002, 0x1AFFFFFC, 0xE12FFF1E, 0xE3A00003)
+    image = Image([Region(0x1000, code, "a")])  # mov; beq; mov; bne; bx lr; mov
+    plain = decode_block(image, 0x1000, Isa.A32)
+    assert (len(plain), plain.stop, plain.branch.condition) == (2, Stop.BRANCH, "eq")
+    through = decode_block(image, 0x1000, Isa.A32, through_conditional=True)
+    assert [i.mnemonic for i in through.insns] == ["mov", "beq", "mov", "bne", "bx"]
+    assert (through.stop, through.next_address) == (Stop.BRANCH, 0x1014)
+    assert through.branch is through.insns[-1]
+    known = decode_block(image, 0x1000, Isa.A32, known=lambda at: at == 0x1008, through_conditional=True)
+    assert (len(known), known.stop) == (2, Stop.KNOWN)
 
 
 def test_instruction_cut_by_end_of_image() -> None:

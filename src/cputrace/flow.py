@@ -23,6 +23,7 @@ What the trace and the image cannot tell is never guessed:
 from __future__ import annotations
 
 import enum
+import operator
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
 
@@ -31,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from .image import Image, ImageError
-from .isa import BlockCache, InsnInfo, decode_block
+from .isa import ROW, Block, BlockCache, Row, decode_block
 from .model import ISA_NAMES, SCHEMAS, Flag, Isa
 
 
@@ -150,10 +151,6 @@ class _AddressIndex:
         self.count += len(keys)
 
 
-def _key(address: int, isa: int) -> int:
-    return (address << 3) | isa
-
-
 @dataclass
 class Ops:
     """A column of waypoint ops, as decoders build them (NumPy arrays of equal length)."""
@@ -225,37 +222,45 @@ class Program:
         self.next_idx = np.zeros(capacity, np.int64)
         self.target_idx = np.zeros(capacity, np.int64)
         self.index = _AddressIndex()
+        self._decoded: dict[Isa, set[int]] = {}  # the index's addresses by ISA, for decode_block's known()
         self.failures: dict[int, str] = {}
 
     def decode(self, key: int) -> None:
         """Decode the block at `key` (address << 3 | ISA) into the arrays."""
         address, isa = key >> 3, Isa(key & 7)
-        try:  # up to the next branch, or to code decoded before from an earlier entry point
-            block = decode_block(self.image, address, isa, known=lambda at: _key(at, isa) in self.index)
+        decoded = self._decoded.setdefault(isa, set())
+        try:  # up to the next unconditional branch, or to code decoded before from another entry point
+            block = decode_block(
+                self.image, address, isa, known=decoded.__contains__, through_conditional=True
+            )
         except (ImageError, ValueError) as exc:  # ValueError: an instruction set isa/ cannot decode
             self.index.add(np.array([key], np.int64), np.array([_NO_CODE], np.int64))
+            decoded.add(address)
             self.failures[key] = str(exc)
             return
-        self._append(list(block.insns), isa)
+        self._append(block, decoded)
 
-    def _append(self, insns: list[InsnInfo], isa: Isa) -> None:
-        n, start = len(insns), self.count
-        if start + n > len(self.pc):
-            self._grow(max(2 * len(self.pc), start + n))
-        for i, info in enumerate(insns):
-            j = start + i
-            self.pc[j] = info.address
-            self.size[j] = info.size
-            self.opcode[j] = info.opcode
-            self.isa[j] = isa
-            self.flags[j] = _facts(info) | (_BLOCK_END if i == n - 1 else 0)
-            self.target[j] = info.target or 0
-            self.next_isa[j] = _NO_ISA if info.next_isa is None else info.next_isa
-            self.next_idx[j] = j + 1 if i < n - 1 else _UNRESOLVED
-            self.target_idx[j] = _UNRESOLVED
-        keys = [_key(info.address, isa) for info in insns]
-        self.index.add(np.array(keys, np.int64), np.arange(start, start + n, dtype=np.int64))
-        self.count = start + n
+    def _append(self, block: Block, decoded: set[int]) -> None:
+        n, start = len(block), self.count
+        end = start + n
+        if end > len(self.pc):
+            self._grow(max(2 * len(self.pc), end))
+        self.pc[start:end] = block.pcs
+        self.size[start:end] = block.sizes
+        self.opcode[start:end] = block.opcodes
+        self.isa[start:end] = block.isa
+        rows = block.rows
+        self.flags[start:end] = [_facts(row) for row in rows]
+        self.flags[end - 1] |= _BLOCK_END
+        self.target[start:end] = [row[_TARGET] or 0 for row in rows]
+        self.next_isa[start:end] = [_NO_ISA if row[_NEXT_ISA] is None else row[_NEXT_ISA] for row in rows]
+        self.next_idx[start:end] = np.arange(start + 1, end + 1)
+        self.next_idx[end - 1] = _UNRESOLVED
+        self.target_idx[start:end] = _UNRESOLVED
+        keys = (block.pcs.astype(np.int64) << 3) | int(block.isa)
+        self.index.add(keys, np.arange(start, end, dtype=np.int64))
+        decoded.update(block.pcs.tolist())
+        self.count = end
 
     def _grow(self, capacity: int) -> None:
         for name in ("pc", "size", "opcode", "isa", "flags", "target", "next_isa", "next_idx", "target_idx"):
@@ -265,16 +270,26 @@ class Program:
             setattr(self, name, new)
 
 
-def _facts(info: InsnInfo) -> int:
+_TARGET, _NEXT_ISA = ROW["target"], ROW["next_isa"]
+_FACTS = operator.itemgetter(*(
+    ROW[name]
+    for name in ("is_branch", "is_direct", "target", "is_conditional", "condition", "is_undefined",
+                 "raises_exception", "delay_slot", "annul")
+))  # fmt: skip
+
+
+def _facts(row: Row) -> int:
+    """Program.flags of an instruction (without _BLOCK_END)."""
+    branch, direct, target, conditional, condition, undefined, trap, delay, annul = _FACTS(row)
     return (
-        (_BRANCH if info.is_branch else 0)
-        | (_DIRECT if info.is_direct and info.target is not None else 0)
-        | (_CONDITIONAL if info.is_conditional else 0)
-        | (_HAS_COND if info.condition is not None else 0)
-        | (_UNDEFINED if info.is_undefined and not info.raises_exception else 0)
-        | (_TRAP if info.raises_exception else 0)
-        | (_DELAY if info.delay_slot else 0)
-        | (_ANNUL if info.annul else 0)
+        (_BRANCH if branch else 0)
+        | (_DIRECT if direct and target is not None else 0)
+        | (_CONDITIONAL if conditional else 0)
+        | (_HAS_COND if condition is not None else 0)
+        | (_UNDEFINED if undefined and not trap else 0)
+        | (_TRAP if trap else 0)
+        | (_DELAY if delay else 0)
+        | (_ANNUL if annul else 0)
     )
 
 
@@ -648,6 +663,33 @@ def _walk(
     return _DONE
 
 
+_NO_EVENTS = SCHEMAS["events"].empty_table()
+_ROW_FLAGS = np.uint16(Flag.RECONSTRUCTED)
+_CANCELLED_FLAGS = np.uint16(Flag.RECONSTRUCTED | Flag.CANCELLED)
+
+
+@numba.njit(cache=True, nogil=True)
+def _gather(out, n, program_pc, program_opcode, program_size, program_isa,
+            pc, opcode, size, isa, flags, executed, unknown):  # fmt: skip
+    """The instruction columns of the first `n` output rows, in one pass."""
+    for row in range(n):
+        idx = out[_O_IDX, row]
+        pc[row], opcode[row], size[row] = program_pc[idx], program_opcode[idx], program_size[idx]
+        isa[row] = program_isa[idx]
+        flags[row] = _CANCELLED_FLAGS if out[_O_CANCEL, row] != 0 else _ROW_FLAGS
+        executed[row] = out[_O_EXEC, row] == _EXECUTED
+        unknown[row] = out[_O_EXEC, row] == _UNKNOWN
+
+
+def _nullable(values: np.ndarray, missing: np.ndarray, type_: pa.DataType) -> pa.Array:
+    """`values` (int64 or bool) with nulls where `missing`, built from buffers: a fraction of
+    the time pa.array(values, mask=missing) takes."""
+    data = np.packbits(values, bitorder="little") if type_ == pa.bool_() else values
+    nulls = int(np.count_nonzero(missing))
+    validity = pa.py_buffer(np.packbits(~missing, bitorder="little")) if nulls else None
+    return pa.Array.from_buffers(type_, len(values), [validity, pa.py_buffer(data)], null_count=nulls)
+
+
 class Walker:
     """Follows one core's waypoint ops through a `Program`, yielding model rows in batches.
 
@@ -723,28 +765,33 @@ class Walker:
         return batch
 
     def _instructions(self, n: int) -> pa.Table:
-        p = self.program
-        idx, executed, cycles, cancelled, time, src, seq = self._out[:, :n].copy()  # Arrow would share it
-        flags = np.where(cancelled != 0, Flag.RECONSTRUCTED | Flag.CANCELLED, Flag.RECONSTRUCTED)
+        p, out = self.program, self._out
+        time, cycles = out[_O_TIME, :n].copy(), out[_O_CYCLES, :n].copy()  # Arrow would share the buffer
+        pc, opcode = np.empty(n, np.uint64), np.empty(n, np.uint32)
+        size, isa, flags = np.empty(n, np.uint8), np.empty(n, np.int32), np.empty(n, np.uint16)
+        executed, unknown = np.empty(n, np.bool_), np.empty(n, np.bool_)
+        _gather(out, n, p.pc, p.opcode, p.size, p.isa, pc, opcode, size, isa, flags, executed, unknown)
         columns = [
-            pa.array(seq),
-            pa.array(time, mask=time == NO_TIME),
+            pa.array(out[_O_SEQ, :n].copy()),
+            _nullable(time, time == NO_TIME, pa.int64()),
             pa.array(np.full(n, self.cpu, np.uint16)),
-            pa.array(p.pc[idx]),
-            pa.array(p.opcode[idx]),
-            pa.array(p.size[idx]),
-            pa.DictionaryArray.from_arrays(pa.array(p.isa[idx].astype(np.int32)), ISA_NAMES),
+            pa.array(pc),
+            pa.array(opcode),
+            pa.array(size),
+            pa.DictionaryArray.from_arrays(pa.array(isa), ISA_NAMES),
             pa.nulls(n, SCHEMAS["instructions"].field("mode").type),
-            pa.array(executed == _EXECUTED, mask=executed == _UNKNOWN),
-            pa.array(cycles, mask=cycles == NO_TIME),
-            pa.array(flags.astype(np.uint16)),
+            _nullable(executed, unknown, pa.bool_()),
+            _nullable(cycles, cycles == NO_TIME, pa.int64()),
+            pa.array(flags),
             pa.nulls(n, pa.string()),
-            pa.array(src),
+            pa.array(out[_O_SRC, :n].copy()),
         ]
         return pa.Table.from_arrays(columns, schema=SCHEMAS["instructions"])
 
     def _gap_events(self) -> pa.Table:
         count = int(self.state[_S_GAPS])
+        if count == 0:  # most batches: building an empty table column by column costs as much as a full one
+            return _NO_EVENTS
         self.state[_S_GAPS] = 0
         seq, reason, address, src = self._gaps[:, :count].copy()
         reasons = [GapReason(int(r)) for r in reason]

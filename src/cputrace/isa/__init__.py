@@ -6,23 +6,26 @@ Decoders of compressed traces walk the program image with these; a BlockCache ma
 
 from .blocks import MAX_BLOCK, Block, BlockCache, Stop, decode_block
 from .disasm import Disassembler, fill_disasm, opcode_bytes
-from .dispatch import SUPPORTED_ISAS, decode, decode_run
-from .insn import InsnInfo, Kind
+from .dispatch import SUPPORTED_ISAS, decode, decode_rows, decode_run
+from .insn import ROW, InsnInfo, Kind, Row
 from .itstate import condition_name, it_conditions
 from .sparc import sparc_insn
 
 __all__ = [
     "MAX_BLOCK",
+    "ROW",
     "SUPPORTED_ISAS",
     "Block",
     "BlockCache",
     "Disassembler",
     "InsnInfo",
     "Kind",
+    "Row",
     "Stop",
     "condition_name",
     "decode",
     "decode_block",
+    "decode_rows",
     "decode_run",
     "fill_disasm",
     "it_conditions",

@@ -1,22 +1,30 @@
 """A32, T32 and A64 instruction facts from capstone's detail mode.
 
-Branch, call and return come from capstone's groups, operands and written registers; the
-load/store classes from its instruction ids, grouped once by their names at import.
+Branch, call and return come from capstone's groups, operands and the registers it says
+are written (regs_access(): implicit writes, register operands with write access, and a
+written-back memory base); the load/store classes from its instruction ids, grouped once
+by their names at import. A compiled function reads them from capstone's C records
+(`capstone_raw`) a chunk at a time: building capstone's Python objects would cost ten
+times more than all the rest of a trace's decoding.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
 
 import capstone
+import numba
+import numpy as np
 from capstone import arm64_const as a64
 from capstone import arm_const as arm
 
 from ..model import Isa
-from .insn import InsnInfo, Kind
+from . import capstone_raw as raw
+from .capstone_raw import RawDisassembler, memory, read
+from .insn import InsnInfo, Kind, Row
 from .itstate import condition_name, it_conditions
 
 _MODES = {
@@ -98,113 +106,169 @@ _TABLE_BRANCHES = _named(arm, _A, "TBB", "TBH")
 _IT = arm.ARM_INS_IT
 _BX, _BLX, _MOV, _LDR = arm.ARM_INS_BX, arm.ARM_INS_BLX, arm.ARM_INS_MOV, arm.ARM_INS_LDR
 _PC, _LR, _SP = arm.ARM_REG_PC, arm.ARM_REG_LR, arm.ARM_REG_SP
-_BRANCH_GROUPS = frozenset({capstone.CS_GRP_JUMP, capstone.CS_GRP_CALL, capstone.CS_GRP_RET})
+_JUMP, _CALL, _RET = capstone.CS_GRP_JUMP, capstone.CS_GRP_CALL, capstone.CS_GRP_RET
+_WRITE = capstone.CS_AC_WRITE
 _FIRST_CHUNK = 8  # instructions capstone decodes at a time, doubling up to the largest
 _LARGEST_CHUNK = 256
 _MASK32 = (1 << 32) - 1
 _MASK64 = (1 << 64) - 1
 
+# Bits of the instruction-id tables the compiled reader looks classes up in.
+_C_LOAD, _C_STORE, _C_PAIR, _C_LIST, _C_BASED_LIST, _C_STRUCTURE = (1 << n for n in range(6))
+_C_TEST, _C_EXCEPTION_RETURN, _C_UNDEFINED, _C_TRAP, _C_RETURN_LIST, _C_TABLE_BRANCH = (
+    1 << n for n in range(6, 12)
+)
+
+
+def _class_table(classes: _Classes, *extra: tuple[frozenset[int], int]) -> np.ndarray:
+    sets = [
+        (classes.loads, _C_LOAD), (classes.stores, _C_STORE), (classes.pairs, _C_PAIR),
+        (classes.lists, _C_LIST), (classes.based_lists, _C_BASED_LIST), (classes.structures, _C_STRUCTURE),
+        (classes.tests, _C_TEST), (classes.exception_returns, _C_EXCEPTION_RETURN),
+        (classes.undefined, _C_UNDEFINED), (classes.traps, _C_TRAP), *extra,
+    ]  # fmt: skip
+    table = np.zeros(max(max(ids, default=0) for ids, _ in sets) + 1, np.int64)
+    for ids, bit in sets:
+        table[list(ids)] |= bit
+    return table
+
+
+_TABLE_AARCH32 = _class_table(_AARCH32, (_RETURN_LISTS, _C_RETURN_LIST), (_TABLE_BRANCHES, _C_TABLE_BRANCH))
+_TABLE_AARCH64 = _class_table(_AARCH64)
+
+# Columns of what the compiled reader gives for each instruction.
+_O_ID, _O_SIZE, _O_OPCODE, _O_FACTS, _O_TARGET, _O_KIND, _O_NEXT_ISA, _O_CC, _O_TRANSFERS = range(9)
+_O_COUNT = 9
+_F_BRANCH, _F_DIRECT, _F_WRITES_PC, _F_LOAD, _F_STORE, _F_UNDEFINED, _F_TRAP, _F_TEST = (
+    1 << n for n in range(8)
+)
+_BITS = [tuple(bits & (1 << n) != 0 for n in range(8)) for bits in range(256)]  # _F_* bits as booleans
+_K_NONE, _K_CALL, _K_RETURN, _K_JUMP = range(4)
+_KINDS = (Kind.NONE, Kind.CALL, Kind.RETURN, Kind.JUMP)
+_NO_ISA = 255
+_ISAS = {int(isa): isa for isa in Isa} | {_NO_ISA: None}
+_A32, _T32, _A64 = int(Isa.A32), int(Isa.T32), int(Isa.A64)
+_CONDITIONS = (None, *(condition_name(cc - 1) for cc in range(1, 16)))  # by capstone's cc (0: none)
+_OP_TYPE, _OP_VALUE, _OP_ACCESS = raw.L_OP_TYPE, raw.L_OP_VALUE, raw.L_OP_ACCESS
+
 
 @functools.cache
-def _engine(isa: Isa) -> capstone.Cs:
-    engine = capstone.Cs(*_MODES[isa])
-    engine.detail = True
-    return engine
+def _engine(isa: Isa) -> RawDisassembler:
+    return RawDisassembler(*_MODES[isa])
 
 
-def _opcode(raw: bytes, isa: Isa) -> int:
+def _opcode(raw_bytes: bytes, isa: Isa) -> int:
     """The opcode as Tarmac prints it (32-bit T32 as hw1<<16 | hw2, both little-endian)."""
-    if isa is Isa.T32 and len(raw) == 4:
-        return (raw[1] << 24) | (raw[0] << 16) | (raw[3] << 8) | raw[2]
-    return int.from_bytes(raw, "little")
+    if isa is Isa.T32 and len(raw_bytes) == 4:
+        return (raw_bytes[1] << 24) | (raw_bytes[0] << 16) | (raw_bytes[3] << 8) | raw_bytes[2]
+    return int.from_bytes(raw_bytes, "little")
 
 
-def _transfers(classes: _Classes, iid: int, operands: list) -> int:
-    if iid in classes.pairs:
-        return 2
-    registers = sum(op.type == _OP_REG for op in operands)
-    if iid in classes.lists:
-        return registers
-    if iid in classes.based_lists:
-        return registers - 1
-    if iid in classes.structures:
-        first_memory = next((n for n, op in enumerate(operands) if op.type == _OP_MEM), 0)
-        return sum(op.type == _OP_REG for op in operands[:first_memory])
-    return 1
+@numba.njit(cache=True, nogil=True)
+def _read_facts(records: int, count: int, isa: int, layout: np.ndarray, classes: np.ndarray, out: np.ndarray):
+    """Facts of `count` capstone records at address `records`, a row of `out` (_O_*) each.
 
-
-def _is_return(iid: int, operands: list) -> bool:
-    """A32/T32 returns: BX lr, POP/LDM with pc in the list, LDR pc from the stack, MOV pc, lr."""
-    registers = [op.reg for op in operands if op.type == _OP_REG]
-    if iid == _BX:
-        return registers == [_LR]
-    if iid in _RETURN_LISTS:
-        return _PC in registers
-    if iid == _LDR:  # T32 prints the one-register POP {pc} as LDR pc, [sp], #4
-        return registers == [_PC] and any(op.type == _OP_MEM and op.mem.base == _SP for op in operands)
-    return iid == _MOV and registers == [_PC, _LR]
-
-
-def _facts(insn: capstone.CsInsn, isa: Isa, it_condition: tuple[str | None] | None) -> InsnInfo:
-    """InsnInfo of a decoded instruction.
-
-    `it_condition` is None outside IT blocks; inside one it is a 1-tuple holding the
-    condition the IT gives this instruction (None for always).
+    Everything but the condition inside an IT block, which needs the instructions before.
     """
-    iid = insn.id
-    groups = set(insn.groups)
-    operands = insn.operands
-    aarch64 = isa is Isa.A64
-    classes = _AARCH64 if aarch64 else _AARCH32
-    is_call = capstone.CS_GRP_CALL in groups
-    jumps = bool(groups & _BRANCH_GROUPS)
-    writes_pc = not aarch64 and not jumps and _PC in insn.regs_access()[1]
-    exception_return = iid in classes.exception_returns or (writes_pc and insn.update_flags)
-    is_branch = jumps or writes_pc or exception_return
-    is_load = iid in classes.loads
-    is_store = iid in classes.stores
-    direct = jumps and bool(operands) and operands[-1].type == _OP_IMM
-    target = operands[-1].imm & (_MASK64 if aarch64 else _MASK32) if direct else None
-    if it_condition is not None:
-        condition = it_condition[0]
-    elif insn.cc > 0 and iid != _IT:  # capstone gives an IT its first condition
-        condition = condition_name(insn.cc - 1)
-    else:
-        condition = None
-    if not is_branch:
-        kind, next_isa = Kind.NONE, isa
-    else:
-        if is_call:
-            kind = Kind.CALL
-        elif capstone.CS_GRP_RET in groups or (not aarch64 and _is_return(iid, operands)):
-            kind = Kind.RETURN
+    record_size = layout[raw.L_INSN_SIZE]
+    insns = memory(records, count * record_size)
+    aarch64, thumb = isa == _A64, isa == _T32
+    ops, op_size = layout[raw.L_OPERANDS], layout[raw.L_OP_SIZE]
+    for i in range(count):
+        at = i * record_size
+        iid = read(insns, at + layout[raw.L_ID], 4)
+        size = read(insns, at + layout[raw.L_SIZE], 2)
+        b = at + layout[raw.L_BYTES]
+        if thumb and size == 4:
+            opcode = (read(insns, b + 1, 1) << 24) | (read(insns, b, 1) << 16) | (read(insns, b + 3, 1) << 8)
+            opcode |= read(insns, b + 2, 1)
         else:
-            kind = Kind.JUMP
-        next_isa = _next_isa(isa, iid, direct, writes_pc and not is_load, exception_return)
-    return InsnInfo(
-        address=insn.address,
-        isa=isa,
-        size=insn.size,
-        opcode=_opcode(insn.bytes, isa),
-        mnemonic=insn.mnemonic,
-        operands=insn.op_str,
-        is_branch=is_branch,
-        is_direct=direct,
-        target=target,
-        next_isa=next_isa,
-        condition=condition,
-        is_conditional=condition is not None or iid in classes.tests,
-        kind=kind,
-        writes_pc=writes_pc,
-        is_load=is_load,
-        is_store=is_store,
-        transfers=_transfers(classes, iid, operands) if is_load or is_store else 0,
-        is_undefined=iid in classes.undefined,
-        raises_exception=iid in classes.traps,
-    )
+            opcode = read(insns, b, size)
+        detail = memory(read(insns, at + layout[raw.L_DETAIL], 8), layout[raw.L_DETAIL_SIZE])
+        cls = classes[iid] if iid < len(classes) else 0
+        jumps = calls = returns = False
+        for g in range(detail[layout[raw.L_GROUPS_COUNT]]):
+            group = detail[layout[raw.L_GROUPS] + g]
+            jumps |= group == _JUMP
+            calls |= group == _CALL
+            returns |= group == _RET
+        jumps |= calls or returns
+        op_count = np.int64(detail[layout[raw.L_OP_COUNT]])
+        writeback = detail[layout[raw.L_WRITEBACK]] != 0
+        writes_pc = False
+        if not aarch64 and not jumps:
+            for r in range(detail[layout[raw.L_REGS_WRITE_COUNT]]):
+                writes_pc |= read(detail, layout[raw.L_REGS_WRITE] + 2 * r, 2) == _PC
+        registers, first, second, before_memory = 0, -1, -1, 0
+        pc_listed = sp_based = memory_seen = False
+        for k in range(op_count):
+            o = ops + k * op_size
+            op_type = read(detail, o + layout[_OP_TYPE], 4)
+            value = read(detail, o + layout[_OP_VALUE], 4)  # a register (A32/T32 immediates: 4 bytes)
+            if op_type == _OP_REG:
+                if registers == 0:
+                    first = value
+                elif registers == 1:
+                    second = value
+                registers += 1
+                pc_listed |= value == _PC
+                if not aarch64 and not jumps and value == _PC and detail[o + layout[_OP_ACCESS]] & _WRITE:
+                    writes_pc = True
+            elif op_type == _OP_MEM:
+                if not memory_seen:
+                    memory_seen, before_memory = True, registers
+                sp_based |= value == _SP
+                if not aarch64 and not jumps and value == _PC and writeback:
+                    writes_pc = True
+        update_flags = detail[layout[raw.L_UPDATE_FLAGS]] != 0
+        exception_return = (cls & _C_EXCEPTION_RETURN) != 0 or (writes_pc and update_flags)
+        branch = jumps or writes_pc or exception_return
+        load, store = (cls & _C_LOAD) != 0, (cls & _C_STORE) != 0
+        direct, target = False, np.int64(0)
+        if jumps and op_count > 0:
+            o = ops + (op_count - 1) * op_size
+            if read(detail, o + layout[_OP_TYPE], 4) == _OP_IMM:
+                direct = True
+                target = read(detail, o + layout[_OP_VALUE], layout[raw.L_IMM_SIZE])
+        kind, next_isa = _K_NONE, isa
+        if branch:
+            if calls:
+                kind = _K_CALL
+            elif returns or (not aarch64 and (
+                (iid == _BX and registers == 1 and first == _LR)
+                or (iid != _BX and cls & _C_RETURN_LIST and pc_listed)
+                or (iid == _LDR and registers == 1 and first == _PC and sp_based)
+                or (iid == _MOV and registers == 2 and first == _PC and second == _LR)
+            )):  # fmt: skip
+                kind = _K_RETURN  # A32/T32: BX lr, POP/LDM with pc, LDR pc from the stack, MOV pc, lr
+            else:
+                kind = _K_JUMP
+            next_isa = _next_isa(isa, iid, cls, direct, writes_pc and not load, exception_return)
+        transfers = 0
+        if load or store:
+            if cls & _C_PAIR:
+                transfers = 2
+            elif cls & _C_LIST:
+                transfers = registers
+            elif cls & _C_BASED_LIST:
+                transfers = registers - 1
+            elif cls & _C_STRUCTURE:
+                transfers = before_memory  # the registers before the memory operand (VLDn)
+            else:
+                transfers = 1
+        facts = (
+            (_F_BRANCH if branch else 0) | (_F_DIRECT if direct else 0) | (_F_WRITES_PC if writes_pc else 0)
+            | (_F_LOAD if load else 0) | (_F_STORE if store else 0)
+            | (_F_UNDEFINED if cls & _C_UNDEFINED else 0) | (_F_TRAP if cls & _C_TRAP else 0)
+            | (_F_TEST if cls & _C_TEST else 0)
+        )  # fmt: skip
+        out[i, _O_ID], out[i, _O_SIZE], out[i, _O_OPCODE], out[i, _O_FACTS] = iid, size, opcode, facts
+        out[i, _O_TARGET], out[i, _O_KIND], out[i, _O_NEXT_ISA] = target, kind, next_isa
+        out[i, _O_CC], out[i, _O_TRANSFERS] = read(detail, layout[raw.L_CC], 4), transfers
 
 
-def _next_isa(isa: Isa, iid: int, direct: bool, computes_pc: bool, exception_return: bool) -> Isa | None:
+@numba.njit(cache=True, nogil=True)
+def _next_isa(isa: int, iid: int, cls: int, direct: bool, computes_pc: bool, exception_return: bool) -> int:
     """The ISA at a branch's target: BLX immediate switches; register targets interwork.
 
     In T32, data-processing writes to pc (ADD pc, MOV pc) and TBB/TBH stay in T32; loads
@@ -212,23 +276,23 @@ def _next_isa(isa: Isa, iid: int, direct: bool, computes_pc: bool, exception_ret
     pc all interwork (ARMv7), and exception returns restore the state from the SPSR.
     """
     if exception_return:
-        return None
-    if isa is Isa.A64:
-        return Isa.A64
+        return _NO_ISA
+    if isa == _A64:
+        return _A64
     if direct:
         if iid == _BLX:
-            return Isa.T32 if isa is Isa.A32 else Isa.A32
+            return _T32 if isa == _A32 else _A32
         return isa
-    if isa is Isa.T32 and (computes_pc or iid in _TABLE_BRANCHES):
-        return Isa.T32
-    return None
+    if isa == _T32 and (computes_pc or cls & _C_TABLE_BRANCH):
+        return _T32
+    return _NO_ISA
 
 
 def _t32_size(first_halfword: int) -> int:
     return 4 if first_halfword >> 11 in (0b11101, 0b11110, 0b11111) else 2
 
 
-def _undefined(code: bytes, offset: int, address: int, isa: Isa) -> InsnInfo | None:
+def _undefined(code: bytes, offset: int, address: int, isa: Isa) -> Row | None:
     """The undecodable instruction at `offset`, or None if the bytes end before it does."""
     if isa is Isa.T32:
         if offset + 2 > len(code):
@@ -238,20 +302,36 @@ def _undefined(code: bytes, offset: int, address: int, isa: Isa) -> InsnInfo | N
         size = 4
     if offset + size > len(code):
         return None
-    raw = code[offset : offset + size]
-    return InsnInfo(address, isa, size, _opcode(raw, isa), "undefined", next_isa=isa, is_undefined=True)
+    opcode = _opcode(code[offset : offset + size], isa)
+    return (address, isa, size, opcode, "undefined", "", False, False, None, isa, None, False, Kind.NONE,
+            False, False, False, 0, True, False, False, False)  # fmt: skip
 
 
-def _open_it_block(insns: list[capstone.CsInsn]) -> int | None:
-    """Index of an IT instruction whose block runs past the end of `insns`, if any."""
-    for index in range(max(0, len(insns) - 5), len(insns)):
-        insn = insns[index]
-        if insn.id == _IT and len(it_conditions(insn.bytes[0])) >= len(insns) - index:
+def _open_it_block(facts: list[list[int]]) -> int | None:
+    """Index of an IT instruction whose block runs past the end of `facts`, if any."""
+    for index in range(max(0, len(facts) - 5), len(facts)):
+        iid, _, opcode, *_ = facts[index]
+        if iid == _IT and len(it_conditions(opcode & 0xFF)) >= len(facts) - index:
             return index
     return None
 
 
-def decode_arm(code: bytes, address: int, isa: Isa) -> Iterator[InsnInfo]:
+@functools.cache
+def _reader(isa: Isa) -> Callable[[int, int], list[list[int]]]:
+    """What RawDisassembler.disasm calls on capstone's records: their facts, a list each."""
+    layout = _engine(isa).layout
+    classes = _TABLE_AARCH64 if isa is Isa.A64 else _TABLE_AARCH32
+
+    def read_chunk(records: int, count: int) -> list[list[int]]:
+        out = np.empty((count, _O_COUNT), np.int64)
+        if count:
+            _read_facts(records, count, int(isa), layout, classes, out)
+        return out.tolist()
+
+    return read_chunk
+
+
+def arm_rows(code: bytes, address: int, isa: Isa) -> Iterator[Row]:
     """Consecutive instructions from the start of `code` (at `address`), as far as they go.
 
     Ends with an undefined instruction where capstone cannot decode, or where the bytes run
@@ -260,30 +340,45 @@ def decode_arm(code: bytes, address: int, isa: Isa) -> Iterator[InsnInfo]:
     are tracked here (chunks never split one), so the instructions an IT covers are
     conditional whatever capstone prints for them.
     """
-    engine = _engine(isa)
+    engine, reader = _engine(isa), _reader(isa)
+    thumb = isa is Isa.T32
+    mask = _MASK64 if isa is Isa.A64 else _MASK32
     offset = 0
     count = _FIRST_CHUNK
+    covered: tuple[str | None, ...] = ()
     while True:
-        chunk = code[offset : offset + count * 4]
-        insns = list(engine.disasm(chunk, address + offset, count))
-        complete = len(insns) == count
-        if complete and isa is Isa.T32:
-            cut = _open_it_block(insns)
-            insns = insns if cut is None else insns[:cut]
-        covered: tuple[str | None, ...] = ()
-        for insn in insns:
+        facts, records = engine.disasm(code[offset : offset + count * 4], address + offset, count, reader)
+        complete = len(facts) == count
+        cut = _open_it_block(facts) if complete and thumb else None
+        texts = raw.texts(records)
+        for index, (iid, size, opcode, bits, target, kind, next_isa, cc, transfers) in enumerate(
+            facts if cut is None else facts[:cut]
+        ):
             if covered:
-                info = _facts(insn, isa, covered[:1])
-                covered = covered[1:]
+                condition, covered = covered[0], covered[1:]
+            elif iid != _IT:  # capstone gives an IT its first condition
+                condition = _CONDITIONS[cc] if cc < len(_CONDITIONS) else None
             else:
-                info = _facts(insn, isa, None)
-            yield info
-            if insn.id == _IT and isa is Isa.T32:
-                covered = it_conditions(info.opcode)
-            offset += insn.size
+                condition = None
+            branch, direct, writes_pc, load, store, undefined, trap, test = _BITS[bits]
+            mnemonic, operands = texts[index]
+            yield (
+                (address + offset) & _MASK64, isa, size, opcode, mnemonic, operands, branch, direct,
+                target & mask if direct else None, _ISAS[next_isa], condition, test or condition is not None,
+                _KINDS[kind], writes_pc, load, store, transfers, undefined, trap, False, False,
+            )  # fmt: skip
+            if thumb and iid == _IT:
+                covered = it_conditions(opcode)
+            offset += size
         if not complete:
             break
         count = min(count * 2, _LARGEST_CHUNK)
     undefined = _undefined(code, offset, address + offset, isa)
     if undefined is not None:
         yield undefined
+
+
+def decode_arm(code: bytes, address: int, isa: Isa) -> Iterator[InsnInfo]:
+    """`arm_rows` as InsnInfo."""
+    for row in arm_rows(code, address, isa):
+        yield InsnInfo(*row)

@@ -2,26 +2,31 @@
 
 A flow walker turns millions of trace atoms into instructions; it must not touch capstone
 or build Python objects per instruction. Each block is decoded the first time it is
-reached, stored as numpy arrays, and found again with one dict lookup.
+reached, stored as numpy arrays and rows of facts (InsnInfo objects are built only when
+asked for), and found again with one dict lookup.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..image import Image, ImageError
 from ..model import Isa
-from .dispatch import decode_run
-from .insn import InsnInfo
+from .dispatch import decode_rows
+from .insn import ROW, InsnInfo, Row
 
 MAX_BLOCK = 1024
 """Instructions in a block without a branch; a longer straight run continues in the next."""
 
 _WINDOW = MAX_BLOCK * 4 + 32  # bytes read per block: the cap, plus an IT block or delay slot
+_ADDRESS, _SIZE, _OPCODE = ROW["address"], ROW["size"], ROW["opcode"]
+_BRANCH, _CONDITIONAL, _UNDEFINED, _DELAY = (
+    ROW[name] for name in ("is_branch", "is_conditional", "is_undefined", "delay_slot")
+)
 
 
 class Stop(enum.Enum):
@@ -45,21 +50,34 @@ class Block:
     pcs: np.ndarray  # uint64
     sizes: np.ndarray  # uint8
     opcodes: np.ndarray  # uint32
-    insns: tuple[InsnInfo, ...]
+    rows: tuple[Row, ...]  # the InsnInfo fields of each instruction
     stop: Stop
-    branch: InsnInfo | None  # the branch that ends the block, when it ends at one
+    branch_index: int | None  # where the branch that ends the block is, when it ends at one
+    _insns: tuple[InsnInfo, ...] | None = field(default=None, repr=False)
+
+    @property
+    def insns(self) -> tuple[InsnInfo, ...]:
+        """The instructions as InsnInfo, built on first use."""
+        if self._insns is None:
+            object.__setattr__(self, "_insns", tuple(InsnInfo(*row) for row in self.rows))
+        return self._insns  # type: ignore[return-value]
+
+    @property
+    def branch(self) -> InsnInfo | None:
+        """The branch that ends the block, when it ends at one."""
+        return None if self.branch_index is None else self.insns[self.branch_index]
 
     @property
     def start(self) -> int:
-        return self.insns[0].address
+        return self.rows[0][_ADDRESS]
 
     @property
     def next_address(self) -> int:
         """Where execution goes on when the block falls through."""
-        return self.insns[-1].next_address
+        return self.rows[-1][_ADDRESS] + self.rows[-1][_SIZE]
 
     def __len__(self) -> int:
-        return len(self.insns)
+        return len(self.rows)
 
 
 class BlockCache:
@@ -88,52 +106,63 @@ class BlockCache:
         """The instruction at `address` (the first of the block starting there)."""
         return self.block_at(address, isa).insns[0]
 
+
 def decode_block(
-    image: Image, address: int, isa: Isa, known: Callable[[int], bool] | None = None
+    image: Image,
+    address: int,
+    isa: Isa,
+    known: Callable[[int], bool] | None = None,
+    *,
+    through_conditional: bool = False,
 ) -> Block:
     """The block from `address` up to and including the next branch (and its delay slot).
 
     `known(address)` lets a caller with its own index stop the block before an instruction
-    it has decoded already (never between a branch and its delay slot).
+    it has decoded already (never between a branch and its delay slot). With
+    `through_conditional`, the block goes on past conditional branches without a delay
+    slot (what follows them is code: it runs when they are not taken), for a caller that
+    links instructions itself; `branch` is then the branch that ends the block.
     """
     code = image.read_upto(address, _WINDOW)
-    insns: list[InsnInfo] = []
+    rows: list[Row] = []
     stop, branch = Stop.NO_MEMORY, None
-    for info in decode_run(code, address, isa):
+    for row in decode_rows(code, address, isa):
         if branch is not None:  # the delay slot of a SPARC branch
-            insns.append(info)
+            rows.append(row)
             stop = Stop.BRANCH
             break
-        if known is not None and insns and known(info.address):
+        if known is not None and rows and known(row[_ADDRESS]):
             stop = Stop.KNOWN  # the rest is decoded already: do not decode it again
             break
-        if len(insns) >= MAX_BLOCK and not info.is_conditional:
+        if len(rows) >= MAX_BLOCK and not row[_CONDITIONAL]:
             stop = Stop.LIMIT  # never between an IT and the instructions it covers
             break
-        insns.append(info)
-        if info.is_undefined:
+        rows.append(row)
+        if row[_UNDEFINED]:
             stop = Stop.UNDEFINED
             break
-        if info.is_branch:
-            branch = info
+        if row[_BRANCH]:
+            if through_conditional and row[_CONDITIONAL] and not row[_DELAY]:
+                continue
+            branch = len(rows) - 1
             stop = Stop.BRANCH
-            if not info.delay_slot:
+            if not row[_DELAY]:
                 break
-    if not insns:
+    if not rows:
         raise ImageError(
             f"0x{address:x}: no {isa.name} instruction in the program image there"
             + (" (it runs past the end of the image)" if code else "")
         )
-    if branch is not None and insns[-1] is branch and branch.delay_slot:
+    if branch is not None and branch == len(rows) - 1 and rows[branch][_DELAY]:
         stop = Stop.NO_MEMORY  # the delay slot is missing from the image
     return Block(
         isa=isa,
-        pcs=_frozen(np.array([i.address for i in insns], dtype=np.uint64)),
-        sizes=_frozen(np.array([i.size for i in insns], dtype=np.uint8)),
-        opcodes=_frozen(np.array([i.opcode for i in insns], dtype=np.uint32)),
-        insns=tuple(insns),
+        pcs=_frozen(np.array([row[_ADDRESS] for row in rows], dtype=np.uint64)),
+        sizes=_frozen(np.array([row[_SIZE] for row in rows], dtype=np.uint8)),
+        opcodes=_frozen(np.array([row[_OPCODE] for row in rows], dtype=np.uint32)),
+        rows=tuple(rows),
         stop=stop,
-        branch=branch,
+        branch_index=branch,
     )
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 from ..model import Isa
 
@@ -58,3 +59,19 @@ class InsnInfo:
     def disasm(self) -> str:
         """Mnemonic and operands as one line of text."""
         return f"{self.mnemonic} {self.operands}" if self.operands else self.mnemonic
+
+
+Row = tuple[Any, ...]
+"""The fields of an InsnInfo in their order, as decoders make them: `InsnInfo(*row)`.
+
+Block decoding keeps rows and builds InsnInfo objects only for the blocks whose
+instructions are asked for (a frozen dataclass costs microseconds to build).
+"""
+
+_FIELDS = tuple(field.name for field in fields(InsnInfo))
+ROW = {name: index for index, name in enumerate(_FIELDS)}
+"""Index of each InsnInfo field in a Row."""
+
+
+def as_row(info: InsnInfo) -> Row:
+    return tuple(getattr(info, name) for name in _FIELDS)

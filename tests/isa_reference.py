@@ -1,0 +1,163 @@
+"""The A32/T32/A64 instruction facts as cputrace first made them: through capstone's Python objects.
+
+A slow oracle for tests/test_isa_facts.py: `isa/arm.py` reads the same facts from
+capstone's C records (and finds "writes pc" without regs_access()); both must agree on
+every field of every instruction.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+
+import capstone
+
+from cputrace.isa import InsnInfo, Kind, condition_name, it_conditions
+from cputrace.isa.arm import (
+    _AARCH32,
+    _AARCH64,
+    _BX,
+    _IT,
+    _LDR,
+    _LR,
+    _MASK32,
+    _MASK64,
+    _MODES,
+    _MOV,
+    _OP_IMM,
+    _OP_MEM,
+    _OP_REG,
+    _PC,
+    _RETURN_LISTS,
+    _SP,
+    _TABLE_BRANCHES,
+    _Classes,
+    _opcode,
+    _t32_size,
+)
+from cputrace.model import Isa
+
+_BRANCH_GROUPS = frozenset({capstone.CS_GRP_JUMP, capstone.CS_GRP_CALL, capstone.CS_GRP_RET})
+
+
+@functools.cache
+def _engine(isa: Isa) -> capstone.Cs:
+    engine = capstone.Cs(*_MODES[isa])
+    engine.detail = True
+    return engine
+
+
+def _transfers(classes: _Classes, iid: int, operands: list) -> int:
+    if iid in classes.pairs:
+        return 2
+    registers = sum(op.type == _OP_REG for op in operands)
+    if iid in classes.lists:
+        return registers
+    if iid in classes.based_lists:
+        return registers - 1
+    if iid in classes.structures:
+        first_memory = next((n for n, op in enumerate(operands) if op.type == _OP_MEM), 0)
+        return sum(op.type == _OP_REG for op in operands[:first_memory])
+    return 1
+
+
+def _is_return(iid: int, operands: list) -> bool:
+    registers = [op.reg for op in operands if op.type == _OP_REG]
+    if iid == _BX:
+        return registers == [_LR]
+    if iid in _RETURN_LISTS:
+        return _PC in registers
+    if iid == _LDR:
+        return registers == [_PC] and any(op.type == _OP_MEM and op.mem.base == _SP for op in operands)
+    return iid == _MOV and registers == [_PC, _LR]
+
+
+def _next_isa(isa: Isa, iid: int, direct: bool, computes_pc: bool, exception_return: bool) -> Isa | None:
+    if exception_return:
+        return None
+    if isa is Isa.A64:
+        return Isa.A64
+    if direct:
+        if iid == capstone.arm_const.ARM_INS_BLX:
+            return Isa.T32 if isa is Isa.A32 else Isa.A32
+        return isa
+    if isa is Isa.T32 and (computes_pc or iid in _TABLE_BRANCHES):
+        return Isa.T32
+    return None
+
+
+def reference_facts(insn: capstone.CsInsn, isa: Isa, it_condition: tuple[str | None] | None) -> InsnInfo:
+    iid = insn.id
+    groups = set(insn.groups)
+    operands = insn.operands
+    aarch64 = isa is Isa.A64
+    classes = _AARCH64 if aarch64 else _AARCH32
+    is_call = capstone.CS_GRP_CALL in groups
+    jumps = bool(groups & _BRANCH_GROUPS)
+    writes_pc = not aarch64 and not jumps and _PC in insn.regs_access()[1]
+    exception_return = iid in classes.exception_returns or (writes_pc and insn.update_flags)
+    is_branch = jumps or writes_pc or exception_return
+    is_load = iid in classes.loads
+    is_store = iid in classes.stores
+    direct = jumps and bool(operands) and operands[-1].type == _OP_IMM
+    target = operands[-1].imm & (_MASK64 if aarch64 else _MASK32) if direct else None
+    if it_condition is not None:
+        condition = it_condition[0]
+    elif insn.cc > 0 and iid != _IT:
+        condition = condition_name(insn.cc - 1)
+    else:
+        condition = None
+    if not is_branch:
+        kind, next_isa = Kind.NONE, isa
+    else:
+        if is_call:
+            kind = Kind.CALL
+        elif capstone.CS_GRP_RET in groups or (not aarch64 and _is_return(iid, operands)):
+            kind = Kind.RETURN
+        else:
+            kind = Kind.JUMP
+        next_isa = _next_isa(isa, iid, direct, writes_pc and not is_load, exception_return)
+    return InsnInfo(
+        address=insn.address,
+        isa=isa,
+        size=insn.size,
+        opcode=_opcode(insn.bytes, isa),
+        mnemonic=insn.mnemonic,
+        operands=insn.op_str,
+        is_branch=is_branch,
+        is_direct=direct,
+        target=target,
+        next_isa=next_isa,
+        condition=condition,
+        is_conditional=condition is not None or iid in classes.tests,
+        kind=kind,
+        writes_pc=writes_pc,
+        is_load=is_load,
+        is_store=is_store,
+        transfers=_transfers(classes, iid, operands) if is_load or is_store else 0,
+        is_undefined=iid in classes.undefined,
+        raises_exception=iid in classes.traps,
+    )
+
+
+def reference_run(code: bytes, address: int, isa: Isa) -> Iterator[InsnInfo]:
+    """The instructions from the start of `code` up to the first undefined one, one capstone call."""
+    offset = 0
+    covered: tuple[str | None, ...] = ()
+    for insn in _engine(isa).disasm(code, address):
+        if covered:
+            yield reference_facts(insn, isa, covered[:1])
+            covered = covered[1:]
+        else:
+            yield reference_facts(insn, isa, None)
+        if insn.id == _IT and isa is Isa.T32:
+            covered = it_conditions(_opcode(insn.bytes, isa))
+        offset += insn.size
+    size = 4
+    if isa is Isa.T32 and offset + 2 <= len(code):
+        size = _t32_size(int.from_bytes(code[offset : offset + 2], "little"))
+    if offset + size <= len(code):
+        raw = code[offset : offset + size]
+        yield InsnInfo(
+            address + offset, isa, size, _opcode(raw, isa), "undefined", next_isa=isa, is_undefined=True
+        )

@@ -1,0 +1,94 @@
+"""A32/T32/A64 facts read from capstone's C records equal those of capstone's Python objects.
+
+`isa/arm.py` unpacks capstone's records itself and decides "writes pc" from the written
+registers and operand access flags instead of calling regs_access(); `isa_reference.py`
+is the first implementation, through capstone's Python objects. Every field of every
+instruction must agree: over the whole TC2 kernel image (as A32 and as T32), the corpus
+programs, and random words.
+"""
+
+from __future__ import annotations
+
+import lzma
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from isa_reference import reference_run
+from paths import DATA
+
+from cputrace.image import Image, Region, load_elf
+from cputrace.isa import BlockCache, InsnInfo, decode_run
+from cputrace.model import Isa
+
+CORPUS = Path(__file__).parent / "corpus"
+KERNEL = DATA / "etmv3" / "tc2" / "kernel_dump.bin.xz"
+KERNEL_ADDRESS = 0xC0008000  # where cpu_0.ini maps the dump
+
+
+def first_difference(new: list[InsnInfo], old: list[InsnInfo]) -> str:
+    for mine, theirs in zip(new, old, strict=False):
+        if mine != theirs:
+            return f"\n new: {mine}\n old: {theirs}"
+    return f"\n {len(new)} instructions, the reference has {len(old)}"
+
+
+def sweep(code: bytes, address: int, isa: Isa) -> int:
+    """Compare every instruction of `code` decoded in runs (each run ends at an undefined
+    instruction; the next starts after it); returns how many were compared."""
+    offset, compared = 0, 0
+    step = 2 if isa is Isa.T32 else 4
+    while offset + step <= len(code):
+        new = list(decode_run(code[offset:], address + offset, isa))
+        old = list(reference_run(code[offset:], address + offset, isa))
+        assert new == old, f"{isa.name} at 0x{address + offset:x}: {first_difference(new, old)}"
+        compared += len(new)
+        if not new:
+            break  # a last partial instruction
+        offset = new[-1].next_address - address
+    return compared
+
+
+@pytest.fixture(scope="module")
+def kernel() -> bytes:
+    return lzma.decompress(KERNEL.read_bytes())
+
+
+@pytest.mark.parametrize("isa", [Isa.T32, Isa.A32])
+def test_every_instruction_of_the_tc2_kernel(kernel: bytes, isa: Isa) -> None:
+    assert sweep(kernel, KERNEL_ADDRESS, isa) >= len(kernel) // 4
+
+
+@pytest.mark.parametrize("elf", sorted(CORPUS.glob("*.elf")), ids=lambda path: path.stem)
+def test_every_instruction_of_the_corpus_programs(elf: Path) -> None:
+    image = load_elf(elf)
+    isas = [Isa.A64] if "a64" in elf.stem else [Isa.A32, Isa.T32]
+    for region in image.regions:
+        for isa in isas:
+            assert sweep(bytes(region.data), region.start, isa) > 0
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.sampled_from([Isa.A32, Isa.T32, Isa.A64]),
+    st.binary(min_size=2, max_size=64),
+    st.integers(0, (1 << 32) - 4),
+)
+def test_random_words(isa: Isa, code: bytes, address: int) -> None:
+    address &= ~1 if isa is Isa.T32 else ~3
+    new = list(decode_run(code, address, isa))
+    old = list(reference_run(code, address, isa))
+    assert new == old, first_difference(new, old)
+
+
+def test_blocks_build_their_instructions_once(kernel: bytes) -> None:
+    """Blocks keep rows; the InsnInfo objects are built on first use and then kept."""
+    cache = BlockCache(Image([Region(KERNEL_ADDRESS, kernel, "kernel")]))
+    block = cache.block_at(0xC002113C, Isa.T32)  # cbz r3, ...: the TC2 trace's code
+    assert block.insns is block.insns
+    assert (
+        block.insns
+        == tuple(reference_run(kernel[0xC002113C - KERNEL_ADDRESS :], 0xC002113C, Isa.T32))[: len(block)]
+    )
+    assert block.branch is block.insns[-1] and block.branch.is_branch
