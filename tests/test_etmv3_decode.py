@@ -90,6 +90,14 @@ def test_tc2_all_sources_decode_without_errors(tc2_store: cputrace.Trace) -> Non
     assert seqs["d"] == seqs["n"]  # one seq order over the three interleaved sources
 
 
+def test_cores_that_dump_the_same_memory_share_one_program(tc2: Path) -> None:
+    """TC2's cores all dump the one kernel image: it is decoded once for the three sources."""
+    programs: dict = {}
+    for _ in decode_captures(open_captures(tc2 / "snapshot.ini", {}), DecodeContext(), programs):
+        pass
+    assert len(programs) == 1
+
+
 def test_timestamps_give_instruction_times(tc2_store: cputrace.Trace) -> None:
     """Instructions take the time of the last timestamp before them."""
     rows = tc2_store.sql(

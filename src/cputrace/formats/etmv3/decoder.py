@@ -9,11 +9,12 @@ core memory dumps, or the images given with `--image` (which then replace the du
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import ClassVar
 
 from ...errors import CputraceError
 from ...flow import Program
-from ...image import Image
+from ...image import Image, read_dump_entries
 from ...inputs import InputFile
 from ..base import Batch, DecodeContext
 from .capture import Capture, EtmSource, PacketReader, open_captures
@@ -51,12 +52,22 @@ def decode_captures(
 def _program(
     programs: dict[object, Program], capture: Capture, etm: EtmSource, ctx: DecodeContext
 ) -> Program:
-    """The program image of the source's core, shared by the sources of the same core."""
+    """The program image of the source's core, shared by the sources of cores whose memory
+    dumps are the same (an SMP snapshot's cores usually dump one kernel image)."""
     given = ctx.image()
-    key: object = "given" if given is not None else (etm.core.path if etm.core else None)
+    key: object = "given" if given is not None else _dumps_of(etm)
     if key not in programs:
         programs[key] = Program(given if given is not None else _core_memory(capture, etm))
     return programs[key]
+
+
+def _dumps_of(etm: EtmSource) -> object:
+    """What identifies a core's memory: its dump files (resolved) and where they go."""
+    if etm.core is None:
+        return None
+    folder = Path(etm.core.path).parent
+    entries = read_dump_entries(etm.core.path)
+    return tuple((str((folder / d.file).resolve()), d.address, d.length, d.offset) for d in entries)
 
 
 def _core_memory(capture: Capture, etm: EtmSource) -> Image:
