@@ -159,6 +159,22 @@ def test_cores_and_the_instruction_clock(ingest_text, tmp_path: Path) -> None:
     assert wave.times == [0, 1, 2, 3]
 
 
+def test_a_core_with_records_and_no_instructions(ingest_text, tmp_path: Path) -> None:
+    """A core's register dump before it runs anything still gets its variables."""
+    text = (
+        "0 clk cpu1 R x0 0000000000000005\n"
+        "1 clk cpu0 IT (1) 00008000 d2800020 O EL1h_s : MOV x0,#1\n"
+        "1 clk cpu0 R x0 0000000000000001\n"
+    )
+    trace = cputrace.open(ingest_text(text).store)
+    out = tmp_path / "idle.vcd"
+    with open(out, "wb") as stream:
+        write_vcd_stream(trace, stream)
+    wave = Waveform(out)
+    assert wave.final("cpu1.regs.x0") == 5 and wave.final("cpu0.regs.x0") == 1
+    assert wave.values("cpu0.pc")[1:] == [0x8000]
+
+
 @pytest.mark.parametrize(
     ("timescale", "accesses", "finer"),
     [("1 ns", 1, "1 ns"), ("1 ns", 2, "100 ps"), ("1 ns", 10, "100 ps"), ("1 ns", 11, "10 ps"),

@@ -188,7 +188,10 @@ class _Variables:
         self.header = io.StringIO()
         writer = VCDWriter(self.header, timescale=timescale, date=None, comment=comment, init_timestamp=0)
         where = window.sql()
-        cpus = trace.sql(f"SELECT DISTINCT cpu FROM instructions WHERE {where} ORDER BY cpu")
+        cpus = trace.sql(  # a core may have register or memory records and no instructions
+            f"SELECT cpu FROM instructions WHERE {where} UNION SELECT cpu FROM registers WHERE {where} "
+            f"UNION SELECT cpu FROM memory WHERE {where} ORDER BY cpu"
+        )
         registers = trace.sql(
             f"SELECT cpu, reg::VARCHAR AS reg, max(size) AS size FROM registers WHERE {where} "
             "GROUP BY ALL ORDER BY cpu, reg"
