@@ -179,6 +179,26 @@ def test_encoded_runs_decode_to_the_recording(program: str, mode: dict, tmp_path
     assert len(got) > 100
 
 
+def test_context_id_and_vmid_changes_are_events(tmp_path: Path) -> None:
+    """The I-sync's context ID, then each change of context ID or VMID (repeats are not)."""
+    steps = recorded("calls-a32.elf", tmp_path)
+    enc = EtmEncoder(context_id_bytes=2).a_sync()
+    expected = encode_run(enc, steps[:50], blocks_of("calls-a32.elf"))
+    enc.context_id(0x1234).context_id(0x1234).vmid(3).vmid(3).context_id(0x99).vmid(4)
+    stream = tmp_path / "etm.bin"
+    stream.write_bytes(enc.data)
+    options = {**registers(enc), "buffer_format": "source_data", "images": [str(CORPUS / "calls-a32.elf")]}
+    options["etmcr"] |= (2 << 14) | (1 << 30)  # 2-byte context IDs, VMID
+    result = ingest([stream], tmp_path / "c.ctrace", format="etmv3", strict=True, options=options)
+    t = cputrace.Trace(result.store)
+    rows = t.sql("SELECT name, value, seq FROM events WHERE kind = 'context' ORDER BY seq, src").to_pylist()
+    last = len(expected.rows) - 1
+    assert [(r["name"], r["value"]) for r in rows] == [
+        ("context_id", 0), ("context_id", 0x1234), ("vmid", 3), ("context_id", 0x99), ("vmid", 4)
+    ]
+    assert [r["seq"] for r in rows][1:] == [last] * 4
+
+
 def test_exceptions_cancel_the_instruction_they_interrupt(tmp_path: Path) -> None:
     steps = recorded("exceptions-a32.elf", tmp_path)
     assert {s.exception for s in steps} >= {9, 10, 11}

@@ -6,8 +6,10 @@ the rows the others have emitted). Events come from the few packets that are not
 trace stopped, in cycle-accurate mode, including the W cycles after the last atom), an
 `overflow` event when the reason is overflow, `exception` per branch address with exception
 information (`number` and `name` the exception, `value` the vector), `exception_return`,
-`timestamp` (`value`), and `trace_gap` for packet errors and resynchronisation. An event's
-seq is that of the last instruction before it. With data trace on, data packets become
+`timestamp` (`value`), `context` when the context ID (`name` `context_id`, from context-ID
+packets and I-syncs) or the VMID (`name` `vmid`) changes, with the new value in `value`, and
+`trace_gap` for packet errors and resynchronisation. An event's seq is that of the last
+instruction before it. With data trace on, data packets become
 `memory` rows (`data`).
 """
 
@@ -42,6 +44,7 @@ class SourceWalk:
         config = source.config
         traces_data = config.data_value or config.data_address
         self.data = DataMatcher(program, config, source.cpu) if traces_data else None
+        self.context: dict[str, int | None] = {"context_id": None, "vmid": None}  # the last values seen
 
     def batch(self, packets: Packets, next_seq: int) -> Iterator[Batch]:
         """Rows of one packet batch, numbered from `next_seq` (then see `next_seq`)."""
@@ -101,6 +104,12 @@ class SourceWalk:
         events.add(exception, "exception", names, number, address[exception], text=text)
         exits = np.flatnonzero(kind == Kind.EXCEPTION_EXIT)
         events.add(exits, "exception_return", ["exception_return"] * len(exits))
+        carries_context = kind == Kind.CONTEXT_ID
+        if self.source.config.context_id_bytes:
+            carries_context |= kind == Kind.I_SYNC
+        for name, rows_of in (("context_id", carries_context), ("vmid", kind == Kind.VMID)):
+            changed = self._changes(name, np.flatnonzero(rows_of), t["value"])
+            events.add(changed, "context", [name] * len(changed), value=t["value"][changed])
         stamps = np.flatnonzero(kind == Kind.TIMESTAMP)
         values = t["value"][stamps]
         events.add(stamps, "timestamp", ["timestamp"] * len(stamps), value=values)
@@ -114,6 +123,17 @@ class SourceWalk:
         ]
         events.add(gaps, "trace_gap", gap_names, t["size"][gaps].astype(np.int64), text=text)
         return events.table()
+
+
+    def _changes(self, name: str, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """The rows among `rows` whose value differs from the one before (the first ever counts)."""
+        if not len(rows):
+            return rows
+        seen = values[rows].astype(np.int64)
+        last = self.context[name]
+        before = np.concatenate([[seen[0] - 1 if last is None else last], seen[:-1]])
+        self.context[name] = int(seen[-1])
+        return rows[seen != before]
 
 
 class _EventColumns:
