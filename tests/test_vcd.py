@@ -59,8 +59,8 @@ class Waveform:
 
 
 @pytest.fixture(scope="module")
-def quicksort(tmp_path_factory: pytest.TempPathFactory) -> tuple[cputrace.Trace, Waveform]:
-    trace = cputrace.open(shared("tarmac-trace-utilities", "tests", "quicksort.tarmac"))
+def quicksort(tmp_path_factory: pytest.TempPathFactory, open_input) -> tuple[cputrace.Trace, Waveform]:
+    trace = open_input(shared("tarmac-trace-utilities", "tests", "quicksort.tarmac"))
     out = tmp_path_factory.mktemp("vcd") / "qs.vcd"
     with open(out, "wb") as stream:
         write_vcd_stream(trace, stream, image=load_elf(DATA / "image" / "quicksort.elf"))
@@ -80,9 +80,9 @@ def test_pc_and_time(quicksort) -> None:
     assert wave.times == sorted(wave.times)
 
 
-def test_every_access_of_a_multiple_transfer_shows(tmp_path: Path) -> None:
+def test_every_access_of_a_multiple_transfer_shows(tmp_path: Path, open_input) -> None:
     """PUSH {r4,r5,r11,lr} and STM sp,{r0-r2}: each access at its own time, in trace order."""
-    trace = cputrace.open(shared("tarmac-trace-utilities", "samples", "calculator-aarch32-fastmodel.tarmac"))
+    trace = open_input(shared("tarmac-trace-utilities", "samples", "calculator-aarch32-fastmodel.tarmac"))
     out = tmp_path / "calc.vcd"
     with open(out, "wb") as stream:
         write_vcd_stream(trace, stream)

@@ -50,10 +50,10 @@ def exceptions32(tmp_path_factory) -> tuple[Truth, BlockCache, Path]:
 
 
 @pytest.fixture(scope="module")
-def calculator32() -> tuple[Truth, BlockCache, Path]:
+def calculator32(open_input) -> tuple[Truth, BlockCache, Path]:
     samples = "tarmac-trace-utilities", "samples"
     elf = shared(*samples, "calculator-aarch32.elf")
-    truth = Truth.of_trace(cputrace.open(shared(*samples, "calculator-aarch32-fastmodel.tarmac")))
+    truth = Truth.of_trace(open_input(shared(*samples, "calculator-aarch32-fastmodel.tarmac")))
     return truth, BlockCache(load_elf(elf)), elf
 
 
