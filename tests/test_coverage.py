@@ -233,11 +233,12 @@ def test_cobertura_is_consistent(opened) -> None:
     assert float(methods["swap"].get("line-rate")) == 1
 
 
-def test_cli_writes_reports_and_listing(tmp_path: Path) -> None:
+def test_cli_writes_reports_and_listing(tmp_path: Path, opened) -> None:
     trace, elf = CASES["quicksort"]()
+    store = opened(trace).path  # a store: the command would otherwise make one beside the shared input
     lcov, xml = tmp_path / "qs.info", tmp_path / "qs.xml"
     result = CliRunner().invoke(
-        cli, ["coverage", str(trace), "--image", str(elf), "--lcov", str(lcov), "--cobertura", str(xml)]
+        cli, ["coverage", str(store), "--image", str(elf), "--lcov", str(lcov), "--cobertura", str(xml)]
     )
     assert result.exit_code == 0, result.output
     assert "branch outcomes │ 8       │ 8" in result.output
