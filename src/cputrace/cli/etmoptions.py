@@ -8,23 +8,7 @@ from typing import Any
 import click
 
 from ..coresight.sniff import LAYOUTS
-
-
-class _Number(click.ParamType):
-    """An integer in Python syntax: 0x10001860, 268441696, 0b1..."""
-
-    name = "number"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        if isinstance(value, int):
-            return value
-        try:
-            return int(str(value), 0)
-        except ValueError:
-            self.fail(f"{value!r} is not a number (write 0x11 or 17)", param, ctx)
-
-
-NUMBER = _Number()
+from .params import NUMBER
 
 
 def etm_input_options(command: Callable[..., Any]) -> Callable[..., Any]:
