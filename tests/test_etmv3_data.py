@@ -231,6 +231,29 @@ def test_memory_rows_take_the_time_of_their_instruction(tmp_path: Path) -> None:
     assert timed > 100 and differ == 0
 
 
+def test_a_data_only_trace_gives_its_transfers_without_instructions(tmp_path: Path) -> None:
+    """ETMCR bit 20: no instructions and no image; each transfer a row in trace order, the
+    ones without an address 4 bytes on from the one before, direction and size unknown."""
+    enc = EtmEncoder(data_address=True, data_value=True, data_only=True).a_sync().i_sync(0, "A32", 1)
+    enc.normal_data(0x1234, 2, 0x8000).normal_data(0x55, 1).value_not_traced()
+    enc.normal_data(0x66, 1, 0x9000).store_failed().data_suppressed().normal_data(7, 1)
+    stream = tmp_path / "etm.bin"
+    stream.write_bytes(enc.data)
+    etmcr = (1 << 20) | (1 << 3) | (1 << 2)
+    options = {"etmcr": etmcr, "buffer_format": "source_data"}
+    result = ingest([stream], tmp_path / "d.ctrace", format="etmv3", strict=True, options=options)
+    t = cputrace.Trace(result.store)
+    rows = t.sql("SELECT seq, op, size, addr, value, attrs FROM memory ORDER BY src").to_pylist()
+    assert [tuple(r.values()) for r in rows] == [
+        (0, None, None, 0x8000, 0x1234, None), (0, None, None, 0x8004, 0x55, None),
+        (0, None, None, 0x8008, None, None), (0, None, None, 0x9000, None, "X FAILED"),
+        (0, None, None, None, 7, None),
+    ]
+    assert t.manifest["counts"]["instructions"] == 0
+    gaps = t.sql("SELECT name FROM events WHERE kind = 'trace_gap'").column("name").to_pylist()
+    assert gaps == ["data_suppressed"]
+
+
 def test_access_sizes_from_mnemonics() -> None:
     expected = {
         "ldrb": 1, "strb": 1, "ldrsb": 1, "ldrexb": 1, "swpb": 1, "ldrh": 2, "strh": 2, "ldrsh": 2,

@@ -19,6 +19,10 @@ data-suppressed packet (the ETM's FIFO was filling up) means data packets were d
 the next one: a `trace_gap` event named `data_suppressed`, and the load/store in progress
 takes no more transfers (which of its transfers were traced cannot be known).
 
+A data-only trace (ETMCR bit 20) traces no instructions: every transfer is a row of the
+next instruction's seq (there is none), with `op` and `size` null (packets do not say), and
+a transfer without an address 4 bytes on from the one before.
+
 A data packet with no load/store to belong to (before the first instruction, after a trace
 gap until the next trace-on I-sync, or past the instruction's transfers), and an
 out-of-order value without its placeholder, are `trace_gap` events named
@@ -52,6 +56,7 @@ _DATA_KINDS = (
 _BYTE = re.compile(r"^(ldr|str)(s?b|exb|bt|sbt)|^swpb")
 _HALF = re.compile(r"^(ldr|str)(s?h|exh|ht|sht)")
 _UNEXPECTED_TEXT = "data packet with no load/store to belong to: its transfer is lost"
+_OPS = pa.array(["R", "W"])
 _SUPPRESSED_TEXT = "data trace suppressed (FIFO filling): transfers lost until the next data packet"
 
 # Matcher state carried between batches (int64): the owning instruction's seq, its transfers
@@ -73,6 +78,7 @@ class DataMatcher:
     def __init__(self, program: Program, config: EtmConfig, cpu: int) -> None:
         self.program, self.cpu = program, cpu
         self.values = config.data_value
+        self.data_only = config.data_only
         self.facts: dict[int, tuple[int, int, int]] = {}  # key -> (ops bits, transfers, size)
         self.ls_seq = np.zeros(0, np.int64)  # executed loads/stores seen, in seq order
         self.ls_facts = np.zeros((0, 3), np.int64)
@@ -141,21 +147,30 @@ class DataMatcher:
     def _matched(self, p: np.ndarray) -> Batch:
         n = len(p)
         seq, address, has_address, op, size, status = (np.zeros(n, np.int64) for _ in range(6))
-        _match(p["kind"], p["at"], p["fence"], p["bits"], p["address"].astype(np.int64), self.ls_seq,
-               self.ls_facts, self.state, seq, address, has_address, op, size, status)  # fmt: skip
+        if self.data_only:
+            _sequential(p["kind"], p["bits"], p["address"].astype(np.int64), self.state, address, has_address,
+                        status)  # fmt: skip
+            seq[:] = np.maximum(p["at"] + 1, 0)
+        else:
+            _match(p["kind"], p["at"], p["fence"], p["bits"], p["address"].astype(np.int64), self.ls_seq,
+                   self.ls_facts, self.state, seq, address, has_address, op, size, status)  # fmt: skip
         value_known = (p["kind"] == Kind.NORMAL_DATA) & self.values
         value = p["value"].astype(np.uint64)
         _fill_out_of_order(p["kind"], p["info"], value, value_known, status)
         failed = _failed_stores(p["kind"], status)
         value_known &= ~failed
         r = np.flatnonzero(status == _ROW)
-        time = self.ls_time[np.searchsorted(self.ls_seq, seq[r])]
+        if self.data_only:
+            time = np.full(len(r), NO_TIME)
+        else:
+            time = self.ls_time[np.searchsorted(self.ls_seq, seq[r])]
+        unknown = np.full(len(r), self.data_only)
         columns = [
             pa.array(seq[r]), pa.array(time, mask=time == NO_TIME),
             pa.array(np.full(len(r), self.cpu, np.uint16)),
-            pa.DictionaryArray.from_arrays(pa.array(op[r].astype(np.int32)), pa.array(["R", "W"])),
+            pa.DictionaryArray.from_arrays(pa.array(op[r].astype(np.int32), mask=unknown), _OPS),
             pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(r), np.int32)), pa.array(["core"])),
-            pa.array(size[r].astype(np.uint8)),
+            pa.array(size[r].astype(np.uint8), mask=unknown),
             pa.array(address[r].astype(np.uint64), mask=has_address[r] == 0), pa.nulls(len(r), pa.uint64()),
             pa.array(value[r], mask=~value_known[r]), pa.nulls(len(r), pa.binary()),
             pa.array(np.where(failed[r], "X FAILED", None), pa.string()),
@@ -223,6 +238,27 @@ def _match(kind, at, fence, bits, address, ls_seq, ls_facts, state, owner, out_a
         op[i] = 1 if ops == 2 or (ops == 3 and k > 0) else 0  # a swap reads, then writes
         owner[i] = ls_seq[j]
         size[i] = ls_facts[j, 2]
+        status[i] = _ROW
+
+
+@numba.njit(cache=True, nogil=True)
+def _sequential(kind, bits, address, state, out_address, has_address, status):  # fmt: skip
+    """Data-only trace: every transfer is a row; one without an address follows the last, 4 bytes on."""
+    for i in range(len(kind)):
+        if kind[i] == _K_OOO or kind[i] == _K_FAILED:
+            status[i] = _FILLER
+            continue
+        if kind[i] == _K_SUPPRESSED:  # transfers were lost: the next address is not known
+            status[i] = _SUPPRESSED
+            state[S_ANCHOR] = NO_ANCHOR
+            continue
+        if bits[i] > 0:
+            state[S_ANCHOR] = address[i]
+        elif state[S_ANCHOR] != NO_ANCHOR:
+            state[S_ANCHOR] = (state[S_ANCHOR] + 4) & 0xFFFFFFFF
+        if state[S_ANCHOR] != NO_ANCHOR:
+            out_address[i] = state[S_ANCHOR]
+            has_address[i] = 1
         status[i] = _ROW
 
 

@@ -53,7 +53,10 @@ def _program(
     programs: dict[object, Program], capture: Capture, etm: EtmSource, ctx: DecodeContext
 ) -> Program:
     """The program image of the source's core, shared by the sources of cores whose memory
-    dumps are the same (an SMP snapshot's cores usually dump one kernel image)."""
+    dumps are the same (an SMP snapshot's cores usually dump one kernel image). A data-only
+    source traces no instructions: it walks nothing, and needs no image."""
+    if etm.config.data_only:
+        return Program(Image())
     given = ctx.image()
     key: object = "given" if given is not None else _dumps_of(etm)
     if key not in programs:

@@ -51,6 +51,8 @@ class SourceWalk:
         self.walker.next_seq = next_seq
         first_seq = next_seq
         built = packet_ops(packets, self.state, self.cycle_accurate)
+        if self.source.config.data_only:  # its I-syncs have no address: there is nothing to walk
+            built = built.without_ops()
         yield from self._seen(self.walker.run(built.ops))
         yield {"events": self._events(packets, built, first_seq)}
         if self.data is not None:

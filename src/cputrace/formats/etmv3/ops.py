@@ -51,6 +51,11 @@ class PacketOps:
     pending: np.ndarray  # int64, one per packet: W cycles an I-sync ends (trace-off time), else 0
     eventful: np.ndarray  # int64: rows of the packets that make events (see `instructions`)
 
+    def without_ops(self) -> PacketOps:
+        """The events of the packets and none of their ops (data-only trace: nothing to walk)."""
+        none = np.zeros(0, np.int64)
+        return PacketOps(self.ops.select(none), none, np.zeros_like(self.before), self.pending, self.eventful)
+
 
 def new_state() -> np.ndarray:
     state = np.zeros(STATE_SIZE, np.int64)
