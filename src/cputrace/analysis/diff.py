@@ -9,6 +9,11 @@ memory bytes they write (core accesses; LD/ST lines and MW records compare equal
 the bytes are the same). Each instruction's writes are reduced to one hash (`writehash`),
 so the comparison is vectorised; details are read back only for the divergences shown.
 
+Memory is bounded: each core is one pass over both traces, read `CHUNK_ROWS` instructions
+at a time. The alignment keeps what lies past its last pair and reads more of a side only
+when a decision needs it (a search for resynchronisation looks `window + sync` instructions
+ahead), so every decision, and so the result, is the one the whole streams give.
+
 Records a producer prints before a core's first instruction (an initial register dump)
 describe the state before the trace, not that instruction, and are not compared.
 """
@@ -16,6 +21,7 @@ describe the state before the trace, not that instruction, and are not compared.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,9 +31,11 @@ import pyarrow as pa
 
 from ..trace import Trace
 from .stream import read_batches
-from .writehash import WriteHashes
+from .writehash import WriteHasher
 
 KINDS = ("unaligned", "opcode", "executed", "time", "registers", "memory")
+CHUNK_ROWS = 1 << 17
+"""Instructions read from a trace at a time, with their records: some tens of MB per trace."""
 _FIELD_KINDS = KINDS[1:]
 
 
@@ -70,13 +78,21 @@ class DiffResult:
 
 
 @numba.njit(cache=True, nogil=True)
-def align(a: np.ndarray, b: np.ndarray, window: int, sync: int) -> tuple[np.ndarray, np.ndarray]:
-    """Indices (into a, into b) of the paired elements of two key sequences."""
+def _align_from(
+    a: np.ndarray, b: np.ndarray, i: int, j: int, window: int, sync: int, a_final: bool, b_final: bool
+) -> tuple[np.ndarray, np.ndarray, int, int, bool]:
+    """The pairs `align` makes from positions (i, j) on, as far as the keys at hand decide them.
+
+    A side that is not final goes on past its last key, so the walk stops where a search for
+    resynchronisation would look beyond it: each decision is the one the whole sequences
+    give. Returns the pairs, where the walk stopped, and whether no pair can follow (else
+    a non-final side must be extended first).
+    """
     na, nb = len(a), len(b)
-    out_a = np.empty(min(na, nb), np.int64)
-    out_b = np.empty(min(na, nb), np.int64)
+    reach = window + sync  # keys past a mismatch that a search may read on each side
+    out_a = np.empty(max(0, min(na - i, nb - j)), np.int64)
+    out_b = np.empty(len(out_a), np.int64)
     n = 0
-    i = j = 0
     while i < na and j < nb:
         if a[i] == b[j]:
             out_a[n] = i
@@ -85,6 +101,8 @@ def align(a: np.ndarray, b: np.ndarray, window: int, sync: int) -> tuple[np.ndar
             i += 1
             j += 1
             continue
+        if (not a_final and i + reach > na) or (not b_final and j + reach > nb):
+            return out_a[:n], out_b[:n], i, j, False
         found = False
         best_i = best_j = 0
         for distance in range(1, 2 * window + 1):
@@ -104,14 +122,25 @@ def align(a: np.ndarray, b: np.ndarray, window: int, sync: int) -> tuple[np.ndar
             if found:
                 break
         if not found:
-            break
+            return out_a[:n], out_b[:n], i, j, True
         i, j = best_i, best_j
-    return out_a[:n], out_b[:n]
+    return out_a[:n], out_b[:n], i, j, (i >= na and a_final) or (j >= nb and b_final)
+
+
+def align(a: np.ndarray, b: np.ndarray, window: int, sync: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices (into a, into b) of the paired elements of two key sequences.
+
+    Equal keys pair up; at a mismatch, the nearest pair of positions (fewest keys skipped on
+    both sides, each at most `window`) from which `sync` keys agree is where pairing resumes.
+    When there is none, nothing further pairs.
+    """
+    pairs_a, pairs_b, _, _, _ = _align_from(a, b, 0, 0, window, sync, True, True)
+    return pairs_a, pairs_b
 
 
 @dataclass(slots=True)
-class _Stream:
-    """One core's instructions of one trace, with a hash of what each one writes."""
+class _Chunk:
+    """Instructions of one core of one trace, with a hash of what each one writes."""
 
     seq: np.ndarray
     pc: np.ndarray
@@ -121,8 +150,20 @@ class _Stream:
     registers: np.ndarray  # uint64 hash of the register writes
     memory: np.ndarray  # uint64 hash of the memory bytes written
 
-    def take(self, rows: np.ndarray) -> _Stream:
-        return _Stream(*(getattr(self, name)[rows] for name in self.__slots__))
+    @classmethod
+    def empty(cls) -> _Chunk:
+        types = (np.int64, np.uint64, np.int64, bool, np.int64, np.uint64, np.uint64)
+        return cls(*(np.zeros(0, dtype) for dtype in types))
+
+    def __len__(self) -> int:
+        return len(self.seq)
+
+    def take(self, rows: np.ndarray | slice) -> _Chunk:
+        return _Chunk(*(getattr(self, name)[rows] for name in self.__slots__))
+
+    def then(self, other: _Chunk) -> _Chunk:
+        """These rows followed by `other`'s."""
+        return _Chunk(*(np.concatenate([getattr(self, n), getattr(other, n)]) for n in self.__slots__))
 
 
 _FILLS = {"cpu": 0, "pc": 0, "opcode": -1, "executed": True, "time": -1, "src": 0}
@@ -136,111 +177,211 @@ _TYPES = {
 }
 
 
-def _streams(trace: Trace, options: DiffOptions) -> dict[int, _Stream]:
-    """Each core's instructions, in seq order, with their write hashes."""
-    count = int(trace.manifest["counts"]["instructions"])
-    whole = {name: np.empty(count, dtype) for name, dtype in {"seq": np.int64, **_TYPES}.items()}
-    at = 0
-    for batch in read_batches(trace, "instructions", tuple(_FILLS)):
-        n = batch.num_rows
-        whole["seq"][at : at + n] = batch.column("seq").to_numpy()
-        for name, fill in _FILLS.items():
-            column = batch.column(name)
-            if name == "opcode":
-                column = column.cast(pa.int64())
-            whole[name][at : at + n] = column.fill_null(fill).to_numpy(zero_copy_only=False)
-        at += n
-    whole = {name: array[:at] for name, array in whole.items()}
-    cpus = whole["cpu"]
-    first = {}
-    for c in np.unique(cpus).tolist():
-        index = int(np.argmax(cpus == c))
-        first[c] = (int(whole["seq"][index]), int(whole["src"][index]))
-    hashes = WriteHashes(trace, whole["seq"], first, options.ignore_registers)
-    stream = _Stream(
-        whole["seq"],
-        whole["pc"],
-        whole["opcode"],
-        whole["executed"],
-        whole["time"],
-        hashes.registers,
-        hashes.memory,
-    )
-    if len(first) == 1:
-        return {next(iter(first)): stream}
-    return {c: stream.take(np.flatnonzero(cpus == c)) for c in first}
+def _column(batch: pa.RecordBatch, name: str) -> np.ndarray:
+    column = batch.column(name)
+    if name == "opcode":
+        column = column.cast(pa.int64())
+    return column.fill_null(_FILLS[name]).to_numpy(zero_copy_only=False).astype(_TYPES[name], copy=False)
 
 
-def diff_traces(a: Trace, b: Trace, options: DiffOptions = DiffOptions(), limit: int = 100) -> DiffResult:
-    """Align and compare every core the two traces share; keep the first `limit` divergences."""
-    streams_a, streams_b = _streams(a, options), _streams(b, options)
-    result = DiffResult(cpus=sorted(set(streams_a) | set(streams_b)))
+def _core_chunks(trace: Trace, cpu: int, options: DiffOptions, rows: int) -> Iterator[_Chunk]:
+    """One core's instructions in seq order, `rows` instructions of the trace at a time."""
+    hasher = WriteHasher(trace, options.ignore_registers, rows)
+    for batch in read_batches(trace, "instructions", tuple(_FILLS), rows=rows):
+        last_seq = int(batch.column("seq")[-1].as_py())
+        mine = _column(batch, "cpu") == cpu
+        if not mine.all():
+            batch = batch.filter(pa.array(mine))
+        seq = batch.column("seq").to_numpy()
+        if len(seq) and not hasher.first:
+            hasher.first[cpu] = (int(seq[0]), int(_column(batch, "src")[0]))
+        registers, memory = hasher.hashes(seq, last_seq)
+        if len(seq):
+            yield _Chunk(
+                seq,
+                *(_column(batch, name) for name in ("pc", "opcode", "executed", "time")),
+                registers,
+                memory,
+            )
+
+
+class _Side:
+    """One core's instructions of one trace, read as the alignment needs them.
+
+    Rows are numbered from the core's first instruction; `rows` holds [base, end), and
+    rows before `base` are dropped once nothing refers to them any more.
+    """
+
+    def __init__(self, chunks: Iterator[_Chunk]) -> None:
+        self._chunks = chunks
+        self.rows = _Chunk.empty()
+        self.base = 0
+        self.final = False  # every row has been read
+        self.last_seq = -1  # the seq of the last row read
+
+    @property
+    def end(self) -> int:
+        return self.base + len(self.rows)
+
+    def read(self) -> None:
+        """The next chunk, appended to `rows` (or `final` set)."""
+        chunk = next(self._chunks, None)
+        if chunk is None:
+            self.final = True
+            return
+        self.rows = self.rows.then(chunk)
+        self.last_seq = int(chunk.seq[-1])
+
+    def drop(self, before: int) -> None:
+        self.rows = self.rows.take(slice(before - self.base, None))
+        self.base = before
+
+    def seq(self, row: int) -> int:
+        return int(self.rows.seq[row - self.base])
+
+    def rest(self, start: int) -> tuple[int | None, int]:
+        """The seq of row `start` (None: there is none) and the number of rows, reading to the end."""
+        self.drop(start)
+        first = None
+        while True:
+            if first is None and len(self.rows):
+                first = int(self.rows.seq[0])
+            self.drop(self.end)
+            if self.final:
+                return first, self.end
+            self.read()
+
+
+def _cpus(trace: Trace) -> set[int]:
+    cpus = trace.sql("SELECT DISTINCT coalesce(cpu, 0) AS cpu FROM instructions").column("cpu")
+    return set(cpus.to_pylist())
+
+
+def diff_traces(
+    a: Trace, b: Trace, options: DiffOptions = DiffOptions(), limit: int = 100, rows: int = CHUNK_ROWS
+) -> DiffResult:
+    """Align and compare every core the two traces have; keep the first `limit` divergences.
+
+    Each core is one pass over both traces, `rows` instructions at a time, so memory stays
+    bounded however long the traces are and however their cores interleave.
+    """
+    cpus_a, cpus_b = _cpus(a), _cpus(b)
+    result = DiffResult(cpus=sorted(cpus_a | cpus_b))
     found: list[Divergence] = []
     for cpu in result.cpus:
-        found.extend(_compare(cpu, streams_a.get(cpu), streams_b.get(cpu), options, result, limit))
+        side_a, side_b = (
+            _Side(_core_chunks(trace, cpu, options, rows) if cpu in cpus else iter(()))
+            for trace, cpus in ((a, cpus_a), (b, cpus_b))
+        )
+        found.extend(_compare(cpu, side_a, side_b, options, result, limit))
     found.sort(key=lambda d: (d.position, d.cpu))
     result.divergences = found[:limit]
     return result
 
 
 def _compare(
-    cpu: int, a: _Stream | None, b: _Stream | None, options: DiffOptions, result: DiffResult, limit: int
+    cpu: int, a: _Side, b: _Side, options: DiffOptions, result: DiffResult, limit: int
 ) -> list[Divergence]:
-    """Divergences of one core (the first `limit` in A's order), counting all of them."""
-    na = 0 if a is None else len(a.seq)
-    nb = 0 if b is None else len(b.seq)
+    """Divergences of one core (the first `limit` in A's order), counting all of them.
+
+    The walk aligns what has been read, drops what lies before the last pair, and reads
+    more of a side when the alignment needs it: a side holds at most a chunk beyond
+    `window + sync` instructions past the last pair.
+    """
+    found: list[Divergence] = []
+    reach = options.window + options.sync
+    i = j = 0  # where the alignment goes on
+    last_a = last_b = -1  # the last pair
+    while True:
+        pairs_a, pairs_b, i, j, finished = _align_from(
+            a.rows.pc, b.rows.pc, i - a.base, j - b.base, options.window, options.sync, a.final, b.final
+        )
+        pairs_a += a.base
+        pairs_b += b.base
+        i += a.base
+        j += b.base
+        if len(pairs_a):
+            room = limit - len(found)
+            runs = _runs(cpu, a, b, (last_a, last_b), pairs_a, pairs_b, result, room)
+            paired = _paired(cpu, a, b, pairs_a, pairs_b, options, result, room)
+            found.extend(sorted(runs + paired, key=lambda d: d.position)[:room])
+            last_a, last_b = int(pairs_a[-1]), int(pairs_b[-1])
+        if finished:
+            break
+        a.drop(last_a + 1)
+        b.drop(last_b + 1)
+        (a if not a.final and i + reach > a.end else b).read()
+    a_seq, na = a.rest(last_a + 1)
+    b_seq, nb = b.rest(last_b + 1)
     result.a_instructions += na
     result.b_instructions += nb
-    if a is None or b is None:
-        ia = ib = np.zeros(0, np.int64)
-    else:
-        ia, ib = align(a.pc, b.pc, options.window, options.sync)
-    result.paired += len(ia)
-    a_lo, a_hi, b_lo, b_hi = _unaligned_runs(ia, ib, na, nb)
+    if na - last_a > 1 or nb - last_b > 1:  # instructions after the last pair
+        result.counts["unaligned"] += 1
+        result.total += 1
+        result.only_a += na - last_a - 1
+        result.only_b += nb - last_b - 1
+        if len(found) < limit:
+            end = a.last_seq + 1 if na else 0
+            position = a_seq if a_seq is not None else end
+            found.append(
+                Divergence(cpu, ("unaligned",), a_seq, b_seq, na - last_a - 1, nb - last_b - 1, position)
+            )
+    return found
+
+
+def _runs(
+    cpu: int, a: _Side, b: _Side, last: tuple[int, int], pairs_a: np.ndarray, pairs_b: np.ndarray,
+    result: DiffResult, room: int,
+) -> list[Divergence]:  # fmt: skip
+    """Unaligned runs before each pair (since `last`, the pair before): counted, the first `room` listed."""
+    prev_a, prev_b = np.r_[last[0], pairs_a[:-1]], np.r_[last[1], pairs_b[:-1]]
+    next_a, next_b = pairs_a, pairs_b
+    gaps = np.flatnonzero((next_a - prev_a > 1) | (next_b - prev_b > 1))
+    a_lo, a_hi, b_lo, b_hi = prev_a[gaps] + 1, next_a[gaps], prev_b[gaps] + 1, next_b[gaps]
     result.only_a += int(np.sum(a_hi - a_lo))
     result.only_b += int(np.sum(b_hi - b_lo))
-    result.counts["unaligned"] += len(a_lo)
-    result.total += len(a_lo)
-    found = []
-    end = int(a.seq[-1]) + 1 if a is not None and na else 0
+    result.counts["unaligned"] += len(gaps)
+    result.total += len(gaps)
+    runs = []
     for lo, hi, blo, bhi in zip(
-        a_lo[:limit].tolist(), a_hi.tolist(), b_lo.tolist(), b_hi.tolist(), strict=False
+        a_lo[:room].tolist(), a_hi.tolist(), b_lo.tolist(), b_hi.tolist(), strict=False
     ):
-        a_seq = int(a.seq[lo]) if a is not None and lo < hi else None
-        b_seq = int(b.seq[blo]) if b is not None and blo < bhi else None
-        position = int(a.seq[lo]) if a is not None and lo < na else end
-        found.append(Divergence(cpu, ("unaligned",), a_seq, b_seq, hi - lo, bhi - blo, position))
-    if not len(ia):
-        return found[:limit]
+        a_seq = a.seq(lo) if lo < hi else None
+        b_seq = b.seq(blo) if blo < bhi else None
+        runs.append(Divergence(cpu, ("unaligned",), a_seq, b_seq, hi - lo, bhi - blo, a.seq(lo)))
+    return runs
+
+
+def _paired(
+    cpu: int, a: _Side, b: _Side, pairs_a: np.ndarray, pairs_b: np.ndarray, options: DiffOptions,
+    result: DiffResult, room: int,
+) -> list[Divergence]:  # fmt: skip
+    """Paired instructions that differ: counted per kind, and the first `room` of them listed."""
+    x, y = pairs_a - a.base, pairs_b - b.base
+    result.paired += len(x)
+
+    def differs(name: str) -> np.ndarray:
+        return getattr(a.rows, name)[x] != getattr(b.rows, name)[y]
+
     masks = {
-        "opcode": a.opcode[ia] != b.opcode[ib],
-        "executed": a.executed[ia] != b.executed[ib],
-        "time": np.zeros(len(ia), bool) if options.ignore_time else a.time[ia] != b.time[ib],
-        "registers": a.registers[ia] != b.registers[ib],
-        "memory": a.memory[ia] != b.memory[ib],
+        "opcode": differs("opcode"),
+        "executed": differs("executed"),
+        "time": np.zeros(len(x), bool) if options.ignore_time else differs("time"),
+        "registers": differs("registers"),
+        "memory": differs("memory"),
     }
-    any_kind = np.zeros(len(ia), bool)
+    any_kind = np.zeros(len(x), bool)
     for kind, mask in masks.items():
         result.counts[kind] += int(np.count_nonzero(mask))
         any_kind |= mask
     rows = np.flatnonzero(any_kind)
     result.total += len(rows)
-    for row in rows[:limit].tolist():
+    listed = rows[:room]
+    found = []
+    for row, i, j in zip(listed.tolist(), pairs_a[listed].tolist(), pairs_b[listed].tolist(), strict=True):
         kinds = tuple(kind for kind in _FIELD_KINDS if masks[kind][row])
-        a_seq = int(a.seq[ia[row]])
-        found.append(Divergence(cpu, kinds, a_seq, int(b.seq[ib[row]]), position=a_seq))
-    found.sort(key=lambda d: d.position)
-    return found[:limit]
-
-
-def _unaligned_runs(
-    ia: np.ndarray, ib: np.ndarray, na: int, nb: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """[a_lo, a_hi) and [b_lo, b_hi) of the instructions between consecutive pairs (and at the ends)."""
-    prev_a, prev_b = np.r_[-1, ia], np.r_[-1, ib]
-    next_a, next_b = np.r_[ia, na], np.r_[ib, nb]
-    gaps = np.flatnonzero((next_a - prev_a > 1) | (next_b - prev_b > 1))
-    return prev_a[gaps] + 1, next_a[gaps], prev_b[gaps] + 1, next_b[gaps]
+        found.append(Divergence(cpu, kinds, a.seq(i), b.seq(j), position=a.seq(i)))
+    return found
 
 
 def instruction_rows(trace: Trace, cpu: int, seqs: list[int]) -> list[dict[str, Any]]:

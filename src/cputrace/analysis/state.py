@@ -28,15 +28,18 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import numpy as np
 
 from ..errors import CputraceError
-from ..image import Image
 from ..store import table_path
-from ..trace import Trace
 from .indexdir import index_dir
+
+if TYPE_CHECKING:
+    from ..image import Image
+    from ..trace import Trace
 
 INDEX_VERSION = 4
 CHECKPOINT = 1 << 15

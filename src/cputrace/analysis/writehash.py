@@ -4,7 +4,8 @@ Comparing what two traces' instructions write must not depend on how a producer 
 orders its records (one 16-byte LD/ST line or two 8-byte MW records, registers in any
 order), so each record is hashed byte by byte (memory) or as (name, value) (registers), and
 an instruction's hash is the wrapping sum of its records' hashes. The tables are read in
-bounded batches and hashed by compiled loops.
+bounded batches, in step with the chunks of instructions asked about, and only the records
+of those instructions are hashed (by compiled loops).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pyarrow as pa
 import xxhash
 
 from ..trace import Trace
-from .stream import read_batches
+from .stream import CHUNK_ROWS, SeqFollower, read_batches
 
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
@@ -84,72 +85,100 @@ def _numpy(column: pa.ChunkedArray | pa.Array, dtype: type, fill: int = 0) -> np
     return column.fill_null(fill).to_numpy(zero_copy_only=False).astype(dtype, copy=False)
 
 
-def _per_name(column: pa.ChunkedArray, value_of: Callable[[str], int]) -> np.ndarray:
-    """`value_of(name)` for each row of a string column, computed once per distinct name."""
-    strings = column.cast(pa.string())
-    if isinstance(strings, pa.ChunkedArray):
-        strings = strings.combine_chunks()
-    encoded = strings.dictionary_encode()
-    table = np.array([value_of(name) for name in encoded.dictionary.to_pylist()] + [0], np.uint64)
-    return table[_numpy(encoded.indices, np.int64, len(encoded.dictionary))]
+def _per_name(column: pa.Array, value_of: Callable[[str], int]) -> np.ndarray:
+    """`value_of(name)` for each row of a (dictionary-encoded) string column, once per distinct name.
+
+    Null rows give 0.
+    """
+    if not pa.types.is_dictionary(column.type):
+        column = column.cast(pa.string()).dictionary_encode()
+    names = column.dictionary.to_pylist()
+    table = np.array([0 if name is None else value_of(name) for name in names] + [0], np.uint64)
+    return table[_numpy(column.indices, np.int64, len(names))]
 
 
-class WriteHashes:
-    """Per instruction (by position in `seq`): hashes of its register and memory writes.
+REGISTER_COLUMNS = ("cpu", "src", "reg", "value", "wide", "mask")
+MEMORY_COLUMNS = ("cpu", "src", "op", "source", "size", "addr", "value", "wide")
+
+
+class WriteHasher:
+    """Hashes of the register and memory writes of instructions, asked for chunk by chunk in seq order.
 
     Records printed before a core's first instruction (an initial register dump) describe
     the state before the trace and are left out; so are registers matching `ignore` globs.
     """
 
-    def __init__(
-        self, trace: Trace, seq: np.ndarray, first: dict[int, tuple[int, int]], ignore: tuple[str, ...]
-    ):
-        self.seq = seq
-        self.first = first  # cpu -> (seq, src) of its first instruction
-        self.registers = np.zeros(len(seq), np.uint64)
-        self.memory = np.zeros(len(seq), np.uint64)
-        patterns = [p.lower() for p in ignore]
+    def __init__(self, trace: Trace, ignore: tuple[str, ...], rows: int = CHUNK_ROWS) -> None:
+        self.first: dict[int, tuple[int, int]] = {}  # cpu -> (seq, src) of its first instruction, as met
+        self._registers = SeqFollower(read_batches(trace, "registers", REGISTER_COLUMNS, rows=rows))
+        self._memory = SeqFollower(read_batches(trace, "memory", MEMORY_COLUMNS, rows=rows))
+        self._ignore = [p.lower() for p in ignore]
 
-        def name_hash(name: str) -> int:
-            return (
-                0
-                if any(fnmatch.fnmatchcase(name, p) for p in patterns)
-                else xxhash.xxh3_64_intdigest(name.encode())
-            )
+    def _name_hash(self, name: str) -> int:
+        if any(fnmatch.fnmatchcase(name, p) for p in self._ignore):
+            return 0
+        return xxhash.xxh3_64_intdigest(name.encode())
 
-        columns = ("cpu", "src", "reg", "value", "wide", "mask")
-        for batch in read_batches(trace, "registers", columns):
-            names = _per_name(batch.column("reg"), name_hash)
-            wide, wide_data, wide_offsets = binary_parts(batch.column("wide"))
-            masked, mask_data, mask_offsets = binary_parts(batch.column("mask"))
-            value = _numpy(batch.column("value"), np.uint64)
-            hashes = _register_hashes(
-                names, value, wide, wide_data, wide_offsets, masked, mask_data, mask_offsets
-            )
-            self._add(self.registers, batch, hashes, names != 0)
-        columns = ("cpu", "src", "op", "source", "size", "addr", "value", "wide")
-        for batch in read_batches(trace, "memory", columns):
+    def hashes(self, seq: np.ndarray, last_seq: int) -> tuple[np.ndarray, np.ndarray]:
+        """(register, memory) hashes of the instructions `seq` (sorted, all <= `last_seq`).
+
+        Records up to `last_seq` are consumed: those of instructions not in `seq` are passed
+        over for good, so the next call asks about later instructions only.
+        """
+        registers = np.zeros(len(seq), np.uint64)
+        memory = np.zeros(len(seq), np.uint64)
+        for batch in _batches(self._registers.upto(last_seq)):
+            names = _per_name(batch.column("reg"), self._name_hash)
+            rows, owners = self._owned(batch, seq, names != 0)
+            if len(rows):
+                part = _rows(batch, rows)
+                wide, wide_data, wide_offsets = binary_parts(part.column("wide"))
+                masked, mask_data, mask_offsets = binary_parts(part.column("mask"))
+                value = _numpy(part.column("value"), np.uint64)
+                hashes = _register_hashes(
+                    names[rows], value, wide, wide_data, wide_offsets, masked, mask_data, mask_offsets
+                )
+                _add(registers, owners, hashes)
+        for batch in _batches(self._memory.upto(last_seq)):
             write = _per_name(batch.column("op"), lambda op: op in ("W", "U")).astype(bool)
             core = _per_name(batch.column("source"), lambda source: source == "core").astype(bool)
-            wide, wide_data, wide_offsets = binary_parts(batch.column("wide"))
-            known = batch.column("value").is_valid().to_numpy(zero_copy_only=False) | wide
-            hashes = _memory_hashes(
-                _numpy(batch.column("addr"), np.uint64), _numpy(batch.column("size"), np.int64),
-                _numpy(batch.column("value"), np.uint64), wide, wide_data, wide_offsets,
-            )  # fmt: skip
-            self._add(self.memory, batch, hashes, write & core & known)
+            known = batch.column("value").is_valid().to_numpy(zero_copy_only=False)
+            known |= batch.column("wide").is_valid().to_numpy(zero_copy_only=False)
+            rows, owners = self._owned(batch, seq, write & core & known)
+            if len(rows):
+                part = _rows(batch, rows)
+                wide, wide_data, wide_offsets = binary_parts(part.column("wide"))
+                hashes = _memory_hashes(
+                    _numpy(part.column("addr"), np.uint64), _numpy(part.column("size"), np.int64),
+                    _numpy(part.column("value"), np.uint64), wide, wide_data, wide_offsets,
+                )  # fmt: skip
+                _add(memory, owners, hashes)
+        return registers, memory
 
-    def _add(self, target: np.ndarray, batch: pa.RecordBatch, hashes: np.ndarray, keep: np.ndarray) -> None:
-        seq = batch.column("seq").to_numpy()
+    def _owned(
+        self, batch: pa.RecordBatch, seq: np.ndarray, keep: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The kept rows of `batch` that belong to an instruction of `seq`, and its index in `seq`."""
+        record_seq = batch.column("seq").to_numpy()
         cpu = batch.column("cpu").to_numpy()
         src = _numpy(batch.column("src"), np.int64)
         for c, (first_seq, first_src) in self.first.items():
-            keep &= ~((cpu == c) & (seq == first_seq) & (src < first_src))
-        position = np.searchsorted(self.seq, seq[keep])
-        inside = position < len(self.seq)
-        position, hashes = position[inside], hashes[keep][inside]
-        matched = self.seq[position] == seq[keep][inside]
-        position, hashes = position[matched], hashes[matched]
-        if len(position):  # rows come in seq order: sum each instruction's run, then add
-            starts = np.flatnonzero(np.r_[True, position[1:] != position[:-1]])
-            target[position[starts]] += np.add.reduceat(hashes, starts)
+            keep &= ~((cpu == c) & (record_seq == first_seq) & (src < first_src))
+        owner = np.searchsorted(seq, record_seq)
+        inside = np.flatnonzero(keep & (owner < len(seq)))
+        rows = inside[seq[owner[inside]] == record_seq[inside]]
+        return rows, owner[rows]
+
+
+def _batches(table: pa.Table | None) -> list[pa.RecordBatch]:
+    return table.to_batches() if table is not None else []
+
+
+def _rows(batch: pa.RecordBatch, rows: np.ndarray) -> pa.RecordBatch:
+    return batch if len(rows) == batch.num_rows else batch.take(pa.array(rows))
+
+
+def _add(target: np.ndarray, owners: np.ndarray, hashes: np.ndarray) -> None:
+    """Add each record's hash to its instruction's; records come in seq order, so sum runs first."""
+    starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
+    target[owners[starts]] += np.add.reduceat(hashes, starts)

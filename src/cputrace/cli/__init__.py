@@ -10,7 +10,7 @@ from .common import cli
 cli.modules = {
     "ingest": "ingest", "info": "store", "list": "store", "sql": "store",
     "calls": "analysis", "profile": "analysis", "export": "export",
-    "state": "inspect", "diff": "inspect", "coverage": "inspect",
+    "state": "state", "diff": "diff", "coverage": "coverage",
     "record": "record", "etm": "etm",
 }  # fmt: skip
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Sequence
-from functools import wraps
+from collections.abc import Sequence
 from typing import Any, TextIO
 
 import click
@@ -15,58 +14,13 @@ from ..analysis.calls import Method, detect_calls
 from ..analysis.calltree import CallTree
 from ..analysis.profile import TABLES as PROFILE_TABLES
 from ..analysis.profile import Profile, profile, share
-from ..analysis.stream import Window, time_window
-from ..image import Image, load_image_spec
-from ..trace import Trace
 from .common import cli, json_value, open_trace_arg, write_rows
+from .options import image_option, load_images, resolve_window, window_options
 
 _METHOD_HELP = (
     "Call detection: from lr/sp register writes, from instruction semantics, or auto "
     "(registers when the trace has lr and sp writes)."
 )
-
-
-def window_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """--start/--stop (seq) and --from-time/--to-time options, passed on as `window_spec`."""
-
-    @click.option("--start", type=click.IntRange(min=0), help="First seq to include.")
-    @click.option("--stop", type=click.IntRange(min=0), help="Seq to stop before.")
-    @click.option("--from-time", "since", type=int, help="First time (trace units) to include.")
-    @click.option("--to-time", "until", type=int, help="Last time (trace units) to include.")
-    @wraps(command)
-    def wrapper(*args: Any, start: int | None, stop: int | None, since: int | None, until: int | None,
-                **kwargs: Any) -> Any:  # fmt: skip
-        return command(*args, window_spec=(start, stop, since, until), **kwargs)
-
-    return wrapper
-
-
-def resolve_window(trace: Trace, spec: tuple[int | None, int | None, int | None, int | None]) -> Window:
-    """The seq window meant by the options: seq bounds, narrowed further by time bounds."""
-    start, stop, since, until = spec
-    if since is None and until is None:
-        return Window(start, stop)
-    timed = time_window(trace, since, until)
-    lo = (
-        max(x for x in (start, timed.start) if x is not None)
-        if (start, timed.start) != (None, None)
-        else None
-    )
-    hi = min(x for x in (stop, timed.stop) if x is not None) if (stop, timed.stop) != (None, None) else None
-    return Window(lo, hi)
-
-
-def load_images(specs: Sequence[str]) -> Image | None:
-    """The program image(s) given with --image, merged; None when there are none."""
-    if not specs:
-        return None
-    return Image.merge(load_image_spec(spec) for spec in specs)
-
-
-image_option = click.option(
-    "--image", "images", multiple=True, metavar="PATH[@ADDR]",
-    help="Program image (ELF: symbols and DWARF lines); repeatable.",
-)  # fmt: skip
 method_option = click.option(
     "--method", type=click.Choice([m.value for m in Method]), default="auto", show_default=True,
     help=_METHOD_HELP,

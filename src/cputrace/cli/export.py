@@ -9,8 +9,9 @@ import click
 from ..analysis.calls import Method
 from ..export.calldata import CLOCKS
 from ..export.registry import EXPORTERS, ExportRequest
-from .analysis import image_option, load_images, method_option, resolve_window, window_options
+from .analysis import method_option
 from .common import cli, open_trace_arg
+from .options import image_option, load_images, resolve_window, window_options
 
 
 def _formats_epilog() -> str:

@@ -1,0 +1,122 @@
+"""The coverage command: instruction, line, function and branch coverage of an image."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from ..analysis.coverage import LISTING, Coverage, compute_coverage, listing_beside
+from ..export.cobertura import write_cobertura
+from ..export.lcov import write_lcov
+from ..image import parse_image_spec
+from ..model import Isa
+from .common import cli, err, open_trace_arg
+from .options import load_images, resolve_window, window_options
+from .params import NUMBER
+
+
+def _percent(covered: int, total: int) -> str:
+    return f"{100 * covered / total:.1f}" if total else "-"
+
+
+def _print_coverage(coverage: Coverage, console: Console, show_functions: bool) -> None:
+    totals = coverage.totals()
+    title = f"coverage of {coverage.image_name}"
+    summary = Table("", "covered", "total", "%", title=title, title_justify="left")
+    for name, covered, total in (
+        ("instructions", totals.instructions_covered, totals.instructions),
+        ("lines", totals.lines_covered, totals.lines),
+        ("functions", totals.functions_covered, totals.functions),
+        ("branch outcomes", totals.branches_covered, totals.branches),
+    ):
+        summary.add_row(name, str(covered), str(total), _percent(covered, total))
+    console.print(summary)
+    if coverage.outside:
+        console.print(f"{coverage.outside:,} executed instructions lie outside the covered code")
+    if show_functions:
+        table = Table("function", "address", "instructions", "%", "branch outcomes", "entries")
+        for f in coverage.functions():
+            table.add_row(
+                f.name, f"0x{f.address:x}", f"{f.covered}/{f.instructions}",
+                _percent(f.covered, f.instructions), f"{f.branches_covered}/{f.branches}", str(f.entries),
+            )  # fmt: skip
+        console.print(table)
+    cold = coverage.uncovered()
+    if cold:
+        shown = ", ".join(f"0x{lo:x}-0x{hi:x}" for lo, hi in cold[:8])
+        more = f" and {len(cold) - 8} more" if len(cold) > 8 else ""
+        console.print(f"never executed: {shown}{more}")
+
+
+@cli.command("coverage")
+@click.argument("trace")
+@click.option(
+    "--image", "images", multiple=True, required=True, metavar="PATH[@ADDR]",
+    help="The program image (ELF with symbols; DWARF gives line coverage). Repeatable.",
+)  # fmt: skip
+@click.option(
+    "--range", "address_range", type=(NUMBER, NUMBER), metavar="ADDR LEN",
+    help="Object-code coverage of LEN bytes from ADDR instead of every function.",
+)  # fmt: skip
+@click.option(
+    "--isa", type=click.Choice(["A32", "T32", "A64", "SPARC"]),
+    help="Instruction set of range bytes that no mapping symbol describes.",
+)  # fmt: skip
+@click.option("--cpu", "cpus", type=int, multiple=True, help="Only these cores (default all).")
+@click.option("--lcov", "lcov_path", type=click.Path(dir_okay=False), help="Write an lcov tracefile (.info).")
+@click.option("--cobertura", "cobertura_path", type=click.Path(dir_okay=False), help="Write Cobertura XML.")
+@click.option(
+    "--listing", "listing_path", type=click.Path(dir_okay=False),
+    help="Where to write the object-code listing that reports name for code without DWARF lines "
+    "(default: the first report's name + .lst).",
+)  # fmt: skip
+@click.option("--functions/--no-functions", default=True, help="Show the per-function table.")
+@window_options
+def coverage_cmd(
+    trace: str,
+    images: tuple[str, ...],
+    address_range: tuple[int, int] | None,
+    isa: str | None,
+    cpus: tuple[int, ...],
+    lcov_path: str | None,
+    cobertura_path: str | None,
+    listing_path: str | None,
+    functions: bool,
+    window_spec: tuple,
+) -> None:
+    """Instruction, line, function and branch coverage of an image by a trace.
+
+    A conditional branch counts as two outcomes, taken and not taken, each covered when the
+    trace shows it. Reports: --lcov (for genhtml) and --cobertura; a summary is printed.
+    """
+    image = load_images(images)
+    assert image is not None  # required=True
+    reports = [p for p in (lcov_path, cobertura_path) if p]
+    listing = listing_path or (str(listing_beside(reports[0])) if reports else LISTING)
+    t = open_trace_arg(trace)
+    coverage = compute_coverage(
+        t,
+        image,
+        image_name=parse_image_spec(images[0])[0].name,
+        address_range=address_range,
+        default_isa=Isa[isa] if isa else None,
+        cpus=set(cpus) or None,
+        window=resolve_window(t, window_spec),
+        listing=listing,
+    )
+    if coverage.listing and reports:
+        Path(coverage.listing).write_text(coverage.listing_text())
+        err.print(f"wrote {coverage.listing} (object-code listing for code without DWARF lines)")
+    if lcov_path:
+        with open(lcov_path, "w") as out:
+            write_lcov(coverage, out, Path(trace).name)
+        err.print(f"wrote {lcov_path}")
+    if cobertura_path:
+        with open(cobertura_path, "wb") as out:
+            write_cobertura(coverage, out)
+        err.print(f"wrote {cobertura_path}")
+    _print_coverage(coverage, Console(file=sys.stdout, highlight=False), functions)

@@ -1,0 +1,64 @@
+"""Options that several analysis commands share: --image and the seq/time window.
+
+Kept apart from the commands, and light: `state` uses `load_images` without paying for the
+call-detection machinery, and the image loaders (ELF, DWARF, capstone) are imported only
+when an image is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import wraps
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from ..analysis.stream import Window, time_window
+
+if TYPE_CHECKING:
+    from ..image import Image
+    from ..trace import Trace
+
+image_option = click.option(
+    "--image", "images", multiple=True, metavar="PATH[@ADDR]",
+    help="Program image (ELF: symbols and DWARF lines); repeatable.",
+)  # fmt: skip
+
+
+def window_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--start/--stop (seq) and --from-time/--to-time options, passed on as `window_spec`."""
+
+    @click.option("--start", type=click.IntRange(min=0), help="First seq to include.")
+    @click.option("--stop", type=click.IntRange(min=0), help="Seq to stop before.")
+    @click.option("--from-time", "since", type=int, help="First time (trace units) to include.")
+    @click.option("--to-time", "until", type=int, help="Last time (trace units) to include.")
+    @wraps(command)
+    def wrapper(*args: Any, start: int | None, stop: int | None, since: int | None, until: int | None,
+                **kwargs: Any) -> Any:  # fmt: skip
+        return command(*args, window_spec=(start, stop, since, until), **kwargs)
+
+    return wrapper
+
+
+def resolve_window(trace: Trace, spec: tuple[int | None, int | None, int | None, int | None]) -> Window:
+    """The seq window meant by the options: seq bounds, narrowed further by time bounds."""
+    start, stop, since, until = spec
+    if since is None and until is None:
+        return Window(start, stop)
+    timed = time_window(trace, since, until)
+    lo = (
+        max(x for x in (start, timed.start) if x is not None)
+        if (start, timed.start) != (None, None)
+        else None
+    )
+    hi = min(x for x in (stop, timed.stop) if x is not None) if (stop, timed.stop) != (None, None) else None
+    return Window(lo, hi)
+
+
+def load_images(specs: Sequence[str]) -> Image | None:
+    """The program image(s) given with --image, merged; None when there are none."""
+    if not specs:
+        return None
+    from ..image import Image, load_image_spec  # ELF, DWARF and capstone: only when asked for
+
+    return Image.merge(load_image_spec(spec) for spec in specs)
