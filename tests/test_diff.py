@@ -111,10 +111,10 @@ def test_fast_models_against_the_es_ld_st_style_trace() -> None:
     }  # fmt: skip
 
 
-def test_fast_models_against_gem5() -> None:
-    fast = cputrace.open(shared(*SAMPLES, "calculator-aarch64-fastmodel.tarmac"))
+def test_fast_models_against_gem5(open_input) -> None:
+    fast = open_input(shared(*SAMPLES, "calculator-aarch64-fastmodel.tarmac"))
     gem5_path = shared(*SAMPLES, "calculator-aarch64-gem5.tarmac")
-    gem5 = cputrace.open(gem5_path)
+    gem5 = open_input(gem5_path)
     result = diff_traces(
         fast, gem5, DiffOptions(ignore_time=True, ignore_registers=("sp_*", "cpsr")), limit=1000
     )

@@ -128,8 +128,8 @@ def test_time_picks_the_last_instruction_at_or_before(indextest: cputrace.Trace)
         index.point(4)
 
 
-def test_image_fills_memory_the_trace_never_touched(tmp_path: Path) -> None:
-    trace = cputrace.open(shared("tarmac-trace-utilities", "tests", "quicksort.tarmac"))
+def test_image_fills_memory_the_trace_never_touched(tmp_path: Path, open_input) -> None:
+    trace = open_input(shared("tarmac-trace-utilities", "tests", "quicksort.tarmac"))
     image = load_elf(DATA / "image" / "quicksort.elf")
     index = StateIndex.open(trace)
     first = index.point(0)
