@@ -97,10 +97,10 @@ def test_edited_trace_divergences_are_found_and_the_streams_resynchronise(tmp_pa
 SAMPLES = ("tarmac-trace-utilities", "samples")
 
 
-def test_fast_models_against_the_es_ld_st_style_trace() -> None:
+def test_fast_models_against_the_es_ld_st_style_trace(open_input) -> None:
     fast = shared(*SAMPLES, "calculator-aarch64-fastmodel.tarmac")
     es = shared(*SAMPLES, "calculator-aarch64-es-ld-st-style.tarmac")
-    result = diff_traces(cputrace.open(fast), cputrace.open(es), DiffOptions(ignore_time=True))
+    result = diff_traces(open_input(fast), open_input(es), DiffOptions(ignore_time=True))
     # Same instructions, register values and stored bytes (LD/ST lines against MW records).
     # Fast Models marks failed conditional branches IS; this producer prints every one as
     # executed.
