@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import paths
 import pytest
 
 from cputrace.ingest import IngestResult, ingest
-from cputrace.trace import Trace
 
 
 @pytest.fixture
@@ -23,17 +23,6 @@ def ingest_text(tmp_path: Path):
 
 
 @pytest.fixture(scope="session")
-def open_input(tmp_path_factory):
-    """`cputrace.open` for an input whose store must not land beside it (the shared corpus is
-    read-only by convention): the store goes to a session directory, made once per input."""
-    stores = tmp_path_factory.mktemp("stores")
-    opened: dict[tuple, Trace] = {}
-
-    def run(path: Path, **kwargs) -> Trace:
-        key = (Path(path).resolve(), repr(sorted(kwargs.items())))
-        if key not in opened:
-            store = stores / f"{len(opened)}-{Path(path).name}.ctrace"
-            opened[key] = Trace(ingest([path], store, **kwargs).store)
-        return opened[key]
-
-    return run
+def open_input():
+    """`paths.open_input`: a test input's store in a temporary directory, made once per run."""
+    return paths.open_input

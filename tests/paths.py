@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
+import tempfile
 from pathlib import Path
 
 import pytest
+
+from cputrace.ingest import ingest
+from cputrace.trace import Trace
 
 DATA = Path(__file__).parent / "data"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -16,3 +21,18 @@ def shared(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"shared data not present: {path}")
     return path
+
+
+_STORES = tempfile.TemporaryDirectory(prefix="cputrace-test-stores-")
+atexit.register(_STORES.cleanup)
+_OPENED: dict[tuple, Trace] = {}
+
+
+def open_input(path: Path, **kwargs) -> Trace:
+    """`cputrace.open` for a test input, with its store in a temporary directory (never beside
+    the input: the shared corpus and the repository stay untouched), made once per run."""
+    key = (Path(path).resolve(), repr(sorted(kwargs.items())))
+    if key not in _OPENED:
+        store = Path(_STORES.name) / f"{len(_OPENED)}-{Path(path).name}.ctrace"
+        _OPENED[key] = Trace(ingest([path], store, **kwargs).store)
+    return _OPENED[key]

@@ -11,9 +11,8 @@ import pytest
 from flow_ops import Stream, atom_ops, branch_ops, run_ops
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from paths import shared
+from paths import open_input, shared
 
-import cputrace
 from cputrace.flow import (
     EXCEPTION_CANCELS,
     EXCEPTION_NO_VECTOR,
@@ -42,7 +41,7 @@ def walk(program: Program, *op_batches: Ops, batch: int = 1 << 16) -> tuple[pa.T
 
 
 def ground_truth(trace: Path, elf: Path) -> tuple[Stream, Program]:
-    table = cputrace.open(trace).sql("SELECT pc, isa, executed FROM instructions ORDER BY seq")
+    table = open_input(trace).sql("SELECT pc, isa, executed FROM instructions ORDER BY seq")
     return Stream.of(table), Program(load_elf(elf))
 
 
@@ -82,7 +81,7 @@ def test_walk_gives_the_recorded_run_back(style, run, request) -> None:
 def test_opcodes_come_from_the_image(quicksort) -> None:
     stream, program = quicksort
     instructions, _, _ = walk(program, atom_ops(stream, program.blocks))
-    recorded = cputrace.open(EXAMPLES / "quicksort.tarmac").sql(
+    recorded = open_input(EXAMPLES / "quicksort.tarmac").sql(
         "SELECT opcode, size FROM instructions ORDER BY seq"
     )
     assert instructions.select(["opcode", "size"]).to_pydict() == recorded.to_pydict()

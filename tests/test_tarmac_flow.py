@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from flow_ops import Stream
-from paths import shared
+from paths import open_input, shared
 
 import cputrace
 from cputrace.cli import cli
@@ -24,7 +24,7 @@ _LETTER = {"A32": "A", "T32": "T", "A64": "O"}
 
 def flow_trace(full: Path, elf: Path, out: Path, *, ticks: bool = True) -> Stream:
     """Write the FD/FI records a flow-only tracer gives for the run in `full`; returns the run."""
-    stream = Stream.of(cputrace.open(full).sql("SELECT pc, isa, executed FROM instructions ORDER BY seq"))
+    stream = Stream.of(open_input(full).sql("SELECT pc, isa, executed FROM instructions ORDER BY seq"))
     blocks = BlockCache(load_elf(elf))
     lines = []
     for i in range(len(stream.pc) - 1):
@@ -154,7 +154,8 @@ def test_list_fills_disassembly_the_input_lacks_and_keeps_the_inputs_own(tmp_pat
     assert filled.exit_code == 0
     rows = filled.output.splitlines()
     assert rows[1].endswith(',"mov x0, #0x100000",1') and "bl #0x800c" in rows[3]
-    own = runner.invoke(cli, ["list", str(EXAMPLES / "quicksort.tarmac"), "--limit", "1", "--format", "csv"])
+    full = str(open_input(EXAMPLES / "quicksort.tarmac").path)
+    own = runner.invoke(cli, ["list", full, "--limit", "1", "--format", "csv"])
     assert "MOV      x0,#0x100000" in own.output  # the input's own text wins
 
 

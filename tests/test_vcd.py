@@ -190,10 +190,9 @@ def test_no_timescale_finer_than_a_femtosecond() -> None:
         _finer("1 fs", _steps(4))
 
 
-def test_traces_without_usable_time_use_instructions(tmp_path: Path) -> None:
-    trace = cputrace.open(
-        shared("tarmac-trace-utilities", "samples", "calculator-aarch64-es-ld-st-style.tarmac")
-    )
+def test_traces_without_usable_time_use_instructions(tmp_path: Path, open_input) -> None:
+    es = shared("tarmac-trace-utilities", "samples", "calculator-aarch64-es-ld-st-style.tarmac")
+    trace = open_input(es)
     out = tmp_path / "es.vcd"
     with open(out, "wb") as stream:
         write_vcd_stream(trace, stream)  # every instruction is at "0 tic"
@@ -205,12 +204,12 @@ def test_traces_without_usable_time_use_instructions(tmp_path: Path) -> None:
         write_vcd_stream(trace, stream, clock="time")
 
 
-def test_export_command(tmp_path: Path) -> None:
-    trace = shared("tarmac-trace-utilities", "tests", "quicksort.tarmac")
+def test_export_command(tmp_path: Path, open_input) -> None:
+    trace = open_input(shared("tarmac-trace-utilities", "tests", "quicksort.tarmac"))
     out = tmp_path / "qs.vcd"
     result = CliRunner().invoke(
-        cli, ["export", str(trace), "--to", "vcd", "-o", str(out), "--clock", "insns"]
+        cli, ["export", str(trace.path), "--to", "vcd", "-o", str(out), "--clock", "insns"]
     )
     assert result.exit_code == 0, result.output
     wave = Waveform(out)
-    assert len(wave.values("cpu0.pc")) == 1 + cputrace.open(trace).manifest["counts"]["instructions"]
+    assert len(wave.values("cpu0.pc")) == 1 + trace.manifest["counts"]["instructions"]
