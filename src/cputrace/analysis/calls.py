@@ -20,12 +20,18 @@ A site is (seq, time, pc, src) of one instruction. Each detected call gives its 
 the callee) and resume site (first instruction after the return; none if it never
 returned). Everything per instruction happens in numba loops over chunk arrays; the state
 carried between chunks is a few arrays.
+
+Detection also logs what it decided, in order: a potential call (or ISA frame) opened, a
+call ended, a potential call died (sp rose above it, another took its sp and lr, or the
+trace ended). A consumer of that log (callsums.py) folds calls into per-context sums while
+detection runs; `recycle` then frees the rows of everything decided, so memory follows the
+undecided potential calls, not the calls.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numba
@@ -59,14 +65,18 @@ SLOT_WIDTH = 9
 # pairs: a detected call's end
 P_SLOT, P_END_IDX, P_EXIT, P_RESUME = 0, 1, 2, 6
 PAIR_WIDTH = 10
+# the decision log: (kind, slot or pair row, instruction index it happened at)
+E_KIND, E_REF, E_INDEX = 0, 1, 2
+EVENT_WIDTH = 3
+EV_OPEN, EV_END, EV_DEATH = 0, 1, 2  # a slot opened, a pair row ended its slot, a slot died
 
 # scalar state
 (
     ST_N, ST_POS, ST_REG_POS, ST_HAVE_PREV, ST_PREV, ST_EXPECTED, ST_EXPECTED_LR,
     ST_LR_KNOWN, ST_LR, ST_LR_AGE, ST_SP, ST_SLOTS, ST_PAIRS, ST_HEAP, ST_DEPTH,
-    ST_CALL_COUNTDOWN, ST_CALL_RETURN, ST_CALL_SITE, ST_RETURN_COUNTDOWN, ST_FIRST,
-) = (0, 1, 2, 3, 4, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 24, 25)  # fmt: skip
-STATE_WIDTH = 29
+    ST_CALL_COUNTDOWN, ST_CALL_RETURN, ST_CALL_SITE, ST_RETURN_COUNTDOWN, ST_FIRST, ST_EVENTS,
+) = (0, 1, 2, 3, 4, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 24, 25, 29)  # fmt: skip
+STATE_WIDTH = 30
 
 _SIGN = np.int64(-(1 << 63))
 _LR_WINDOW = 8  # lr written by the transfer or the 6 instructions before it
@@ -146,7 +156,16 @@ def _compact_heap(heap: np.ndarray, size: int, pending: np.ndarray) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
-def _apply_register(st, pending, counts, heap, kind: int, value: int) -> None:
+def _log(st: np.ndarray, events: np.ndarray, kind: int, ref: int) -> None:
+    row = st[ST_EVENTS]
+    events[row, E_KIND] = kind
+    events[row, E_REF] = ref
+    events[row, E_INDEX] = st[ST_N]
+    st[ST_EVENTS] = row + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _apply_register(st, pending, counts, heap, events, kind: int, value: int) -> None:
     if kind == _LR:
         st[ST_LR] = value
         st[ST_LR_KNOWN] = 1
@@ -158,6 +177,7 @@ def _apply_register(st, pending, counts, heap, kind: int, value: int) -> None:
     while size > 0 and heap[0, 0] < key:  # sp rose above these potential calls: they are dead
         row = pairtable.find(pending, heap[0, 0] ^ _SIGN, heap[0, 1])
         if row >= 0 and pending[row, 2] == heap[0, 2]:
+            _log(st, events, EV_DEATH, heap[0, 2])
             pairtable.remove(pending, counts, row)
         size = _heap_pop(heap, size)
     st[ST_HEAP] = size
@@ -187,7 +207,7 @@ def _end_instruction(st, seq, time, pc, src, expected) -> None:
 
 @numba.njit(cache=True, nogil=True)
 def detect_by_registers(
-    pc, size, thumb, seq, time, src, rseq, rkind, rval, st, pending, counts, heap, slots, pairs
+    pc, size, thumb, seq, time, src, rseq, rkind, rval, st, pending, counts, heap, slots, pairs, events
 ):
     """The lr/sp rule over one chunk of one core; False when an output array must grow first."""
     n = len(pc)
@@ -195,13 +215,14 @@ def detect_by_registers(
     rp = st[ST_REG_POS]
     while pos < n:
         full = st[ST_SLOTS] >= len(slots) or st[ST_PAIRS] >= len(pairs) or st[ST_HEAP] >= len(heap)
+        full |= st[ST_EVENTS] + counts[0] + 2 >= len(events)  # every undecided call may die here
         if full or pairtable.needs_rehash(pending, counts):
             st[ST_POS] = pos
             st[ST_REG_POS] = rp
             return False
         k_seq = seq[pos]
         while rp < len(rseq) and rseq[rp] < k_seq:
-            _apply_register(st, pending, counts, heap, rkind[rp], rval[rp])
+            _apply_register(st, pending, counts, heap, events, rkind[rp], rval[rp])
             rp += 1
         k_pc = pc[pos]
         k_thumb = np.int64(thumb[pos])
@@ -218,6 +239,7 @@ def detect_by_registers(
                 _copy_site(pairs, row, P_EXIT, st, ST_PREV)
                 _site(pairs, row, P_RESUME, k_seq, time[pos], k_pc, src[pos])
                 st[ST_PAIRS] = row + 1
+                _log(st, events, EV_END, row)
             elif st[ST_LR_KNOWN] and st[ST_LR_AGE] < _LR_WINDOW:
                 lr = st[ST_LR]
                 if abs(lr - st[ST_EXPECTED_LR]) < _LR_DISTANCE:
@@ -226,6 +248,10 @@ def detect_by_registers(
                     _copy_site(slots, slot, S_CALL, st, ST_PREV)
                     _site(slots, slot, S_ENTRY, k_seq, time[pos], k_pc, src[pos])
                     st[ST_SLOTS] = slot + 1
+                    replaced = pairtable.find(pending, st[ST_SP], lr)
+                    if replaced >= 0:
+                        _log(st, events, EV_DEATH, pending[replaced, 2])
+                    _log(st, events, EV_OPEN, slot)
                     pairtable.put(pending, counts, st[ST_SP], lr, slot)
                     st[ST_HEAP] = _heap_push(heap, st[ST_HEAP], st[ST_SP] ^ _SIGN, lr, slot)
         expected = (k_pc | k_thumb) + np.int64(size[pos])
@@ -233,7 +259,7 @@ def detect_by_registers(
         _end_instruction(st, k_seq, time[pos], k_pc, src[pos], expected)
         pos += 1
     while rp < len(rseq):  # writes of the chunk's last instruction, seen before the next one
-        _apply_register(st, pending, counts, heap, rkind[rp], rval[rp])
+        _apply_register(st, pending, counts, heap, events, rkind[rp], rval[rp])
         rp += 1
     st[ST_POS] = 0
     st[ST_REG_POS] = 0
@@ -241,7 +267,9 @@ def detect_by_registers(
 
 
 @numba.njit(cache=True, nogil=True)
-def _close_frames(st, stack, level: int, pairs, end_idx: int, resume_seq, resume_time, resume_pc, resume_src):
+def _close_frames(
+    st, stack, level: int, pairs, events, end_idx: int, resume_seq, resume_time, resume_pc, resume_src
+):
     """Close the open frames from the top of the stack down to `level` (inclusive)."""
     depth = st[ST_DEPTH]
     row = st[ST_PAIRS]
@@ -250,19 +278,21 @@ def _close_frames(st, stack, level: int, pairs, end_idx: int, resume_seq, resume
         pairs[row, P_END_IDX] = end_idx
         _copy_site(pairs, row, P_EXIT, st, ST_PREV)
         _site(pairs, row, P_RESUME, resume_seq, resume_time, resume_pc, resume_src)
+        _log(st, events, EV_END, row)
         row += 1
     st[ST_PAIRS] = row
     st[ST_DEPTH] = level
 
 
 @numba.njit(cache=True, nogil=True)
-def detect_by_isa(pc, size, seq, time, src, codes, executed, st, stack, slots, pairs):
+def detect_by_isa(pc, size, seq, time, src, codes, executed, st, stack, slots, pairs, events):
     """The ISA-semantics rule over one chunk of one core; False when an array must grow first."""
     n = len(pc)
     pos = st[ST_POS]
     while pos < n:
         depth = st[ST_DEPTH]
-        if st[ST_SLOTS] >= len(slots) or depth >= len(stack) or st[ST_PAIRS] + depth >= len(pairs):
+        full = st[ST_SLOTS] >= len(slots) or depth >= len(stack) or st[ST_PAIRS] + depth >= len(pairs)
+        if full or st[ST_EVENTS] + depth + 2 >= len(events):
             st[ST_POS] = pos
             return False
         k_seq = seq[pos]
@@ -277,6 +307,7 @@ def detect_by_isa(pc, size, seq, time, src, codes, executed, st, stack, slots, p
                 _copy_site(slots, slot, S_CALL, st, ST_CALL_SITE)
                 _site(slots, slot, S_ENTRY, k_seq, time[pos], k_pc, src[pos])
                 st[ST_SLOTS] = slot + 1
+                _log(st, events, EV_OPEN, slot)
                 stack[depth, 0] = slot
                 stack[depth, 1] = st[ST_CALL_RETURN]
                 st[ST_DEPTH] = depth + 1
@@ -287,7 +318,9 @@ def detect_by_isa(pc, size, seq, time, src, codes, executed, st, stack, slots, p
                 target = k_pc & ~np.int64(1)
                 for level in range(st[ST_DEPTH] - 1, -1, -1):
                     if (stack[level, 1] & ~np.int64(1)) == target:
-                        _close_frames(st, stack, level, pairs, st[ST_N], k_seq, time[pos], k_pc, src[pos])
+                        _close_frames(
+                            st, stack, level, pairs, events, st[ST_N], k_seq, time[pos], k_pc, src[pos]
+                        )
                         break
         code = codes[pos]
         if executed[pos]:
@@ -371,7 +404,7 @@ def _signed(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-class _CoreDetector:
+class CoreDetector:
     """The state of one core's detection, carried from chunk to chunk."""
 
     def __init__(self, cpu: int, method: Method) -> None:
@@ -383,6 +416,7 @@ class _CoreDetector:
         self.pairs = np.zeros((_INITIAL_ROWS, PAIR_WIDTH), np.int64)
         self.heap = np.zeros((_INITIAL_ROWS, 3), np.int64)
         self.stack = np.zeros((256, 2), np.int64)
+        self.events = np.zeros((_INITIAL_ROWS, EVENT_WIDTH), np.int64)
         self.pending, self.pending_counts = pairtable.new_table()
         self.has_time = True
 
@@ -405,28 +439,58 @@ class _CoreDetector:
                 rseq, rkind, rval = registers
                 done = detect_by_registers(
                     pc, chunk.size, thumb, chunk.seq, chunk.time, chunk.src, rseq, rkind, rval,
-                    st, self.pending, self.pending_counts, self.heap, self.slots, self.pairs,
+                    st, self.pending, self.pending_counts, self.heap, self.slots, self.pairs, self.events,
                 )  # fmt: skip
             else:
                 done = detect_by_isa(
                     pc, chunk.size, chunk.seq, chunk.time, chunk.src, codes, chunk.executed,
-                    st, self.stack, self.slots, self.pairs,
+                    st, self.stack, self.slots, self.pairs, self.events,
                 )  # fmt: skip
             if done:
                 return
             self.slots = _grown(self.slots, st[ST_SLOTS])
             self.pairs = _grown(self.pairs, st[ST_PAIRS] + st[ST_DEPTH])
+            self.events = _grown(self.events, st[ST_EVENTS] + self.pending_counts[0] + st[ST_DEPTH] + 2)
             st[ST_HEAP] = _compact_heap(self.heap, st[ST_HEAP], self.pending)
             if pairtable.needs_rehash(self.pending, self.pending_counts):
                 self.pending, self.pending_counts = pairtable.rehashed(self.pending, self.pending_counts)
             self.heap = _grown(self.heap, 2 * st[ST_HEAP])
             self.stack = _grown(self.stack, st[ST_DEPTH])
 
-    def finish(self) -> CoreCalls:
+    def close(self) -> None:
+        """End the trace: under ISA semantics, the frames still open were calls."""
         st = self.state
-        if self.method is Method.ISA and st[ST_DEPTH]:  # frames the trace ends in were called
+        if self.method is Method.ISA and st[ST_DEPTH]:
             self.pairs = _grown(self.pairs, st[ST_PAIRS] + st[ST_DEPTH])
-            _close_frames(st, self.stack, 0, self.pairs, st[ST_N], -1, NO_TIME, -1, -1)
+            self.events = _grown(self.events, st[ST_EVENTS] + st[ST_DEPTH])
+            _close_frames(st, self.stack, 0, self.pairs, self.events, st[ST_N], -1, NO_TIME, -1, -1)
+
+    def undecided(self) -> np.ndarray:
+        """The slots still open: potential calls not yet returned or dead, or open ISA frames."""
+        if self.method is Method.REGISTERS:
+            return np.sort(self.pending[self.pending[:, 2] >= 0, 2])
+        return self.stack[: self.state[ST_DEPTH], 0].copy()
+
+    def recycle(self, also: np.ndarray) -> np.ndarray:
+        """Forget the decided slots and every pair, renumbering the undecided slots and `also`
+        0, 1, ... in order; returns their old numbers."""
+        st = self.state
+        st[ST_HEAP] = _compact_heap(self.heap, st[ST_HEAP], self.pending)
+        kept = np.union1d(self.undecided(), also)
+        renumber = np.full(max(int(st[ST_SLOTS]), 1), -1, np.int64)
+        renumber[kept] = np.arange(len(kept))
+        self.slots[: len(kept)] = self.slots[kept]
+        live = self.pending[:, 2] >= 0
+        self.pending[live, 2] = renumber[self.pending[live, 2]]
+        self.heap[: st[ST_HEAP], 2] = renumber[self.heap[: st[ST_HEAP], 2]]
+        self.stack[: st[ST_DEPTH], 0] = renumber[self.stack[: st[ST_DEPTH], 0]]
+        st[ST_SLOTS] = len(kept)
+        st[ST_PAIRS] = 0
+        return kept
+
+    def finish(self) -> CoreCalls:
+        self.close()
+        st = self.state
         return CoreCalls(
             cpu=self.cpu,
             method=self.method,
@@ -482,7 +546,9 @@ class CallDetector:
     """Call detection fed chunk by chunk, so other passes can share the reading of the trace.
 
     `by_registers` names the cores that use the register rule under Method.AUTO
-    (`for_trace` finds them); the other cores use ISA semantics.
+    (`for_trace` finds them); the other cores use ISA semantics. `follow`, when given, is
+    called after each chunk of a core with its detector and the chunk: it reads the decision
+    log and recycles the decided rows (see callsums.py); without it every row is kept.
     """
 
     def __init__(
@@ -491,12 +557,14 @@ class CallDetector:
         image: Image | None = None,
         cpus: Iterable[int] | None = None,
         by_registers: Iterable[int] = (),
+        follow: Callable[[CoreDetector, Instructions], None] | None = None,
     ) -> None:
+        self.follow = follow
         self.method = Method(method)
         self.wanted = None if cpus is None else set(cpus)
         self.by_registers = set(by_registers)
         self.fact_codes = facts.FactCodes(image)
-        self.detectors: dict[int, _CoreDetector] = {}
+        self.detectors: dict[int, CoreDetector] = {}
         self.before: dict[int, RegistersBefore] = {}
 
     @classmethod
@@ -507,9 +575,10 @@ class CallDetector:
         method: Method = Method.AUTO,
         image: Image | None = None,
         cpus: Iterable[int] | None = None,
+        follow: Callable[[CoreDetector, Instructions], None] | None = None,
     ) -> CallDetector:
         registers = cores_with_registers(trace, window) if Method(method) is Method.AUTO else ()
-        detector = cls(method, image, cpus, registers)
+        detector = cls(method, image, cpus, registers, follow)
         if window.start is not None and detector.needs_registers:
             detector.before = registers_before(trace, window.start)
         return detector
@@ -527,13 +596,17 @@ class CallDetector:
                 chosen = self.method
                 if chosen is Method.AUTO:
                     chosen = Method.REGISTERS if cpu in self.by_registers else Method.ISA
-                detector = self.detectors[cpu] = _CoreDetector(cpu, chosen)
+                detector = self.detectors[cpu] = CoreDetector(cpu, chosen)
                 if cpu in self.before:
                     detector.prime(self.before[cpu])
             codes = None
             if detector.method is Method.ISA:
                 codes = self.fact_codes.codes(chunk.opcode, chunk.has_opcode, chunk.size, chunk.isa, chunk.pc)
             detector.feed(chunk, codes, _register_rows(step.registers, cpu))
+            if self.follow is None:
+                detector.state[ST_EVENTS] = 0  # nobody reads the log
+            else:
+                self.follow(detector, chunk)
 
     def finish(self) -> list[CoreCalls]:
         return [self.detectors[cpu].finish() for cpu in sorted(self.detectors)]

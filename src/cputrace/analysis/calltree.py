@@ -18,7 +18,9 @@ Memory: a frame is about 70 bytes of compact columns (tree order) next to detect
 rows for its sites; nothing per frame is a Python object. The per-frame Arrow table
 (`frames`, 25 columns) is built only when asked for; the flat profile, the folded stacks
 (aggregated per calling context: (parent context, name) -> context) and the timelines are
-computed from the compact columns, their outputs bounded by distinct functions and contexts.
+computed from the compact columns. What needs no single frame (the flat profile, folded
+stacks, callgrind) is summed per context while detection runs instead (callsums.py), in
+memory bounded by the distinct contexts; the table and stack code here is shared with it.
 """
 
 from __future__ import annotations
@@ -139,7 +141,7 @@ def _nest(entry_idx, end_idx, entry_time, end_time, func, n_funcs, parent, depth
 
 
 @numba.njit(cache=True, nogil=True)
-def _sum_by(keys, n_keys, values):
+def sum_by(keys, n_keys, values):
     """values summed per key (0 <= key < n_keys), as int64."""
     sums = np.zeros(n_keys, np.int64)
     for i in range(len(keys)):
@@ -383,9 +385,7 @@ class CallTree:
 
     @cached_property
     def _distinct_names(self) -> tuple[list[str], np.ndarray]:
-        """The distinct names, and per function address the number of its name (shared by namesakes)."""
-        distinct, ids = np.unique(np.array(self.names, dtype=object), return_inverse=True)
-        return distinct.tolist(), ids.astype(np.int64).ravel()
+        return distinct_names(self.names)
 
     @cached_property
     def frames(self) -> pa.Table:
@@ -399,34 +399,14 @@ class CallTree:
 
     def functions(self) -> pa.Table:
         """The flat call profile: one row per (core, function), most inclusive instructions first."""
-        parts = [self._core_functions(core) for core in self.cores]
-        if not parts:
-            return FUNCTION_SCHEMA.empty_table()
-        result = pa.concat_tables(parts)
-        if not self.has_time:
-            nulls = pa.nulls(result.num_rows, pa.int64())
-            result = result.set_column(6, "time_self", nulls).set_column(7, "time", nulls)
-        return result.sort_by([("cpu", "ascending"), ("insns", "descending"), ("address", "ascending")])
-
-    def _core_functions(self, core: CoreFrames) -> pa.Table:
-        n = len(self.addresses)
-        outer = ~core.recursive
-        calls = np.bincount(core.function, minlength=n)
-        called = np.flatnonzero(calls)
-        sums = {
-            "insns_self": core.insns_self,
-            "insns": np.where(outer, core.insns, 0),
-            "time_self": core.time_self,
-            "time": np.where(outer, core.time, 0),
-        }
-        columns = {
-            "cpu": np.full(len(called), core.cpu, np.uint16),
-            "address": self.addresses[called],
-            "name": pa.array(self.names, pa.string()).take(called),
-            "calls": calls[called].astype(np.int64),
-            **{name: _sum_by(core.function, n, values)[called] for name, values in sums.items()},
-        }
-        return pa.table(columns, schema=FUNCTION_SCHEMA)
+        parts = [
+            function_rows(
+                core.cpu, core.function, self.addresses, self.names, np.ones(len(core), np.int64), core.insns,
+                core.insns_self, core.time, core.time_self, core.recursive,
+            )
+            for core in self.cores
+        ]  # fmt: skip
+        return function_table(parts, self.has_time)
 
     def stacks(self, weight: str = "insns") -> Iterator[tuple[int, list[str], int]]:
         """(cpu, function names from the outermost down, self weight) per distinct call stack.
@@ -442,14 +422,67 @@ class CallTree:
                 weights = core.time_self
             else:
                 continue
-            context, above, name = calling_contexts(core.parent, name_ids[core.function])
-            totals = _sum_by(context, len(above), weights).tolist()
-            paths: list[tuple[str, ...]] = []
-            for parent, named, total in zip(above.tolist(), name.tolist(), totals, strict=True):
-                path = (*paths[parent], distinct[named]) if parent >= 0 else (distinct[named],)
-                paths.append(path)
-                if total:
-                    yield core.cpu, list(path), total
+            for path, total in context_stacks(core.parent, name_ids[core.function], weights, distinct):
+                yield core.cpu, path, total
+
+
+def function_rows(
+    cpu: int, function: np.ndarray, addresses: np.ndarray, names: list[str], calls: np.ndarray,
+    insns: np.ndarray, insns_self: np.ndarray, time: np.ndarray, time_self: np.ndarray, recursive: np.ndarray,
+) -> pa.Table:  # fmt: skip
+    """One core's FUNCTION_SCHEMA rows from rows of frames (or of contexts, `calls` frames each)
+    numbered by `function` (into `addresses`); a recursive row's inclusive costs count in its
+    outer namesake's."""
+    n = len(addresses)
+    outer = ~recursive
+    counts = sum_by(function, n, calls)
+    called = np.flatnonzero(counts)
+    sums = {
+        "insns_self": insns_self,
+        "insns": np.where(outer, insns, 0),
+        "time_self": time_self,
+        "time": np.where(outer, time, 0),
+    }
+    columns = {
+        "cpu": np.full(len(called), cpu, np.uint16),
+        "address": addresses[called],
+        "name": pa.array(names, pa.string()).take(called),
+        "calls": counts[called],
+        **{name: sum_by(function, n, values)[called] for name, values in sums.items()},
+    }
+    return pa.table(columns, schema=FUNCTION_SCHEMA)
+
+
+def function_table(parts: list[pa.Table], has_time: bool) -> pa.Table:
+    """The cores' function rows together, most inclusive instructions first (time null without time)."""
+    if not parts:
+        return FUNCTION_SCHEMA.empty_table()
+    result = pa.concat_tables(parts)
+    if not has_time:
+        nulls = pa.nulls(result.num_rows, pa.int64())
+        result = result.set_column(6, "time_self", nulls).set_column(7, "time", nulls)
+    return result.sort_by([("cpu", "ascending"), ("insns", "descending"), ("address", "ascending")])
+
+
+def distinct_names(names: list[str]) -> tuple[list[str], np.ndarray]:
+    """The distinct names, and per function address the number of its name (shared by namesakes)."""
+    distinct, ids = np.unique(np.array(names, dtype=object), return_inverse=True)
+    return distinct.tolist(), ids.astype(np.int64).ravel()
+
+
+def context_stacks(
+    parent: np.ndarray, name: np.ndarray, weights: np.ndarray, distinct: list[str]
+) -> Iterator[tuple[list[str], int]]:
+    """(names from the outermost down, summed weight) per distinct stack of names, of rows (frames or
+    contexts) given parents first; stacks of zero weight are left out."""
+    context, above, named_as = calling_contexts(parent, name)
+    totals = sum_by(context, len(above), weights).tolist()
+    paths: list[tuple[str, ...]] = []
+    for up, named, total in zip(above.tolist(), named_as.tolist(), totals, strict=True):
+        path = (*paths[up], distinct[named]) if up >= 0 else (distinct[named],)
+        paths.append(path)
+        if total:
+            yield list(path), total
 
 
 def _frame_columns(core: CoreFrames, addresses: np.ndarray, names: pa.Array) -> dict[str, pa.Array]:

@@ -87,9 +87,20 @@ def _moved(table: np.ndarray, capacity: int) -> tuple[np.ndarray, np.ndarray]:
     return fresh, counts
 
 
-def rehashed(table: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The same entries without tombstones, in a table at most a quarter full."""
+@numba.njit(cache=True, nogil=True)
+def purge(table: np.ndarray, counts: np.ndarray) -> None:
+    """Drop the tombstones in place, for compiled loops that cannot swap in a rehashed table."""
+    live = table[table[:, 2] >= 0].copy()
+    table[:, 2] = EMPTY
+    counts[:] = 0
+    for i in range(len(live)):
+        put(table, counts, live[i, 0], live[i, 1], live[i, 2])
+
+
+def rehashed(table: np.ndarray, counts: np.ndarray, room: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The same entries without tombstones, in a table at most a quarter full (counting `room`
+    more entries)."""
     capacity = len(table)
-    while 4 * (int(counts[_LIVE]) + 1) > capacity:
+    while 4 * (int(counts[_LIVE]) + room + 1) > capacity:
         capacity *= 2
     return _moved(table, capacity)

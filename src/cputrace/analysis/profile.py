@@ -22,7 +22,8 @@ from ..image import Image
 from ..trace import Trace
 from . import facts
 from .calls import CallDetector, Method
-from .calltree import CallTree, function_names
+from .callsums import CallSumsCollector
+from .calltree import function_names
 from .stream import WHOLE_TRACE, Durations, Instructions, Window, walk
 from .sums import KeyedSums
 
@@ -262,24 +263,22 @@ def profile(
     image: Image | None = None,
     method: Method = Method.AUTO,
     heat: bool = False,
-    calls: CallTree | None = None,
 ) -> Profile:
-    """Profile the window of the trace in one pass (call detection included, unless `calls` is given)."""
-    detector = CallDetector.for_trace(trace, window, method, image) if calls is None else None
+    """Profile the window of the trace in one pass, call detection included."""
+    calls = CallSumsCollector()
+    detector = CallDetector.for_trace(trace, window, method, image, follow=calls.follow)
     heat_map = heat_axes(trace, window) if heat else None
     state = _ProfilePass(image, heat_map)
     durations = Durations()
-    for step in walk(trace, window, registers=detector is not None and detector.needs_registers):
-        if detector is not None:
-            detector.feed(step)
+    for step in walk(trace, window, registers=detector.needs_registers):
+        detector.feed(step)
         for chunk in step.chunks.values():
             ready = durations.push(chunk)
             if ready is not None:
                 state.feed(ready)
     for chunk in durations.flush():
         state.feed(chunk)
-    symbols = image.symbols if image is not None else None
-    tree = calls if detector is None else CallTree.build(detector.finish(), symbols)
+    sums = calls.finish(detector, image)
     by_insn, by_block, cells = state.finish()
     if heat_map is not None and cells is not None:
         heat_map.cells = cells
@@ -289,7 +288,7 @@ def profile(
     blocks = _named(by_block, "start", image).select(["cpu", "start", "name", "executions", "insns", "time"])
     has_time = state.has_time and bool(by_insn.num_rows)
     return Profile(
-        functions=tree.functions(),
+        functions=sums.functions(),
         addresses=_null_time(
             by_address.sort_by([("cpu", "ascending"), ("count", "descending"), ("pc", "ascending")]), has_time
         ),

@@ -11,6 +11,7 @@ import click
 import pyarrow as pa
 
 from ..analysis.calls import Method, detect_calls
+from ..analysis.callsums import CallSums
 from ..analysis.calltree import CallTree
 from ..analysis.profile import TABLES as PROFILE_TABLES
 from ..analysis.profile import Profile, profile, share
@@ -64,7 +65,7 @@ def _json_rows(table: pa.Table) -> list[dict[str, Any]]:
     return [{k: json_value(v) for k, v in row.items()} for row in table.to_pylist()]
 
 
-def _describe_methods(tree: CallTree) -> str:
+def _describe_methods(tree: CallSums) -> str:
     described = {Method.REGISTERS: "lr/sp register writes", Method.ISA: "instruction semantics"}
     methods = ", ".join(f"cpu{cpu}: {described.get(m, m.value)}" for cpu, m in sorted(tree.methods.items()))
     return methods or "no instructions"
@@ -133,19 +134,20 @@ def calls_cmd(
     t = open_trace_arg(trace)
     image = load_images(images)
     window = resolve_window(t, window_spec)
-    result = CallTree.build(
-        detect_calls(t, window, Method(method), image, cpus or None), image.symbols if image else None
-    )
     out = sys.stdout
     if tree:
+        frames = CallTree.build(
+            detect_calls(t, window, Method(method), image, cpus or None), image.symbols if image else None
+        )
         if fmt == "text":
-            _tree_text(result, out)
+            _tree_text(frames, out)
         elif fmt == "csv":
-            write_rows(result.frames, "csv", out)
+            write_rows(frames.frames, "csv", out)
         else:
-            json.dump(_tree_json(result), out, indent=1)
+            json.dump(_tree_json(frames), out, indent=1)
             out.write("\n")
         return
+    result = CallSums.for_trace(t, window, Method(method), image, list(cpus) or None)
     functions = result.functions()
     if fmt == "text":
         unit = (t.manifest.get("time") or {}).get("unit")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..analysis.calls import detect_calls
+from ..analysis.callsums import CallSums
 from ..analysis.calltree import CallTree
 from ..errors import CputraceError
 from .registry import ExportRequest
@@ -17,7 +18,12 @@ def call_tree(request: ExportRequest) -> CallTree:
     return CallTree.build(detect_calls(request.trace, request.window, request.method, request.image), symbols)
 
 
-def clock_of(request: ExportRequest, tree: CallTree) -> str:
+def call_sums(request: ExportRequest) -> CallSums:
+    """The request's calls summed per calling context: for exports that need no single frame."""
+    return CallSums.for_trace(request.trace, request.window, request.method, request.image)
+
+
+def clock_of(request: ExportRequest, tree: CallTree | CallSums) -> str:
     """The requested clock, or trace time when the trace has it and instructions otherwise."""
     if request.clock is None:
         return "time" if tree.has_time else "insns"

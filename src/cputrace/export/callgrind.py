@@ -15,10 +15,10 @@ import numpy as np
 import pyarrow as pa
 
 from .. import __version__
+from ..analysis.callsums import CallSums
 from ..analysis.calltree import function_names
 from ..analysis.costs import call_edges, self_costs
 from ..image import Image
-from .calldata import call_tree
 from .registry import ExportRequest
 
 
@@ -56,10 +56,10 @@ class _Lines:
 
 
 def write_callgrind(request: ExportRequest) -> None:
-    tree = call_tree(request)
-    costs = self_costs(request.trace, tree, request.window)
-    edges = call_edges(tree)
-    timed = tree.has_time
+    sums = CallSums.for_trace(request.trace, request.window, request.method, request.image, self_costs=True)
+    costs = self_costs(sums)
+    edges = call_edges(sums)
+    timed = sums.has_time
     symbols = request.image.symbols if request.image is not None else None
     addresses = np.concatenate([costs.column("pc").to_numpy(), costs.column("function").to_numpy()])
     lines = _Lines(request.image, addresses)

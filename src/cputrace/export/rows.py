@@ -42,12 +42,11 @@ def _table_name(request: ExportRequest) -> str:
 
 
 def _analysis_table(request: ExportRequest, name: str) -> pa.Table:
-    symbols = request.image.symbols if request.image is not None else None
-    tree = CallTree.build(detect_calls(request.trace, request.window, request.method, request.image), symbols)
     if name == "frames":
-        return tree.frames
-    result = profile(request.trace, request.window, request.image, request.method, calls=tree)
-    return result.table(name)
+        symbols = request.image.symbols if request.image is not None else None
+        calls = detect_calls(request.trace, request.window, request.method, request.image)
+        return CallTree.build(calls, symbols).frames
+    return profile(request.trace, request.window, request.image, request.method).table(name)
 
 
 def _copy_model_table(request: ExportRequest, name: str, options: str) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from .. import __version__
 from ..analysis.calltree import CoreTimeline, timelines
-from .calldata import call_tree, clock_of, time_unit
+from .calldata import call_sums, call_tree, clock_of, time_unit
 from .jsontext import number, write_items
 from .registry import ExportRequest
 
@@ -21,11 +21,11 @@ def write_folded(request: ExportRequest) -> None:
 
     Multi-core traces start each stack with `cpuN`.
     """
-    tree = call_tree(request)
-    clock = clock_of(request, tree)
-    multicore = len(tree.cores) > 1
+    sums = call_sums(request)
+    clock = clock_of(request, sums)
+    multicore = len(sums.cores) > 1
     lines = []
-    for cpu, path, weight in tree.stacks(clock):
+    for cpu, path, weight in sums.stacks(clock):
         names = [f"cpu{cpu}", *path] if multicore else path
         lines.append(f"{';'.join(n.replace(';', ':') for n in names)} {weight}")
     with open(request.output, "w", encoding="utf-8") as out:
