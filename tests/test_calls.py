@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
@@ -284,10 +285,11 @@ def _random_stream(draw) -> tuple[list[int], list[tuple[int, int, int]]]:
     return pcs, writes
 
 
-def _detect(
-    pcs: list[int], writes: list[tuple[int, int, int]], cuts: list[int], method: Method
-) -> list[dict]:
-    detector = CallDetector(method)
+def fed(
+    pcs: list[int], writes: list[tuple[int, int, int]], cuts: list[int], method: Method, follow=None
+) -> CallDetector:
+    """A detector fed a (random) execution in chunks cut at `cuts`; writes are (seq, 0 lr / 1 sp, value)."""
+    detector = CallDetector(method, follow=follow)
     n = len(pcs)
     bounds = sorted({0, n, *(c % (n + 1) for c in cuts)})
     seq = np.arange(n, dtype=np.int64)
@@ -301,8 +303,6 @@ def _detect(
             has_opcode=np.zeros(hi - lo, np.bool_), executed=np.ones(hi - lo, np.bool_), src=seq[lo:hi] + 1,
         )  # fmt: skip
         rows = [w for w in writes if lo <= w[0] < hi]
-        import pyarrow as pa
-
         registers = pa.table({
             "seq": pa.array([w[0] for w in rows], pa.int64()),
             "cpu": pa.array([0] * len(rows), pa.uint16()),
@@ -310,7 +310,13 @@ def _detect(
             "value": pa.array([w[2] for w in rows], pa.uint64()),
         })  # fmt: skip
         detector.feed(Step({0: chunk}, registers))
-    return CallTree.build(detector.finish()).frames.to_pylist()
+    return detector
+
+
+def _detect(
+    pcs: list[int], writes: list[tuple[int, int, int]], cuts: list[int], method: Method
+) -> list[dict]:
+    return CallTree.build(fed(pcs, writes, cuts, method).finish()).frames.to_pylist()
 
 
 @settings(max_examples=60, deadline=None)

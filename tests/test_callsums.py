@@ -3,23 +3,17 @@ every frame: the same flat profile, stacks, call edges and self costs, whatever 
 
 from __future__ import annotations
 
-import itertools
-
-import numpy as np
-import pyarrow as pa
 import pytest
 import test_calls
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_calls import CALCULATORS, IMAGES, TTU, build
 
-from cputrace.analysis.calls import CallDetector, Method
+from cputrace.analysis.calls import Method
 from cputrace.analysis.callsums import CallSums, CallSumsCollector
 from cputrace.analysis.calltree import CallTree
 from cputrace.analysis.costs import call_edges, self_costs
-from cputrace.analysis.stream import Instructions, Step
 from cputrace.image import load_elf
-from cputrace.model import Isa
 
 stores = test_calls.stores  # the session fixture of ingested shared traces
 
@@ -90,39 +84,14 @@ def _crossing_stream(draw) -> tuple[list[int], list[tuple[int, int, int]]]:
     return pcs, writes
 
 
-def _fed(pcs: list[int], writes: list[tuple[int, int, int]], cuts: list[int], method: Method, follow=None):
-    """A detector fed the random execution in chunks cut at `cuts`."""
-    detector = CallDetector(method, follow=follow)
-    n = len(pcs)
-    seq = np.arange(n, dtype=np.int64)
-    for lo, hi in itertools.pairwise(sorted({0, n, *(c % (n + 1) for c in cuts)})):
-        if lo == hi:
-            continue
-        chunk = Instructions(
-            cpu=0, seq=seq[lo:hi], time=seq[lo:hi] * 10, has_time=True,
-            pc=np.array(pcs[lo:hi], np.uint64), size=np.full(hi - lo, 4, np.uint8),
-            isa=np.full(hi - lo, Isa.A64, np.int16), opcode=np.zeros(hi - lo, np.uint32),
-            has_opcode=np.zeros(hi - lo, np.bool_), executed=np.ones(hi - lo, np.bool_), src=seq[lo:hi] + 1,
-        )  # fmt: skip
-        rows = [w for w in writes if lo <= w[0] < hi]
-        registers = pa.table({
-            "seq": pa.array([w[0] for w in rows], pa.int64()),
-            "cpu": pa.array([0] * len(rows), pa.uint16()),
-            "reg": pa.array(["x30" if w[1] == 0 else "sp" for w in rows]).dictionary_encode(),
-            "value": pa.array([w[2] for w in rows], pa.uint64()),
-        })  # fmt: skip
-        detector.feed(Step({0: chunk}, registers))
-    return detector
-
-
 @settings(max_examples=80, deadline=None)
 @given(st.data())
 def test_sums_are_the_call_trees_whatever_the_chunks(data):
     pcs, writes = _crossing_stream(data.draw)
     cuts = data.draw(st.lists(st.integers(0, 400), max_size=6))
-    tree = CallTree.build(_fed(pcs, writes, [], Method.REGISTERS).finish())
+    tree = CallTree.build(test_calls.fed(pcs, writes, [], Method.REGISTERS).finish())
     collector = CallSumsCollector(self_costs=True)
-    sums = collector.finish(_fed(pcs, writes, cuts, Method.REGISTERS, collector.follow), None)
+    sums = collector.finish(test_calls.fed(pcs, writes, cuts, Method.REGISTERS, collector.follow), None)
     assert sums.functions() == tree.functions()
     assert _stacks(sums, "insns") == _stacks(tree, "insns")
     assert _stacks(sums, "time") == _stacks(tree, "time")
