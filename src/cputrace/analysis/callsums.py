@@ -118,14 +118,21 @@ def _unlink(nodes, node):
         nodes[after, N_PREV] = before
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _take_slot(cs, free, count, table, next_column):
+    """A row of `table` from its free list (linked through `next_column`), else the next unused."""
+    slot = cs[free]
+    if slot >= 0:
+        cs[free] = table[slot, next_column]
+    else:
+        slot = cs[count]
+        cs[count] = slot + 1
+    return slot
+
+
 @numba.njit(cache=True, nogil=True)
 def _new_node(nodes, cs, parent, edge, marker):
-    node = cs[C_FREE]
-    if node >= 0:
-        cs[C_FREE] = nodes[node, N_NEXT]
-    else:
-        node = cs[C_NODES]
-        cs[C_NODES] = node + 1
+    node = _take_slot(cs, C_FREE, C_NODES, nodes, N_NEXT)
     cs[C_LIVE_NODES] += 1
     nodes[node, :] = 0
     nodes[node, N_EDGE] = edge
@@ -224,12 +231,7 @@ def _charge(
     if row >= 0:
         slot = acc_table[row, 2]
     else:
-        slot = cs[C_ACC_FREE]
-        if slot >= 0:
-            cs[C_ACC_FREE] = acc[slot, A_NEXT]
-        else:
-            slot = cs[C_ACC]
-            cs[C_ACC] = slot + 1
+        slot = _take_slot(cs, C_ACC_FREE, C_ACC, acc, A_NEXT)
         cs[C_LIVE_ACC] += 1
         acc[slot, A_NODE] = node
         acc[slot, A_PC] = pc
