@@ -38,7 +38,6 @@ from . import pairtable
 from .calls import (
     P_END_IDX,
     P_EXIT,
-    P_RESUME,
     P_SLOT,
     PC,
     S_CALL,
@@ -49,6 +48,7 @@ from .calls import (
     CoreCalls,
     Method,
 )
+from .nesting import END_SITES, Nesting
 
 _SITES = ("call", "entry", "exit", "resume")
 _SITE_FIELDS = ("seq", "time", "pc", "src")
@@ -95,49 +95,6 @@ FUNCTION_SCHEMA = pa.schema(
 
 def _frame_index_type(n: int) -> type:
     return np.int32 if n < np.iinfo(np.int32).max else np.int64
-
-
-@numba.njit(cache=True, nogil=True)
-def _nest(entry_idx, end_idx, entry_time, end_time, func, n_funcs, parent, depth, ends_of, recursive):
-    """Parents, depths, costs and recursion of frames in tree order (entry up, end down).
-
-    A frame that ends after its parent (crossing call/return pairs) is cut at its parent's
-    end: its end, end time and exit/resume sites (`ends_of`: whose sites apply) become the
-    parent's. Returns (insns, insns_self, time, time_self).
-    """
-    n = len(entry_idx)
-    insns = end_idx - entry_idx
-    time = end_time - entry_time
-    insns_self = insns.copy()
-    time_self = time.copy()
-    stack = np.empty(n, np.int64)
-    open_frames = np.zeros(n_funcs, np.int64)
-    top = 0
-    for i in range(n):
-        parent[i] = -1
-        ends_of[i] = i
-        while top > 0 and end_idx[stack[top - 1]] <= entry_idx[i]:
-            top -= 1
-            open_frames[func[stack[top]]] -= 1
-        if top > 0:
-            p = stack[top - 1]
-            if end_idx[i] > end_idx[p]:
-                end_idx[i] = end_idx[p]
-                end_time[i] = end_time[p]
-                ends_of[i] = ends_of[p]
-                insns[i] = end_idx[i] - entry_idx[i]
-                time[i] = end_time[i] - entry_time[i]
-                insns_self[i] = insns[i]
-                time_self[i] = time[i]
-            parent[i] = p
-            depth[i] = depth[p] + 1
-            insns_self[p] -= insns[i]
-            time_self[p] -= time[i]
-        recursive[i] = open_frames[func[i]] > 0
-        open_frames[func[i]] += 1
-        stack[top] = i
-        top += 1
-    return insns, insns_self, time, time_self
 
 
 @numba.njit(cache=True, nogil=True)
@@ -242,16 +199,16 @@ def function_names(addresses: np.ndarray, symbols: SymbolTable | None) -> list[s
 
 @dataclass
 class CoreFrames:
-    """One core's frames in tree order as compact columns; their sites stay in `calls`' rows.
+    """One core's frames in tree order as compact columns; their entry sites stay in `calls`' rows.
 
-    `row` is each frame's row in `calls.pairs` (-1: the outermost frame); `ends_of` the
-    frame whose exit and resume sites apply (its own, or its parent's when cut there).
+    `row` is each frame's row in `calls.pairs` (-1: the outermost frame); `end_sites` its exit
+    and resume sites (its own, or its parent's when cut there).
     """
 
     calls: CoreCalls
     first_id: int
     row: np.ndarray
-    ends_of: np.ndarray
+    end_sites: np.ndarray  # (n, 8): exit then resume (seq, time, pc, src)
     parent: np.ndarray  # frame index within the core, -1 for the outermost frame
     depth: np.ndarray  # int32
     function: np.ndarray  # index into CallTree.addresses
@@ -273,23 +230,17 @@ class CoreFrames:
     def site(self, name: str, field: int | None = None) -> np.ndarray:
         """One site ("call", "entry", "exit", "resume") of each frame: (n, 4) seq, time, pc, src, or
         (n,) of one of them (`field`: calls.SEQ, TIME, PC, SRC); -1 where the frame has none."""
-        calls = self.calls
-        row = self.row if name in ("call", "entry") else self.row[self.ends_of]
-        called = row[1:]  # rows in calls.pairs; -1 (the outermost frame's) is set below
         fields = slice(0, 4) if field is None else field
-        if name in ("call", "entry"):
-            at = S_CALL if name == "call" else S_ENTRY
-            values = calls.slots[calls.pairs[called, P_SLOT], at : at + 4][:, fields]
-            outer = (_NO_SITE if name == "call" else calls.first)[fields]
-        else:
-            at = P_EXIT if name == "exit" else P_RESUME
-            values = calls.pairs[called, at : at + 4][:, fields]
-            outer = (calls.last if name == "exit" else _NO_SITE)[fields]
-        sites = np.empty((len(row), *values.shape[1:]), np.int64)
-        sites[1:] = values
-        # a frame cut at the outermost frame's end takes its sites, as the outermost frame does
-        sites[row == -1] = outer
-        return sites
+        if name == "exit":
+            return self.end_sites[:, 0:4][:, fields]
+        if name == "resume":
+            return self.end_sites[:, 4:8][:, fields]
+        calls = self.calls
+        at = S_CALL if name == "call" else S_ENTRY
+        sites = np.empty((len(self.row), 4), np.int64)
+        sites[1:] = calls.slots[calls.pairs[self.row[1:], P_SLOT], at : at + 4]
+        sites[0] = _NO_SITE if name == "call" else calls.first
+        return sites[:, fields]
 
     def start(self, clock: str) -> np.ndarray:
         return self.entry_time if clock == "time" else self.index
@@ -322,28 +273,35 @@ def _core_frames(core: CoreCalls, first_id: int) -> tuple[CoreFrames, np.ndarray
     addresses[0] = core.first[PC]
     addresses[1:] = slots[entry_slot, S_ENTRY + PC]
     del entry_slot
-    end_time = np.empty(n, np.int64)
-    end_time[0] = core.last[TIME]
-    returned = pairs[row[1:], P_RESUME + SEQ] >= 0
-    end_time[1:] = np.where(returned, pairs[row[1:], P_RESUME + TIME], pairs[row[1:], P_EXIT + TIME])
-    del returned
+    end_sites = np.empty((n, END_SITES), np.int64)
+    end_sites[0, :4] = core.last
+    end_sites[0, 4:] = _NO_SITE
+    end_sites[1:] = pairs[row[1:], P_EXIT : P_EXIT + END_SITES]
+    end_time = frame_end_times(end_sites)
     encoded = pa.array(addresses.view(np.uint64)).dictionary_encode()  # hashed: no sort per frame
     del addresses
     func = encoded.indices.to_numpy().astype(index_type)
-    parent = np.empty(n, index_type)
-    depth = np.zeros(n, np.int32)
-    ends_of = np.empty(n, index_type)
-    recursive = np.empty(n, np.bool_)
-    insns, insns_self, time, time_self = _nest(
-        entry_idx, end_idx, entry_time, end_time, func, len(encoded.dictionary),
-        parent, depth, ends_of, recursive,
-    )  # fmt: skip
-    del end_idx, end_time
+    parent, depth, recursive, closed = Nesting(len(encoded.dictionary)).nest(
+        entry_idx, end_idx, entry_time, end_time, func, end_sites, final=True
+    )
+    insns = end_idx - entry_idx
+    time = end_time - entry_time
+    insns_self = np.empty(n, np.int64)
+    time_self = np.empty(n, np.int64)
+    insns_self[closed[:, 0]] = closed[:, 1]
+    time_self[closed[:, 0]] = closed[:, 2]
+    del end_idx, end_time, closed
     frames = CoreFrames(
-        core, first_id, row, ends_of, parent, depth, func, entry_idx, insns, insns_self, entry_time, time,
-        time_self, recursive,
+        core, first_id, row, end_sites, parent.astype(index_type), depth, func, entry_idx, insns, insns_self,
+        entry_time, time, time_self, recursive,
     )  # fmt: skip
     return frames, encoded.dictionary.to_numpy()
+
+
+def frame_end_times(end_sites: np.ndarray) -> np.ndarray:
+    """When frames end: their resume site's time, or for a frame that never returned its exit's."""
+    returned = end_sites[:, 4 + SEQ] >= 0
+    return np.where(returned, end_sites[:, 4 + TIME], end_sites[:, TIME])
 
 
 @dataclass
