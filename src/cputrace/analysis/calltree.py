@@ -14,13 +14,14 @@ frame (one call), and every detected call is another. Costs:
 Per function (`functions`), `calls` counts frames and the inclusive costs count a recursive
 function's outer frames only, so no instruction is counted twice.
 
-Memory: a frame is about 70 bytes of compact columns (tree order) next to detection's own
-rows for its sites; nothing per frame is a Python object. The per-frame Arrow table
-(`frames`, 25 columns) is built only when asked for; the flat profile, the folded stacks
-(aggregated per calling context: (parent context, name) -> context) and the timelines are
-computed from the compact columns. What needs no single frame (the flat profile, folded
-stacks, callgrind) is summed per context while detection runs instead (callsums.py), in
-memory bounded by the distinct contexts; the table and stack code here is shared with it.
+This is the whole tree in memory, for the library and as the reference of the bounded
+paths: a frame is about 130 bytes of compact columns (tree order) next to detection's own
+rows for its entry sites; nothing per frame is a Python object, and the per-frame Arrow
+table (`frames`, 25 columns) is built only when asked for. The commands and exports never
+hold every frame: what needs no single frame (the flat profile, folded stacks, callgrind)
+is summed per calling context while detection runs (callsums.py), and what has a row or an
+event per call (`calls --tree`, the frames table, the timelines) streams the frames from a
+sorted spill (framestream.py). The table, nesting and stack code here is shared with both.
 """
 
 from __future__ import annotations
@@ -53,7 +54,6 @@ from .nesting import END_SITES, Nesting
 _SITES = ("call", "entry", "exit", "resume")
 _SITE_FIELDS = ("seq", "time", "pc", "src")
 _NO_SITE = np.full(4, -1, np.int64)
-_EVENT_BLOCK = 1 << 16
 
 FRAME_SCHEMA = pa.schema(
     [
@@ -148,36 +148,6 @@ def calling_contexts(parent: np.ndarray, name: np.ndarray) -> tuple[np.ndarray, 
             context_parent = np.resize(context_parent, 2 * len(context_parent))
             context_name = np.resize(context_name, 2 * len(context_name))
     return context, context_parent[: used[0]], context_name[: used[0]]
-
-
-@numba.njit(cache=True, nogil=True)
-def _event_block(start, end, state, stack, opens, frame, at):
-    """Fill `opens`/`frame`/`at` with the next timeline events; returns how many.
-
-    Properly nested: a frame opens at its start after every open frame ending by then
-    closed. `state` carries [next frame to open, stack depth] between blocks.
-    """
-    k = 0
-    following, top = state[0], state[1]
-    n = len(start)
-    while k < len(opens):
-        if top > 0 and (following >= n or end[stack[top - 1]] <= start[following]):
-            top -= 1
-            opens[k] = False
-            frame[k] = stack[top]
-            at[k] = end[stack[top]]
-        elif following < n:
-            opens[k] = True
-            frame[k] = following
-            at[k] = start[following]
-            stack[top] = following
-            top += 1
-            following += 1
-        else:
-            break
-        k += 1
-    state[0], state[1] = following, top
-    return k
 
 
 def function_names(addresses: np.ndarray, symbols: SymbolTable | None) -> list[str]:
@@ -443,67 +413,45 @@ def context_stacks(
             yield list(path), total
 
 
-def _frame_columns(core: CoreFrames, addresses: np.ndarray, names: pa.Array) -> dict[str, pa.Array]:
-    n = len(core)
-    no_time = np.full(n, not core.calls.has_time)
+def frame_columns(
+    cpu: int, ids: np.ndarray, parent: np.ndarray, depth: np.ndarray, function: np.ndarray, names: pa.Array,
+    sites: dict[str, np.ndarray], index: np.ndarray, insns: np.ndarray, insns_self: np.ndarray,
+    time: np.ndarray, time_self: np.ndarray, recursive: np.ndarray, has_time: bool,
+) -> dict[str, pa.Array]:  # fmt: skip
+    """FRAME_SCHEMA columns of frames: `parent` ids (-1: none), `function` entry addresses, `sites`
+    (n, 4) per site name with -1 where a frame has none."""
+    n = len(ids)
+    no_time = np.full(n, not has_time)
     columns: dict[str, pa.Array] = {
-        "cpu": pa.array(np.full(n, core.cpu, np.uint16)),
-        "id": pa.array(np.arange(core.first_id, core.first_id + n, dtype=np.int64)),
-        "parent": pa.array(core.parent.astype(np.int64) + core.first_id, pa.int64(), mask=core.parent < 0),
-        "depth": pa.array(core.depth),
-        "function": pa.array(addresses[core.function]),
-        "name": names.take(pa.array(core.function)),
+        "cpu": pa.array(np.full(n, cpu, np.uint16)),
+        "id": pa.array(ids.astype(np.int64)),
+        "parent": pa.array(parent.astype(np.int64), pa.int64(), mask=parent < 0),
+        "depth": pa.array(depth.astype(np.int32)),
+        "function": pa.array(function.astype(np.uint64)),
+        "name": names,
     }
     for site in _SITES:
-        values = core.site(site)
+        values = sites[site]
         missing = values[:, 0] < 0
         for col, name in enumerate(_SITE_FIELDS):
             type_ = pa.uint64() if name == "pc" else pa.int64()
             data = values[:, col].view(np.uint64) if name == "pc" else values[:, col]
             gone = missing | (no_time if name == "time" else False) | (name == "src") & (values[:, col] < 0)
             columns[f"{site}_{name}"] = pa.array(data, type_, mask=gone)
-    columns["index"] = pa.array(core.index)
-    columns["insns"] = pa.array(core.insns)
-    columns["insns_self"] = pa.array(core.insns_self)
-    columns["time"] = pa.array(core.time, pa.int64(), mask=no_time)
-    columns["time_self"] = pa.array(core.time_self, pa.int64(), mask=no_time)
-    columns["recursive"] = pa.array(core.recursive)
+    columns["index"] = pa.array(index.astype(np.int64))
+    columns["insns"] = pa.array(insns.astype(np.int64))
+    columns["insns_self"] = pa.array(insns_self.astype(np.int64))
+    columns["time"] = pa.array(time, pa.int64(), mask=no_time)
+    columns["time_self"] = pa.array(time_self, pa.int64(), mask=no_time)
+    columns["recursive"] = pa.array(recursive)
     return columns
 
 
-@dataclass(frozen=True)
-class CoreTimeline:
-    """One core's frames on a clock: trace time, or instructions (`insns`) since the window start."""
-
-    cpu: int
-    frames: CoreFrames
-    start: np.ndarray  # int64 per frame
-    end: np.ndarray  # int64 per frame
-    first: int  # where the core's timeline starts (the outermost frame's start)
-    last: int
-
-    def events(self, *columns: np.ndarray) -> Iterator[tuple[list, ...]]:
-        """Blocks of events in timeline order, properly nested (each close ends the latest open).
-
-        Each block is the lists (opens, at, *columns[frame]) of its events: `columns` are
-        per-frame arrays the caller needs at each event.
-        """
-        state = np.zeros(2, np.int64)
-        stack = np.empty(len(self.start), np.int64)
-        opens = np.empty(_EVENT_BLOCK, np.bool_)
-        frame = np.empty(_EVENT_BLOCK, np.int64)
-        at = np.empty(_EVENT_BLOCK, np.int64)
-        while True:
-            count = _event_block(self.start, self.end, state, stack, opens, frame, at)
-            if not count:
-                return
-            taken = frame[:count]
-            yield (opens[:count].tolist(), at[:count].tolist(), *(c[taken].tolist() for c in columns))
-
-
-def timelines(tree: CallTree, clock: str) -> Iterator[CoreTimeline]:
-    """Each core's frames on `clock` ("time" needs a trace with time, "insns" always works)."""
-    for core in tree.cores:
-        start = core.start(clock)
-        end = core.end(clock)
-        yield CoreTimeline(core.cpu, core, start, end, int(start[0]), int(end.max()))
+def _frame_columns(core: CoreFrames, addresses: np.ndarray, names: pa.Array) -> dict[str, pa.Array]:
+    ids = np.arange(core.first_id, core.first_id + len(core), dtype=np.int64)
+    parent = np.where(core.parent >= 0, core.parent.astype(np.int64) + core.first_id, -1)
+    return frame_columns(
+        core.cpu, ids, parent, core.depth, addresses[core.function], names.take(pa.array(core.function)),
+        {site: core.site(site) for site in _SITES}, core.index, core.insns, core.insns_self, core.time,
+        core.time_self, core.recursive, core.calls.has_time,
+    )  # fmt: skip

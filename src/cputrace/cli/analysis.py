@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
 import click
 import pyarrow as pa
 
-from ..analysis.calls import Method, detect_calls
+from ..analysis.calls import Method
 from ..analysis.callsums import CallSums
-from ..analysis.calltree import CallTree
+from ..analysis.calltree import FRAME_SCHEMA
+from ..analysis.framestream import frame_stream
 from ..analysis.profile import TABLES as PROFILE_TABLES
 from ..analysis.profile import Profile, profile, share
-from .common import cli, json_value, open_trace_arg, write_rows
+from .common import cli, json_value, open_trace_arg, write_batches, write_rows
 from .options import image_option, load_images, resolve_window, window_options
 
 _METHOD_HELP = (
@@ -71,18 +72,19 @@ def _describe_methods(tree: CallSums) -> str:
     return methods or "no instructions"
 
 
-def _tree_text(tree: CallTree, out: TextIO) -> None:
+def _tree_text(rows: Iterable[pa.RecordBatch], out: TextIO) -> None:
     """One line per call, indented by depth; each core's outermost function first."""
-    for row in tree.frames.to_pylist():
-        indent = "  " * row["depth"]
-        end = row["resume_seq"] if row["resume_seq"] is not None else row["exit_seq"] + 1
-        timing = "" if row["time"] is None else f"  time {row['time']:,} ({row['time_self']:,} self)"
-        where = f"cpu{row['cpu']}: " if row["call_pc"] is None else ""
-        called = "" if row["call_pc"] is None else f"  called at {row['call_pc']:#x}"
-        out.write(
-            f"{indent}{where}{row['name']}{called}  seq {row['entry_seq']}..{end}  "
-            f"insns {row['insns']:,} ({row['insns_self']:,} self){timing}\n"
-        )
+    for batch in rows:
+        for row in batch.to_pylist():
+            indent = "  " * row["depth"]
+            end = row["resume_seq"] if row["resume_seq"] is not None else row["exit_seq"] + 1
+            timing = "" if row["time"] is None else f"  time {row['time']:,} ({row['time_self']:,} self)"
+            where = f"cpu{row['cpu']}: " if row["call_pc"] is None else ""
+            called = "" if row["call_pc"] is None else f"  called at {row['call_pc']:#x}"
+            out.write(
+                f"{indent}{where}{row['name']}{called}  seq {row['entry_seq']}..{end}  "
+                f"insns {row['insns']:,} ({row['insns_self']:,} self){timing}\n"
+            )
 
 
 def _site(row: dict[str, Any], site: str) -> dict[str, Any] | None:
@@ -91,23 +93,24 @@ def _site(row: dict[str, Any], site: str) -> dict[str, Any] | None:
     return {name: row[f"{site}_{name}"] for name in ("seq", "time", "pc", "src")}
 
 
-def _tree_json(tree: CallTree) -> list[dict[str, Any]]:
-    """Each core's outermost frame, with its callees nested under `calls`."""
-    nodes: dict[int, dict[str, Any]] = {}
-    roots = []
-    for row in tree.frames.to_pylist():
-        node = {
-            "cpu": row["cpu"], "name": row["name"], "address": row["function"],
-            **{site: _site(row, site) for site in ("call", "entry", "exit", "resume")},
-            "insns": row["insns"], "insns_self": row["insns_self"], "time": row["time"],
-            "time_self": row["time_self"], "calls": [],
-        }  # fmt: skip
-        nodes[row["id"]] = node
-        if row["parent"] is None:
-            roots.append(node)
-        else:
-            nodes[row["parent"]]["calls"].append(node)
-    return roots
+def _tree_json(rows: Iterable[pa.RecordBatch], out: TextIO) -> None:
+    """A list of each core's outermost frame, its callees nested under `calls`, written as the
+    frames come (a frame's object stays open while its callees are written)."""
+    out.write("[")
+    depth = -1  # of the frame whose object is open last
+    for batch in rows:
+        for row in batch.to_pylist():
+            first_callee = row["depth"] == depth + 1
+            out.write("]}" * (depth - row["depth"] + 1) + ("\n" if first_callee else ",\n"))
+            node = {
+                "cpu": row["cpu"], "name": row["name"], "address": row["function"],
+                **{site: _site(row, site) for site in ("call", "entry", "exit", "resume")},
+                "insns": row["insns"], "insns_self": row["insns_self"], "time": row["time"],
+                "time_self": row["time_self"],
+            }  # fmt: skip
+            out.write(json.dumps(node)[:-1] + ', "calls": [')
+            depth = row["depth"]
+    out.write("]}" * (depth + 1) + "\n]\n")
 
 
 @cli.command("calls")
@@ -136,16 +139,13 @@ def calls_cmd(
     window = resolve_window(t, window_spec)
     out = sys.stdout
     if tree:
-        frames = CallTree.build(
-            detect_calls(t, window, Method(method), image, cpus or None), image.symbols if image else None
-        )
-        if fmt == "text":
-            _tree_text(frames, out)
-        elif fmt == "csv":
-            write_rows(frames.frames, "csv", out)
-        else:
-            json.dump(_tree_json(frames), out, indent=1)
-            out.write("\n")
+        with frame_stream(t, window, Method(method), image, list(cpus) or None) as frames:
+            if fmt == "text":
+                _tree_text(frames.rows(), out)
+            elif fmt == "csv":
+                write_batches(FRAME_SCHEMA, frames.rows(), "csv", out)
+            else:
+                _tree_json(frames.rows(), out)
         return
     result = CallSums.for_trace(t, window, Method(method), image, list(cpus) or None)
     functions = result.functions()

@@ -7,7 +7,7 @@ import csv
 import importlib
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -109,14 +109,19 @@ def json_value(value: Any) -> Any:
 
 def write_rows(table: pa.Table, fmt: str, out: Any) -> None:
     """csv (header row, plain decimal integers) or one JSON object per line."""
+    write_batches(table.schema, table.to_batches(65536), fmt, out)
+
+
+def write_batches(schema: pa.Schema, batches: Iterable[pa.RecordBatch], fmt: str, out: Any) -> None:
+    """`write_rows` of rows that come in batches (never all in memory)."""
     if fmt == "csv":
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(table.column_names)
-        for batch in table.to_batches(65536):
+        writer.writerow(schema.names)
+        for batch in batches:
             for row in batch.to_pylist():
                 writer.writerow([plain(v) for v in row.values()])
     else:
-        for batch in table.to_batches(65536):
+        for batch in batches:
             for row in batch.to_pylist():
                 out.write(json.dumps({k: json_value(v) for k, v in row.items()}) + "\n")
 

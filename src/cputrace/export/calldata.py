@@ -1,10 +1,11 @@
-"""What the call-based exporters share: the call tree of the request and its clock."""
+"""What the call-based exporters share: the frames or call sums of the request, and its clock."""
 
 from __future__ import annotations
 
-from ..analysis.calls import detect_calls
+from contextlib import AbstractContextManager
+
 from ..analysis.callsums import CallSums
-from ..analysis.calltree import CallTree
+from ..analysis.framestream import FrameStream, frame_stream
 from ..errors import CputraceError
 from .registry import ExportRequest
 
@@ -13,9 +14,9 @@ CLOCKS = ("time", "insns")
 _NS_PER_UNIT = {"ps": 1e-3, "ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 
 
-def call_tree(request: ExportRequest) -> CallTree:
-    symbols = request.image.symbols if request.image is not None else None
-    return CallTree.build(detect_calls(request.trace, request.window, request.method, request.image), symbols)
+def call_frames(request: ExportRequest) -> AbstractContextManager[FrameStream]:
+    """The request's frames in tree order, streamed from disk (for exports with one item per call)."""
+    return frame_stream(request.trace, request.window, request.method, request.image)
 
 
 def call_sums(request: ExportRequest) -> CallSums:
@@ -23,7 +24,7 @@ def call_sums(request: ExportRequest) -> CallSums:
     return CallSums.for_trace(request.trace, request.window, request.method, request.image)
 
 
-def clock_of(request: ExportRequest, tree: CallTree | CallSums) -> str:
+def clock_of(request: ExportRequest, tree: FrameStream | CallSums) -> str:
     """The requested clock, or trace time when the trace has it and instructions otherwise."""
     if request.clock is None:
         return "time" if tree.has_time else "insns"

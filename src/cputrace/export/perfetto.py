@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from ..analysis.calltree import CallTree, CoreTimeline, timelines
-from .calldata import call_tree, clock_of, nanoseconds_per_tick
+from ..analysis.framestream import FrameStream, Timeline
+from .calldata import call_frames, clock_of, nanoseconds_per_tick
 from .protobuf import bytes_field, string_field, uint_field
 from .registry import ExportRequest
 
@@ -62,7 +62,7 @@ def _descriptors(cpu: int, slices: int, counter: int) -> Iterator[bytes]:
 
 
 def _events(
-    timeline: CoreTimeline, tree: CallTree, ns_per_tick: float, slices: int, counter: int
+    timeline: Timeline, tree: FrameStream, ns_per_tick: float, slices: int, counter: int
 ) -> Iterator[bytes]:
     slice_track = uint_field(_EVENT_TRACK, slices)
     begin_head = uint_field(_EVENT_TYPE, _SLICE_BEGIN) + slice_track
@@ -71,9 +71,8 @@ def _events(
     entry_name = string_field(_DEBUG_NAME, "entry")
     begins: dict[int, bytes] = {}  # one encoding per function
     addresses = tree.addresses.tolist()
-    frames = timeline.frames
-    for block in timeline.events(frames.function, frames.index, frames.index + frames.insns):
-        for opens, at, function, entry_index, end_index in zip(*block, strict=True):
+    for block in timeline.events:
+        for opens, at, function, entry_index, end_index, _ in zip(*block, strict=True):
             stamp = uint_field(_TIMESTAMP, round(at * ns_per_tick))
             if opens:
                 begin = begins.get(function)
@@ -94,20 +93,19 @@ def _events(
 
 
 def write_perfetto(request: ExportRequest) -> None:
-    tree = call_tree(request)
-    clock = clock_of(request, tree)
-    ns_per_tick = nanoseconds_per_tick(request, clock)
-    with open(request.output, "wb") as out:
-        _write(out, tree, clock, ns_per_tick)
+    with call_frames(request) as tree:
+        clock = clock_of(request, tree)
+        with open(request.output, "wb") as out:
+            _write(out, tree, clock, nanoseconds_per_tick(request, clock))
 
 
-def _write(out: BinaryIO, tree: CallTree, clock: str, ns_per_tick: float) -> None:
+def _write(out: BinaryIO, tree: FrameStream, clock: str, ns_per_tick: float) -> None:
     out.write(_packet(uint_field(_SEQUENCE_FLAGS, _INCREMENTAL_STATE_CLEARED)))
     pending: list[bytes] = []
-    for timeline in timelines(tree, clock):
-        slices, counter = 2 * timeline.cpu + 1, 2 * timeline.cpu + 2
-        out.write(b"".join(_descriptors(timeline.cpu, slices, counter)))
-        for packet in _events(timeline, tree, ns_per_tick, slices, counter):
+    for core in tree.cores:
+        slices, counter = 2 * core.cpu + 1, 2 * core.cpu + 2
+        out.write(b"".join(_descriptors(core.cpu, slices, counter)))
+        for packet in _events(tree.timeline(core, clock), tree, ns_per_tick, slices, counter):
             pending.append(packet)
             if len(pending) >= 65536:
                 out.write(b"".join(pending))

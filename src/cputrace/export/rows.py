@@ -1,18 +1,21 @@
 """Exports of rows: the trace as Tarmac text, and any table (model or analysis) as CSV or Parquet.
 
 Model tables are copied by DuckDB straight from the store's Parquet files to the output, so
-memory stays flat whatever the trace size. Analysis tables (frames, functions, addresses,
-lines, mix, blocks) are computed first; they are as large as the program, not the trace.
+memory stays flat whatever the trace size; so are the frames, a row per call, streamed from
+their sorted spill. The other analysis tables (functions, addresses, lines, mix, blocks) are
+computed first; they are as large as the program, not the trace.
 """
 
 from __future__ import annotations
+
+from contextlib import AbstractContextManager
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from ..analysis.calls import detect_calls
-from ..analysis.calltree import CallTree
+from ..analysis.calltree import FRAME_SCHEMA
+from ..analysis.framestream import FrameStream, frame_stream
 from ..analysis.profile import TABLES as PROFILE_TABLES
 from ..analysis.profile import profile
 from ..analysis.stream import read_batches
@@ -23,6 +26,7 @@ from .registry import ExportRequest
 from .tarmac import INSTRUCTION_COLUMNS, write_tarmac
 
 ANALYSIS_TABLES = ("frames", *PROFILE_TABLES)
+_ZSTD = {"compression": "zstd"}
 ALL_TABLES = (*TABLES, *ANALYSIS_TABLES)
 
 
@@ -42,11 +46,11 @@ def _table_name(request: ExportRequest) -> str:
 
 
 def _analysis_table(request: ExportRequest, name: str) -> pa.Table:
-    if name == "frames":
-        symbols = request.image.symbols if request.image is not None else None
-        calls = detect_calls(request.trace, request.window, request.method, request.image)
-        return CallTree.build(calls, symbols).frames
     return profile(request.trace, request.window, request.image, request.method).table(name)
+
+
+def _frames(request: ExportRequest) -> AbstractContextManager[FrameStream]:
+    return frame_stream(request.trace, request.window, request.method, request.image)
 
 
 def _copy_model_table(request: ExportRequest, name: str, options: str) -> None:
@@ -69,6 +73,11 @@ def write_csv(request: ExportRequest) -> None:
     if name in TABLES:
         _copy_model_table(request, name, "FORMAT csv, HEADER true")
         return
+    if name == "frames":
+        with _frames(request) as frames, pacsv.CSVWriter(request.output, FRAME_SCHEMA) as writer:
+            for batch in frames.rows():
+                writer.write_batch(batch)
+        return
     pacsv.write_csv(_analysis_table(request, name), request.output)
 
 
@@ -77,4 +86,9 @@ def write_parquet(request: ExportRequest) -> None:
     if name in TABLES:
         _copy_model_table(request, name, "FORMAT parquet, COMPRESSION zstd")
         return
-    pq.write_table(_analysis_table(request, name), request.output, compression="zstd")
+    if name == "frames":
+        with _frames(request) as frames, pq.ParquetWriter(request.output, FRAME_SCHEMA, **_ZSTD) as out:
+            for batch in frames.rows():
+                out.write_batch(batch)
+        return
+    pq.write_table(_analysis_table(request, name), request.output, **_ZSTD)

@@ -6,8 +6,8 @@ import json
 from collections.abc import Iterator
 
 from .. import __version__
-from ..analysis.calltree import CoreTimeline, timelines
-from .calldata import call_sums, call_tree, clock_of, time_unit
+from ..analysis.framestream import Timeline
+from .calldata import call_frames, call_sums, clock_of, time_unit
 from .jsontext import number, write_items
 from .registry import ExportRequest
 
@@ -34,32 +34,36 @@ def write_folded(request: ExportRequest) -> None:
 
 def write_speedscope(request: ExportRequest) -> None:
     """One evented profile per core: a frame opens at a function's entry, closes at its return."""
-    tree = call_tree(request)
-    clock = clock_of(request, tree)
-    unit = _SPEEDSCOPE_UNITS.get(time_unit(request) or "", "none") if clock == "time" else "none"
-    scale = 1e-3 if clock == "time" and time_unit(request) == "ps" else 1
-    frame_index: dict[str, int] = {}
+    with call_frames(request) as tree:
+        clock = clock_of(request, tree)
+        unit = _SPEEDSCOPE_UNITS.get(time_unit(request) or "", "none") if clock == "time" else "none"
+        scale = 1e-3 if clock == "time" and time_unit(request) == "ps" else 1
+        head = {
+            "$schema": _SPEEDSCOPE_SCHEMA,
+            "exporter": f"cputrace {__version__}",
+            "name": request.trace.path.name,
+        }
+        with open(request.output, "w", encoding="utf-8") as out:
+            out.write(json.dumps(head)[:-1] + ', "activeProfileIndex": 0, "profiles": [')
+            frame_index: dict[str, int] = {}  # speedscope's frames: one per name
+            for count, core in enumerate(tree.cores):
+                timeline = tree.timeline(core, clock)
+                profile = {
+                    "type": "evented", "name": f"cpu{core.cpu}", "unit": unit,
+                    "startValue": timeline.first * scale, "endValue": timeline.last * scale,
+                }  # fmt: skip
+                out.write((", " if count else "") + json.dumps(profile)[:-1] + ', "events": [')
+                write_items(out, _speedscope_events(timeline, tree.names, frame_index, scale))
+                out.write("]}")
+            out.write('], "shared": {"frames": [')
+            write_items(out, (json.dumps({"name": name}) for name in frame_index))
+            out.write("]}}\n")
 
-    def events(timeline: CoreTimeline) -> Iterator[str]:
-        for block in timeline.events(timeline.frames.function):
-            for opens, at, function in zip(*block, strict=True):
-                index = frame_index.setdefault(tree.names[function], len(frame_index))
-                kind = "O" if opens else "C"
-                yield f'{{"type": "{kind}", "frame": {index}, "at": {number(at * scale)}}}'
 
-    head = {
-        "$schema": _SPEEDSCOPE_SCHEMA,
-        "exporter": f"cputrace {__version__}",
-        "name": request.trace.path.name,
-    }
-    with open(request.output, "w", encoding="utf-8") as out:
-        out.write(json.dumps(head)[:-1] + ', "activeProfileIndex": 0, "profiles": [')
-        for count, timeline in enumerate(timelines(tree, clock)):
-            profile = {"type": "evented", "name": f"cpu{timeline.cpu}", "unit": unit,
-                       "startValue": timeline.first * scale, "endValue": timeline.last * scale}  # fmt: skip
-            out.write((", " if count else "") + json.dumps(profile)[:-1] + ', "events": [')
-            write_items(out, events(timeline))
-            out.write("]}")
-        out.write('], "shared": {"frames": [')
-        write_items(out, (json.dumps({"name": name}) for name in frame_index))
-        out.write("]}}\n")
+def _speedscope_events(timeline: Timeline, names: list[str], frame_index: dict[str, int],
+                       scale: float) -> Iterator[str]:  # fmt: skip
+    for block in timeline.events:
+        for opens, at, function, *_ in zip(*block, strict=True):
+            index = frame_index.setdefault(names[function], len(frame_index))
+            kind = "O" if opens else "C"
+            yield f'{{"type": "{kind}", "frame": {index}, "at": {number(at * scale)}}}'
