@@ -2,12 +2,14 @@
 
 A slow oracle for tests/test_isa_facts.py: `isa/arm.py` reads the same facts from
 capstone's C records (and finds "writes pc" without regs_access()); both must agree on
-every field of every instruction.
+every field of every instruction. The access size is found from capstone's text (mnemonic
+and operand names), an independent check of `arm.py`'s instruction and register id tables.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterator
 
 import capstone
@@ -59,6 +61,57 @@ def _transfers(classes: _Classes, iid: int, operands: list) -> int:
         first_memory = next((n for n, op in enumerate(operands) if op.type == _OP_MEM), 0)
         return sum(op.type == _OP_REG for op in operands[:first_memory])
     return 1
+
+
+_CONDITION = "(eq|ne|cs|hs|cc|lo|mi|pl|vs|vc|hi|ls|ge|lt|gt|le|al)?"
+_A32_BYTE = re.compile(r"((ldr|str)(s?bt?|exb)|(lda|stl)(ex)?b|swpb)" + _CONDITION)
+_A32_HALF = re.compile(r"((ldr|str)(s?ht?|exh)|(lda|stl)(ex)?h)" + _CONDITION)
+_A32_STATUS = re.compile(r"(strex|stlex)[bhd]?" + _CONDITION)
+_A64_ELEMENT = re.compile(r"(ld|st)(ff|nf|nt)?[1-4](r|ro|rq)?s?([bhwdq])")
+_A64_STATUS = frozenset(
+    {"stxr", "stxrb", "stxrh", "stlxr", "stlxrb", "stlxrh", "stxp", "stlxp", "st64bv", "st64bv0"}
+)
+_BYTES = {"b": 1, "h": 2, "s": 4, "w": 4, "d": 8, "q": 16}
+_A32_REGISTER = {r"r\d+|sb|sl|fp|ip|sp|lr|pc|s\d+": 4, r"d\d+": 8, r"q\d+": 16}
+_A64_REGISTER = {r"w\d+|wsp|wzr|s\d+": 4, r"x\d+|sp|xzr|fp|lr|d\d+": 8, r"b\d+": 1, r"h\d+": 2, r"q\d+": 16}
+
+
+def _access_size(insn: capstone.CsInsn, isa: Isa, classes: _Classes) -> int:
+    """Bytes per transfer, from the text: the mnemonic's size suffix, else the transferred
+    register's name (a NEON lane: the mnemonic's element size; an A64 vector: its arrangement)."""
+    mnemonic, stem = insn.mnemonic, insn.mnemonic.split(".")[0]
+    if isa is Isa.A64:
+        element = _A64_ELEMENT.fullmatch(mnemonic)
+        if element:
+            return _BYTES[element[4]]
+        if mnemonic.endswith("sw"):
+            return 4
+        if mnemonic.endswith("b") and mnemonic not in ("ldrab", "ld64b", "st64b"):
+            return 1
+        if mnemonic.endswith("h"):
+            return 2
+        skip = mnemonic in _A64_STATUS
+    else:
+        if _A32_BYTE.fullmatch(stem):
+            return 1
+        if _A32_HALF.fullmatch(stem):
+            return 2
+        skip = bool(_A32_STATUS.fullmatch(stem))
+    text = insn.op_str.split("{", 1)[1] if insn.id in classes.based_lists else insn.op_str
+    operand = text.split(", ")[1 if skip else 0].lstrip("{")
+    name = re.match(r"[a-z]+\d*", operand)
+    register = name[0] if name else ""
+    if isa is Isa.A64:
+        vector = re.fullmatch(r"v\d+\.(\d*)([bhsdq])\}?(\[\w+\])?", operand)
+        if vector:
+            count = 1 if not vector[1] or re.fullmatch(r"ld[1-4]r", mnemonic) else int(vector[1])
+            return count * _BYTES[vector[2]]
+        widths = _A64_REGISTER
+    else:
+        if operand[len(register) : len(register) + 1] == "[" and insn.id in classes.structures:
+            return int(mnemonic.split(".")[1]) // 8 if "." in mnemonic else 4  # a lane, or all lanes
+        widths = _A32_REGISTER
+    return next((w for pattern, w in widths.items() if re.fullmatch(pattern, register)), 4)
 
 
 def _is_return(iid: int, operands: list) -> bool:
@@ -135,6 +188,7 @@ def reference_facts(insn: capstone.CsInsn, isa: Isa, it_condition: tuple[str | N
         is_load=is_load,
         is_store=is_store,
         transfers=_transfers(classes, iid, operands) if is_load or is_store else 0,
+        access_size=_access_size(insn, isa, classes) if is_load or is_store else 0,
         is_undefined=iid in classes.undefined,
         raises_exception=iid in classes.traps,
     )

@@ -2,11 +2,14 @@
 access), encoded with their loads and stores as data packets by the test encoder, decoded,
 and the `memory` table compared with the recording: values and addresses, address-only and
 value-only, LDM/STM/PUSH/POP with the address on the first transfer only, value-not-traced
-placeholders, partially traced LSMs, and data packets that belong to no load/store."""
+placeholders, out-of-order values (in any later packet batch), partially traced LSMs, and
+data packets that belong to no load/store."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,7 +25,6 @@ from cputrace.flow import Program
 from cputrace.formats.base import DecodeContext
 from cputrace.formats.etmv3.capture import EtmSource, open_captures
 from cputrace.formats.etmv3.config import EtmConfig
-from cputrace.formats.etmv3.data import access_size
 from cputrace.formats.etmv3.decoder import decode_captures
 from cputrace.formats.etmv3.instructions import SourceWalk
 from cputrace.formats.etmv3.packets import Packets, decode_packets
@@ -102,23 +104,34 @@ def test_encoded_loads_and_stores_decode_to_the_recorded_memory(
     assert multiple, "the run has load/store-multiple instructions"
 
 
+def decode_in_batches(
+    enc: EtmEncoder, program: str, size: int, max_wait: int | None = None
+) -> tuple[pa.Table, pa.Table]:
+    """The memory and events tables of `enc`'s stream decoded `size` packets at a time
+    (`max_wait`: the rows an out-of-order placeholder may hold back)."""
+    opts = options(enc, program)
+    config = EtmConfig(etmcr=opts["etmcr"], etmidr=opts["etmidr"])
+    packets = decode_packets(enc.data, config)
+    walk = SourceWalk(EtmSource(config, None, 0, "-"), Program(load_elf(CORPUS / program)))
+    if max_wait is not None:
+        walk.data.max_wait = max_wait
+    batches = []
+    for start in range(0, len(packets), size):
+        part = Packets(packets.table[start : start + size], packets.stream, packets.stream_pos)
+        batches += walk.batch(part, walk.next_seq)
+    batches += walk.finish()
+    memory = pa.concat_tables([b["memory"] for b in batches if "memory" in b])
+    return memory, pa.concat_tables([b["events"] for b in batches if "events" in b])
+
+
 def test_packet_batches_of_any_size_give_the_same_memory(tmp_path: Path) -> None:
     """Packets wait across batches for the instruction rows the walker holds back."""
     steps, memory = recorded("calls-a32.elf", tmp_path)
     enc = EtmEncoder(data_address=True, data_value=True).a_sync()
     expected = encode_run(enc, steps[:3000], blocks_of("calls-a32.elf"), memory=memory)
-    opts = options(enc, "calls-a32.elf")
-    config = EtmConfig(etmcr=opts["etmcr"], etmidr=opts["etmidr"])
-    packets = decode_packets(enc.data, config)
     for size in (1, 7, 64):
-        walk = SourceWalk(EtmSource(config, None, 0, "-"), Program(load_elf(CORPUS / "calls-a32.elf")))
-        tables = []
-        for start in range(0, len(packets), size):
-            part = Packets(packets.table[start : start + size], packets.stream, packets.stream_pos)
-            tables += [b["memory"] for b in walk.batch(part, walk.next_seq) if "memory" in b]
-        tables += [b["memory"] for b in walk.finish() if "memory" in b]
-        got = pa.concat_tables(tables).select(["seq", "op", "addr", "size", "value"]).to_pylist()
-        assert in_order([tuple(r.values()) for r in got]) == in_order(expected.memory)
+        got = decode_in_batches(enc, "calls-a32.elf", size)[0].select(["seq", "op", "addr", "size", "value"])
+        assert in_order([tuple(r.values()) for r in got.to_pylist()]) == in_order(expected.memory)
 
 
 def test_an_lsm_sends_its_address_once(tmp_path: Path) -> None:
@@ -175,6 +188,159 @@ def test_out_of_order_values_fill_their_placeholder(tmp_path: Path) -> None:
     got, events = decoded_memory(enc, "calls-a32.elf", tmp_path)
     assert got == [(load, "R", t.addr, t.size, t.value)]
     assert [e["seq"] for e in events if e["name"] == "unexpected_data"] == [load]
+
+
+@dataclass
+class OutOfOrderEncoder(EtmEncoder):
+    """Sends the n-th normal data packet out of order when `late(n)` says: a placeholder in
+    its place and its value after that many more P-headers (None: the value never comes).
+    Like an ETM, it does not reuse a tag whose value is still to come (it sends that first)."""
+
+    late: Callable[[int], int | bool | None] = lambda n: False
+    sent: int = 0
+    due: list[list[int]] = field(default_factory=list)  # [P-headers to wait, tag, value, size]
+    lost: list[int] = field(default_factory=list)  # n of the values never sent
+
+    def normal_data(
+        self, value: int = 0, size: int = 4, address: int | None = None, big_endian: bool | None = None
+    ) -> EtmEncoder:
+        n, self.sent = self.sent, self.sent + 1
+        wait = self.late(n)
+        if wait is False:
+            return super().normal_data(value, size, address, big_endian)
+        busy = [tag for _, tag, _, _ in self.due]
+        tag = next((t for t in (1, 2, 3) if t not in busy), None)
+        if tag is None:  # every tag waits for its value: send the oldest now
+            tag = self.due[0][1]
+            self.send(self.due.pop(0))
+        if wait is None:
+            self.lost.append(n)
+        else:
+            self.due.append([wait, tag, value, size])
+        return self.ooo_placeholder(tag, address)
+
+    def atoms(self, pattern: str) -> EtmEncoder:
+        super().atoms(pattern)
+        if pattern:
+            for entry in self.due:
+                entry[0] -= 1
+            for entry in [e for e in self.due if e[0] <= 0]:
+                self.due.remove(entry)
+                self.send(entry)
+        return self
+
+    def send(self, entry: list[int]) -> None:
+        _, tag, value, size = entry
+        self.ooo_data(tag, value, size)
+
+    def send_all(self) -> None:
+        while self.due:
+            self.send(self.due.pop(0))
+
+
+class Run:
+    """A recorded run of calls-a32.elf: its steps and the transfers of its loads/stores."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.steps, self.memory = recorded("calls-a32.elf", tmp_path)
+
+    def __repr__(self) -> str:
+        return "Run(calls-a32.elf)"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return Run(tmp_path_factory.mktemp("run"))
+
+
+def encode_out_of_order(
+    steps: list[Step], memory: dict[int, list[Transfer]], late: Callable[[int], int | bool | None]
+) -> tuple[OutOfOrderEncoder, list[tuple]]:
+    """A run with its values sent out of order as `late` says, and the memory rows expected
+    (values that never come are null)."""
+    enc = OutOfOrderEncoder(data_address=True, data_value=True, late=late)
+    enc.a_sync()
+    expected = encode_run(enc, steps, blocks_of("calls-a32.elf"), memory=memory).memory
+    enc.send_all()
+    for n in enc.lost:
+        expected[n] = (*expected[n][:4], None)
+    return enc, expected
+
+
+def memory_rows(table: pa.Table) -> list[tuple]:
+    return [tuple(r.values()) for r in table.select(["seq", "op", "addr", "size", "value"]).to_pylist()]
+
+
+def test_out_of_order_values_fill_placeholders_of_earlier_batches(run: Run) -> None:
+    """Every third value comes one to four P-headers after its placeholder, so in a later
+    batch when batches are small: each fills its placeholder, rows stay in seq order."""
+    steps, memory = run.steps, run.memory
+    enc, expected = encode_out_of_order(steps[:3000], memory, lambda n: n % 4 + 1 if n % 3 == 0 else False)
+    recorded_rows = [(s, t.op, t.addr, t.size, t.value) for s, ts in memory.items() if s < 3000 for t in ts]
+    assert in_order(expected) == in_order(recorded_rows) and enc.sent > 100
+    for size in (1, 7, 64, 1 << 16):
+        got, events = decode_in_batches(enc, "calls-a32.elf", size)
+        rows = memory_rows(got)
+        assert [r[0] for r in rows] == sorted(r[0] for r in rows)
+        assert in_order(rows) == in_order(recorded_rows)
+        assert "unexpected_data" not in events.column("name").to_pylist()
+
+
+def test_a_placeholder_whose_value_never_comes_stays_null(run: Run, tmp_path: Path) -> None:
+    """Lost values, the last one's placeholder the stream's last data packet: the tag's next
+    placeholder, or the end of the stream, lets the rows held behind them go, value null."""
+    steps, memory = run.steps[:2000], run.memory
+    count = encode_out_of_order(steps, memory, lambda n: False)[0].sent
+    never = {5, 40, 41, count - 1}
+    enc, expected = encode_out_of_order(steps, memory, lambda n: None if n in never else n % 5 == 0 and 2)
+    assert sorted(enc.lost) == sorted(never) and enc.sent == count
+    for size in (1, 1 << 16):
+        got, events = decode_in_batches(enc, "calls-a32.elf", size)
+        assert in_order(memory_rows(got)) == in_order(expected)
+        assert "unexpected_data" not in events.column("name").to_pylist()
+    got, _ = decoded_memory(enc, "calls-a32.elf", tmp_path)
+    assert in_order(got) == in_order(expected)
+
+
+def test_an_out_of_order_value_after_a_trace_gap_fills_nothing(run: Run) -> None:
+    """Past a trace-on I-sync the placeholder waits no more: its value is unexpected data."""
+    steps, memory = run.steps, run.memory
+    blocks = blocks_of("calls-a32.elf")
+    load = next(i for i in sorted(memory) if len(memory[i]) == 1 and memory[i][0].op == "R")
+    t = memory[load][0]
+    enc = EtmEncoder(data_address=True, data_value=True).a_sync()
+    others = {i: ts for i, ts in memory.items() if i != load}
+    expected = encode_run(enc, steps[: load + 1], blocks, memory=others).memory
+    enc.ooo_placeholder(1, t.addr)
+    encode_run(enc, steps[load + 1 : load + 40], blocks)  # starts with a trace-on I-sync
+    enc.ooo_data(1, t.value, 4)
+    for size in (1, 1 << 16):
+        got, events = decode_in_batches(enc, "calls-a32.elf", size)
+        assert memory_rows(got) == [*expected, (load, "R", t.addr, t.size, None)]
+        assert events.column("name").to_pylist().count("unexpected_data") == 1
+
+
+def test_a_placeholder_holds_back_a_bounded_number_of_rows(run: Run) -> None:
+    """A value that comes more than `max_wait` rows after its placeholder fills nothing."""
+    steps, memory = run.steps[:1000], run.memory
+    enc, expected = encode_out_of_order(steps, memory, lambda n: 30 if n == 3 else False)
+    assert in_order(memory_rows(decode_in_batches(enc, "calls-a32.elf", 5)[0])) == in_order(expected)
+    got, events = decode_in_batches(enc, "calls-a32.elf", 5, max_wait=4)
+    assert in_order(memory_rows(got)) == in_order([*expected[:3], (*expected[3][:4], None), *expected[4:]])
+    assert events.column("name").to_pylist().count("unexpected_data") == 1
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    late=st.lists(st.one_of(st.just(False), st.none(), st.integers(0, 6)), min_size=1, max_size=40),
+    sizes=st.lists(st.integers(1, 300), min_size=2, max_size=2),
+)
+def test_batch_sizes_do_not_change_the_memory_rows(run: Run, late: list, sizes: list[int]) -> None:
+    """Out-of-order values (some never sent), decoded in batches of any two sizes: the same rows."""
+    enc, _ = encode_out_of_order(run.steps[:800], run.memory, lambda n: late[n % len(late)])
+    first, second = (decode_in_batches(enc, "calls-a32.elf", size) for size in sizes)
+    assert first[0].to_pylist() == second[0].to_pylist()
+    assert first[1].to_pylist() == second[1].to_pylist()
 
 
 def test_data_after_a_trace_gap_waits_for_the_next_i_sync(tmp_path: Path) -> None:
@@ -252,14 +418,6 @@ def test_a_data_only_trace_gives_its_transfers_without_instructions(tmp_path: Pa
     assert t.manifest["counts"]["instructions"] == 0
     gaps = t.sql("SELECT name FROM events WHERE kind = 'trace_gap'").column("name").to_pylist()
     assert gaps == ["data_suppressed"]
-
-
-def test_access_sizes_from_mnemonics() -> None:
-    expected = {
-        "ldrb": 1, "strb": 1, "ldrsb": 1, "ldrexb": 1, "swpb": 1, "ldrh": 2, "strh": 2, "ldrsh": 2,
-        "ldr": 4, "str.w": 4, "ldrd": 4, "push": 4, "pop": 4, "ldm": 4, "stmdb": 4, "swp": 4,
-    }  # fmt: skip
-    assert {m: access_size(m) for m in expected} == expected
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

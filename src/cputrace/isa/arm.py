@@ -3,14 +3,18 @@
 Branch, call and return come from capstone's groups, operands and the registers it says
 are written (regs_access(): implicit writes, register operands with write access, and a
 written-back memory base); the load/store classes from its instruction ids, grouped once
-by their names at import. A compiled function reads them from capstone's C records
-(`capstone_raw`) a chunk at a time: building capstone's Python objects would cost ten
-times more than all the rest of a trace's decoding.
+by their names at import. The access size (bytes per transfer) comes from the id for the
+byte, halfword and element-sized forms, else from the width of the transferred register
+(a D register 8 bytes, an A64 vector register its arrangement's, a NEON lane its element).
+A compiled function reads them from capstone's C records (`capstone_raw`) a chunk at a
+time: building capstone's Python objects would cost ten times more than all the rest of a
+trace's decoding.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
@@ -101,6 +105,9 @@ _AARCH64 = _Classes(
     undefined=_named(a64, _X, "UDF"),
     traps=_named(a64, _X, "SVC", "HVC", "SMC", "BRK", "HLT", "UDF"),
 )
+_STATUS_STORES = _named(arm, _A, "STREX", "STREXB", "STREXH", "STREXD", "STLEX", "STLEXB", "STLEXH", "STLEXD")
+_STATUS_STORES_64 = _named(a64, _X, "STXR", "STXRB", "STXRH", "STLXR", "STLXRB", "STLXRH", "STXP", "STLXP",
+                           "ST64BV", "ST64BV0")  # fmt: skip
 _RETURN_LISTS = _named(arm, _A, "POP", "LDM", "LDMDA", "LDMDB", "LDMIB")
 _TABLE_BRANCHES = _named(arm, _A, "TBB", "TBH")
 _IT = arm.ARM_INS_IT
@@ -115,9 +122,9 @@ _MASK64 = (1 << 64) - 1
 
 # Bits of the instruction-id tables the compiled reader looks classes up in.
 _C_LOAD, _C_STORE, _C_PAIR, _C_LIST, _C_BASED_LIST, _C_STRUCTURE = (1 << n for n in range(6))
-_C_TEST, _C_EXCEPTION_RETURN, _C_UNDEFINED, _C_TRAP, _C_RETURN_LIST, _C_TABLE_BRANCH = (
-    1 << n for n in range(6, 12)
-)
+_C_TEST, _C_EXCEPTION_RETURN, _C_UNDEFINED, _C_TRAP, _C_RETURN_LIST, _C_TABLE_BRANCH, _C_STATUS = (
+    1 << n for n in range(6, 13)
+)  # _C_STATUS: a store whose first register is the exclusive store's status result
 
 
 def _class_table(classes: _Classes, *extra: tuple[frozenset[int], int]) -> np.ndarray:
@@ -133,12 +140,88 @@ def _class_table(classes: _Classes, *extra: tuple[frozenset[int], int]) -> np.nd
     return table
 
 
-_TABLE_AARCH32 = _class_table(_AARCH32, (_RETURN_LISTS, _C_RETURN_LIST), (_TABLE_BRANCHES, _C_TABLE_BRANCH))
-_TABLE_AARCH64 = _class_table(_AARCH64)
+_TABLE_AARCH32 = _class_table(
+    _AARCH32, (_RETURN_LISTS, _C_RETURN_LIST), (_TABLE_BRANCHES, _C_TABLE_BRANCH), (_STATUS_STORES, _C_STATUS)
+)
+_TABLE_AARCH64 = _class_table(_AARCH64, (_STATUS_STORES_64, _C_STATUS))
+
+# Access sizes. By instruction id: bytes per transfer, or _BY_REGISTER (the transferred
+# register's width) or _BY_ELEMENT (an element of its arrangement: A64 load-and-replicate).
+_BY_REGISTER, _BY_ELEMENT = 0, -1
+_ELEMENT_BYTES = {"B": 1, "H": 2, "S": 4, "W": 4, "D": 8, "Q": 16}
+_AARCH32_SIZES = {
+    1: _named(arm, _A, "LDRB", "STRB", "LDRSB", "LDRBT", "STRBT", "LDRSBT", "LDREXB", "STREXB", "LDAB",
+              "STLB", "LDAEXB", "STLEXB", "SWPB"),
+    2: _named(arm, _A, "LDRH", "STRH", "LDRSH", "LDRHT", "STRHT", "LDRSHT", "LDREXH", "STREXH", "LDAH",
+              "STLH", "LDAEXH", "STLEXH"),
+}  # fmt: skip
+_SVE_ELEMENT = re.compile(r"(LD|ST)(FF|NF|NT)?[1-4](R|RO|RQ)?S?([BHWDQ])")  # LD1B, LDFF1SW, LD1RQD, ST1Q...
+_WIDE = frozenset({"LDRAB", "LD64B", "ST64B"})  # end in B, yet not byte accesses
+
+
+def _a64_size(name: str) -> int:
+    """Bytes per transfer of an A64 load/store id name (after the prefix), by its suffix."""
+    element = _SVE_ELEMENT.fullmatch(name)
+    if element:
+        return _ELEMENT_BYTES[element[4]]
+    if name in ("LD1R", "LD2R", "LD3R", "LD4R"):
+        return _BY_ELEMENT
+    if name.endswith("SW"):
+        return 4
+    if name.endswith("B") and name not in _WIDE:
+        return 1
+    return 2 if name.endswith("H") else _BY_REGISTER
+
+
+def _size_table(sizes: dict[int, int]) -> np.ndarray:
+    table = np.zeros(max(sizes, default=0) + 1, np.int64)
+    table[list(sizes)] = list(sizes.values())
+    return table
+
+
+_SIZES_AARCH32 = _size_table({iid: size for size, ids in _AARCH32_SIZES.items() for iid in ids})
+_SIZES_AARCH64 = _size_table({
+    value: _a64_size(name[len(_X) :]) for name, value in vars(a64).items()
+    if name.startswith(_X) and value in _AARCH64.loads | _AARCH64.stores
+})  # fmt: skip
+
+
+def _register_widths(module: ModuleType, prefix: str, widths: dict[str, int]) -> np.ndarray:
+    """Bytes of each register id, by the pattern its name (after `prefix`) matches; 0: unknown."""
+    table = np.zeros(max(v for n, v in vars(module).items() if n.startswith(prefix)) + 1, np.int64)
+    for name, value in vars(module).items():
+        if name.startswith(prefix):
+            table[value] = next((w for p, w in widths.items() if re.fullmatch(p, name[len(prefix) :])), 0)
+    return table
+
+
+_BY_ARRANGEMENT = -1  # an A64 vector register: as wide as its arrangement says
+_WIDTHS_AARCH32 = _register_widths(
+    arm, "ARM_REG_", {r"R\d+|SP|LR|PC|FP|IP|SB|SL": 4, r"S\d+": 4, r"D\d+": 8, r"Q\d+": 16}
+)
+_WIDTHS_AARCH64 = _register_widths(a64, "ARM64_REG_", {
+    r"W\d+|WSP|WZR": 4, r"X\d+|SP|XZR|FP|LR|IP\d": 8, r"B\d+": 1, r"H\d+": 2, r"S\d+": 4, r"D\d+": 8,
+    r"Q\d+": 16, r"V\d+": _BY_ARRANGEMENT,
+})  # fmt: skip
+
+
+def _arrangements() -> np.ndarray:
+    """Bytes of each A64 vector arrangement (row 0: all its elements, row 1: one element)."""
+    table = np.zeros((2, max(v for n, v in vars(a64).items() if n.startswith("ARM64_VAS_")) + 1), np.int64)
+    for name, value in vars(a64).items():
+        shape = re.fullmatch(r"ARM64_VAS_(\d+)([BHSDQ])", name)
+        if shape:
+            element = _ELEMENT_BYTES[shape[2]]
+            table[:, value] = int(shape[1]) * element, element
+    return table
+
+
+_ARRANGEMENTS = _arrangements()
 
 # Columns of what the compiled reader gives for each instruction.
 _O_ID, _O_SIZE, _O_OPCODE, _O_FACTS, _O_TARGET, _O_KIND, _O_NEXT_ISA, _O_CC, _O_TRANSFERS = range(9)
-_O_COUNT = 9
+_O_ACCESS = 9
+_O_COUNT = 10
 _F_BRANCH, _F_DIRECT, _F_WRITES_PC, _F_LOAD, _F_STORE, _F_UNDEFINED, _F_TRAP, _F_TEST = (
     1 << n for n in range(8)
 )
@@ -150,6 +233,7 @@ _ISAS = {int(isa): isa for isa in Isa} | {_NO_ISA: None}
 _A32, _T32, _A64 = int(Isa.A32), int(Isa.T32), int(Isa.A64)
 _CONDITIONS = (None, *(condition_name(cc - 1) for cc in range(1, 16)))  # by capstone's cc (0: none)
 _OP_TYPE, _OP_VALUE, _OP_ACCESS = raw.L_OP_TYPE, raw.L_OP_VALUE, raw.L_OP_ACCESS
+_SINGLE_ELEMENT = 1 << 23  # A32/T32 VLDn/VSTn opcode bit: one lane or all lanes, not whole registers
 
 
 @functools.cache
@@ -165,7 +249,8 @@ def _opcode(raw_bytes: bytes, isa: Isa) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
-def _read_facts(records: int, count: int, isa: int, layout: np.ndarray, classes: np.ndarray, out: np.ndarray):
+def _read_facts(records: int, count: int, isa: int, layout: np.ndarray, classes: np.ndarray,
+                sizes: np.ndarray, widths: np.ndarray, out: np.ndarray):  # fmt: skip
     """Facts of `count` capstone records at address `records`, a row of `out` (_O_*) each.
 
     Everything but the condition inside an IT block, which needs the instructions before.
@@ -200,16 +285,18 @@ def _read_facts(records: int, count: int, isa: int, layout: np.ndarray, classes:
             for r in range(detail[layout[raw.L_REGS_WRITE_COUNT]]):
                 writes_pc |= read(detail, layout[raw.L_REGS_WRITE] + 2 * r, 2) == _PC
         registers, first, second, before_memory = 0, -1, -1, 0
+        first_vas = second_vas = 0  # A64: the arrangements of the first two registers
         pc_listed = sp_based = memory_seen = False
         for k in range(op_count):
             o = ops + k * op_size
             op_type = read(detail, o + layout[_OP_TYPE], 4)
             value = read(detail, o + layout[_OP_VALUE], 4)  # a register (A32/T32 immediates: 4 bytes)
             if op_type == _OP_REG:
+                vas = read(detail, o + layout[raw.L_OP_VAS], 4) if aarch64 else 0
                 if registers == 0:
-                    first = value
+                    first, first_vas = value, vas
                 elif registers == 1:
-                    second = value
+                    second, second_vas = value, vas
                 registers += 1
                 pc_listed |= value == _PC
                 if not aarch64 and not jumps and value == _PC and detail[o + layout[_OP_ACCESS]] & _WRITE:
@@ -244,7 +331,7 @@ def _read_facts(records: int, count: int, isa: int, layout: np.ndarray, classes:
             else:
                 kind = _K_JUMP
             next_isa = _next_isa(isa, iid, cls, direct, writes_pc and not load, exception_return)
-        transfers = 0
+        transfers = access = 0
         if load or store:
             if cls & _C_PAIR:
                 transfers = 2
@@ -256,6 +343,13 @@ def _read_facts(records: int, count: int, isa: int, layout: np.ndarray, classes:
                 transfers = before_memory  # the registers before the memory operand (VLDn)
             else:
                 transfers = 1
+            if cls & (_C_BASED_LIST | _C_STATUS):  # the base register or the status comes first
+                first, first_vas = second, second_vas
+            if not aarch64 and cls & _C_STRUCTURE and opcode & _SINGLE_ELEMENT:
+                element = read(detail, layout[raw.L_VECTOR_SIZE], 4) // 8  # VLDn of one lane or all lanes
+                access = element if element > 0 else 4
+            else:
+                access = _access_size(sizes[iid] if iid < len(sizes) else 0, first, first_vas, widths)
         facts = (
             (_F_BRANCH if branch else 0) | (_F_DIRECT if direct else 0) | (_F_WRITES_PC if writes_pc else 0)
             | (_F_LOAD if load else 0) | (_F_STORE if store else 0)
@@ -265,6 +359,18 @@ def _read_facts(records: int, count: int, isa: int, layout: np.ndarray, classes:
         out[i, _O_ID], out[i, _O_SIZE], out[i, _O_OPCODE], out[i, _O_FACTS] = iid, size, opcode, facts
         out[i, _O_TARGET], out[i, _O_KIND], out[i, _O_NEXT_ISA] = target, kind, next_isa
         out[i, _O_CC], out[i, _O_TRANSFERS] = read(detail, layout[raw.L_CC], 4), transfers
+        out[i, _O_ACCESS] = access
+
+
+@numba.njit(cache=True, nogil=True)
+def _access_size(by_id: int, register: int, vas: int, widths: np.ndarray) -> int:
+    """Bytes per transfer: fixed by the id, else the register's width (4 when unknown)."""
+    if by_id > 0:
+        return by_id
+    width = widths[register] if 0 <= register < len(widths) else 0
+    if width == _BY_ARRANGEMENT and 0 < vas < _ARRANGEMENTS.shape[1]:
+        width = _ARRANGEMENTS[1 if by_id == _BY_ELEMENT else 0, vas]
+    return width if width > 0 else 4
 
 
 @numba.njit(cache=True, nogil=True)
@@ -304,7 +410,7 @@ def _undefined(code: bytes, offset: int, address: int, isa: Isa) -> Row | None:
         return None
     opcode = _opcode(code[offset : offset + size], isa)
     return (address, isa, size, opcode, "undefined", "", False, False, None, isa, None, False, Kind.NONE,
-            False, False, False, 0, True, False, False, False)  # fmt: skip
+            False, False, False, 0, 0, True, False, False, False)  # fmt: skip
 
 
 def _open_it_block(facts: list[list[int]]) -> int | None:
@@ -320,12 +426,15 @@ def _open_it_block(facts: list[list[int]]) -> int | None:
 def _reader(isa: Isa) -> Callable[[int, int], list[list[int]]]:
     """What RawDisassembler.disasm calls on capstone's records: their facts, a list each."""
     layout = _engine(isa).layout
-    classes = _TABLE_AARCH64 if isa is Isa.A64 else _TABLE_AARCH32
+    aarch64 = isa is Isa.A64
+    classes = _TABLE_AARCH64 if aarch64 else _TABLE_AARCH32
+    sizes = _SIZES_AARCH64 if aarch64 else _SIZES_AARCH32
+    widths = _WIDTHS_AARCH64 if aarch64 else _WIDTHS_AARCH32
 
     def read_chunk(records: int, count: int) -> list[list[int]]:
         out = np.empty((count, _O_COUNT), np.int64)
         if count:
-            _read_facts(records, count, int(isa), layout, classes, out)
+            _read_facts(records, count, int(isa), layout, classes, sizes, widths, out)
         return out.tolist()
 
     return read_chunk
@@ -351,7 +460,7 @@ def arm_rows(code: bytes, address: int, isa: Isa) -> Iterator[Row]:
         complete = len(facts) == count
         cut = _open_it_block(facts) if complete and thumb else None
         texts = raw.texts(records)
-        for index, (iid, size, opcode, bits, target, kind, next_isa, cc, transfers) in enumerate(
+        for index, (iid, size, opcode, bits, target, kind, next_isa, cc, transfers, access) in enumerate(
             facts if cut is None else facts[:cut]
         ):
             if covered:
@@ -365,7 +474,7 @@ def arm_rows(code: bytes, address: int, isa: Isa) -> Iterator[Row]:
             yield (
                 (address + offset) & _MASK64, isa, size, opcode, mnemonic, operands, branch, direct,
                 target & mask if direct else None, _ISAS[next_isa], condition, test or condition is not None,
-                _KINDS[kind], writes_pc, load, store, transfers, undefined, trap, False, False,
+                _KINDS[kind], writes_pc, load, store, transfers, access, undefined, trap, False, False,
             )  # fmt: skip
             if thumb and iid == _IT:
                 covered = it_conditions(opcode)

@@ -48,7 +48,9 @@ L_OP_VALUE = 17  # register, immediate or memory operand's base register
 L_OP_ACCESS = 18
 L_IMM_SIZE = 19  # bytes of an immediate: 4 (A32/T32) or 8 (A64)
 L_DETAIL_SIZE = 20  # cs_detail up to the end of the architecture's part
-_L_COUNT = 21
+L_VECTOR_SIZE = 21  # A32/T32, in cs_detail: element bits of a NEON instruction (int32); A64: -1
+L_OP_VAS = 22  # A64, in an operand: vector arrangement (int32); A32/T32: -1
+_L_COUNT = 23
 
 
 def _layout(detail: type, op: type, imm_size: int) -> np.ndarray:
@@ -71,6 +73,8 @@ def _layout(detail: type, op: type, imm_size: int) -> np.ndarray:
         ctypes.sizeof(op), op.type.offset, op.value.offset, op.access.offset, imm_size,
         arch + ctypes.sizeof(detail),
     )  # fmt: skip
+    layout[L_VECTOR_SIZE] = arch + detail.vector_size.offset if hasattr(detail, "vector_size") else -1
+    layout[L_OP_VAS] = op.vas.offset if hasattr(op, "vas") else -1
     return layout
 
 

@@ -45,6 +45,7 @@ class InsnInfo:
     is_load: bool = False
     is_store: bool = False
     transfers: int = 0  # memory transfers: registers of LDM/STM/PUSH/POP, 2 for pairs
+    access_size: int = 0  # bytes per transfer (a register of an LSM, a lane of VLDn); 0: no memory access
     is_undefined: bool = False  # encoding that does not decode (or UDF/UNIMP)
     raises_exception: bool = False  # SVC, BKPT, HVC, SMC, BRK, HLT, UDF, SPARC Ticc: a trap by design
     delay_slot: bool = False  # SPARC: the next instruction executes before the target

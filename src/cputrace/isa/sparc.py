@@ -65,37 +65,38 @@ class _Memory(NamedTuple):
     load: bool
     store: bool
     transfers: int
+    size: int  # bytes per transfer
     register: str  # how rd is named: "r" integer, "f" float, "c" coprocessor, else fixed
 
 
 _MEMORY = {  # op=3 op3 -> the V8 load/store (plus CASA, which LEON3/4 implement)
-    0x00: _Memory("ld", True, False, 1, "r"),
-    0x01: _Memory("ldub", True, False, 1, "r"),
-    0x02: _Memory("lduh", True, False, 1, "r"),
-    0x03: _Memory("ldd", True, False, 2, "r"),
-    0x04: _Memory("st", False, True, 1, "r"),
-    0x05: _Memory("stb", False, True, 1, "r"),
-    0x06: _Memory("sth", False, True, 1, "r"),
-    0x07: _Memory("std", False, True, 2, "r"),
-    0x09: _Memory("ldsb", True, False, 1, "r"),
-    0x0A: _Memory("ldsh", True, False, 1, "r"),
-    0x0D: _Memory("ldstub", True, True, 1, "r"),
-    0x0F: _Memory("swap", True, True, 1, "r"),
-    0x20: _Memory("ld", True, False, 1, "f"),
-    0x21: _Memory("ld", True, False, 1, "%fsr"),
-    0x23: _Memory("ldd", True, False, 2, "f"),
-    0x24: _Memory("st", False, True, 1, "f"),
-    0x25: _Memory("st", False, True, 1, "%fsr"),
-    0x26: _Memory("std", False, True, 2, "%fq"),
-    0x27: _Memory("std", False, True, 2, "f"),
-    0x30: _Memory("ld", True, False, 1, "c"),
-    0x31: _Memory("ld", True, False, 1, "%csr"),
-    0x33: _Memory("ldd", True, False, 2, "c"),
-    0x34: _Memory("st", False, True, 1, "c"),
-    0x35: _Memory("st", False, True, 1, "%csr"),
-    0x36: _Memory("std", False, True, 2, "%cq"),
-    0x37: _Memory("std", False, True, 2, "c"),
-    0x3C: _Memory("casa", True, True, 1, "r"),
+    0x00: _Memory("ld", True, False, 1, 4, "r"),
+    0x01: _Memory("ldub", True, False, 1, 1, "r"),
+    0x02: _Memory("lduh", True, False, 1, 2, "r"),
+    0x03: _Memory("ldd", True, False, 2, 4, "r"),
+    0x04: _Memory("st", False, True, 1, 4, "r"),
+    0x05: _Memory("stb", False, True, 1, 1, "r"),
+    0x06: _Memory("sth", False, True, 1, 2, "r"),
+    0x07: _Memory("std", False, True, 2, 4, "r"),
+    0x09: _Memory("ldsb", True, False, 1, 1, "r"),
+    0x0A: _Memory("ldsh", True, False, 1, 2, "r"),
+    0x0D: _Memory("ldstub", True, True, 1, 1, "r"),
+    0x0F: _Memory("swap", True, True, 1, 4, "r"),
+    0x20: _Memory("ld", True, False, 1, 4, "f"),
+    0x21: _Memory("ld", True, False, 1, 4, "%fsr"),
+    0x23: _Memory("ldd", True, False, 2, 4, "f"),
+    0x24: _Memory("st", False, True, 1, 4, "f"),
+    0x25: _Memory("st", False, True, 1, 4, "%fsr"),
+    0x26: _Memory("std", False, True, 2, 4, "%fq"),
+    0x27: _Memory("std", False, True, 2, 4, "f"),
+    0x30: _Memory("ld", True, False, 1, 4, "c"),
+    0x31: _Memory("ld", True, False, 1, 4, "%csr"),
+    0x33: _Memory("ldd", True, False, 2, 4, "c"),
+    0x34: _Memory("st", False, True, 1, 4, "c"),
+    0x35: _Memory("st", False, True, 1, 4, "%csr"),
+    0x36: _Memory("std", False, True, 2, 4, "%cq"),
+    0x37: _Memory("std", False, True, 2, 4, "c"),
+    0x3C: _Memory("casa", True, True, 1, 4, "r"),
 }
 _ALTERNATE = 0x10  # op3 bit: the same load/store in an alternate address space (ASI)
 for _op3, _memory in list(_MEMORY.items()):
@@ -204,6 +205,7 @@ def sparc_insn(word: int, address: int) -> InsnInfo:
             is_load=memory.load,
             is_store=memory.store,
             transfers=memory.transfers,
+            access_size=memory.size,
         )
     if fields.op3 not in _ARITHMETIC:
         return _info(word, address, ("undefined", ""), is_undefined=True)

@@ -8,10 +8,17 @@ order. Only the first traced transfer of a load/store-multiple carries the data 
 last given address + 4 per transfer since. A partially traced LSM starts at whichever
 transfer the filter first matched, with its address. Values:
 - normal data: the value when ETMCR traces values (leading zero bytes are not sent);
-- value not traced, and out-of-order placeholders: a row with value null; an out-of-order
-  data packet later in the same batch fills the value of the placeholder with its tag.
-The row's `size` is the instruction's access size; `addr` is null when no address is traced;
-`time` is the instruction's.
+- value not traced: a row with value null;
+- out-of-order placeholder: a row whose value is the one of the next out-of-order data
+  packet with its tag (1-3), whenever that comes. The rows from the first placeholder still
+  waiting onward are held back (memory rows stay in seq order) until its value arrives or
+  can no longer arrive: its tag is reused by a new placeholder, a fence (trace gap,
+  overflow, trace-on I-sync) passes, `max_wait` rows follow it (memory stays bounded when
+  a value is lost without any of these), or the stream ends. Then its value stays null,
+  and a value that comes after that is unexpected data.
+The ETM sends a packet per 32-bit word (a 64-bit transfer, as VLDR of a D register, is two):
+the row's `size` is the instruction's access size, at most 4; `addr` is null when no address
+is traced; `time` is the instruction's.
 
 A store-failed packet follows the data packet of a STREX that did not store: that row keeps
 its address, gets `attrs` `X FAILED` and value null (the packet's value is a dummy 0). A
@@ -25,7 +32,7 @@ a transfer without an address 4 bytes on from the one before.
 
 A data packet with no load/store to belong to (before the first instruction, after a trace
 gap until the next trace-on I-sync, or past the instruction's transfers), and an
-out-of-order value without its placeholder, are `trace_gap` events named
+out-of-order value without a placeholder waiting for its tag, are `trace_gap` events named
 `unexpected_data`: the transfer is lost, never guessed.
 
 Matching needs the instruction rows up to a packet's position; the walker holds its last
@@ -34,7 +41,6 @@ row back until the next batch, so packets wait (`pending`) until those rows have
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 import numba
@@ -53,8 +59,6 @@ _DATA_KINDS = (
     Kind.NORMAL_DATA, Kind.VALUE_NOT_TRACED, Kind.OOO_PLACEHOLDER, Kind.OOO_DATA, Kind.STORE_FAILED,
     Kind.DATA_SUPPRESSED,
 )  # fmt: skip
-_BYTE = re.compile(r"^(ldr|str)(s?b|exb|bt|sbt)|^swpb")
-_HALF = re.compile(r"^(ldr|str)(s?h|exh|ht|sht)")
 _UNEXPECTED_TEXT = "data packet with no load/store to belong to: its transfer is lost"
 _OPS = pa.array(["R", "W"])
 _SUPPRESSED_TEXT = "data trace suppressed (FIFO filling): transfers lost until the next data packet"
@@ -65,13 +69,6 @@ S_OWNER, S_COUNT, S_ANCHOR, S_ANCHOR_K = range(4)
 NO_ANCHOR = -1
 
 
-def access_size(mnemonic: str) -> int:
-    """Bytes per transfer of a load/store mnemonic (capstone spelling)."""
-    if _BYTE.match(mnemonic):
-        return 1
-    return 2 if _HALF.match(mnemonic) else 4
-
-
 class DataMatcher:
     """One source's data packets, matched to the load/store instructions its walk yields."""
 
@@ -79,7 +76,7 @@ class DataMatcher:
         self.program, self.cpu = program, cpu
         self.values = config.data_value
         self.data_only = config.data_only
-        self.facts: dict[int, tuple[int, int, int]] = {}  # key -> (ops bits, transfers, size)
+        self.facts: dict[int, tuple[int, int, int]] = {}  # key -> (ops bits, data packets, size)
         self.ls_seq = np.zeros(0, np.int64)  # executed loads/stores seen, in seq order
         self.ls_facts = np.zeros((0, 3), np.int64)
         self.ls_time = np.zeros(0, np.int64)  # their times, NO_TIME when the trace has none
@@ -87,7 +84,11 @@ class DataMatcher:
         self.pending = np.zeros(0, _PENDING)
         self.floor = -1  # packets still to come lie after the instruction of this seq
         self.fence = -1  # seq of the last instruction before the latest trace gap or trace-on
+        self.epoch = 0  # fences so far: an out-of-order value only fills a placeholder of its epoch
         self.state = np.array([-1, 0, NO_ANCHOR, 0], np.int64)
+        self.held = np.zeros(0, _HELD)  # matched rows not yet emitted: a placeholder waits for its value
+        self.waiting = np.full((4, 2), -1, np.int64)  # by tag: the held row waiting for a value, its epoch
+        self.max_wait = _MAX_WAIT
 
     def see(self, instructions: pa.Table) -> None:
         """Note the executed loads and stores among walked instruction rows."""
@@ -111,7 +112,8 @@ class DataMatcher:
         if found is None:
             info = self.program.blocks.insn_at(key >> 3, Isa(key & 7))
             ops = (1 if info.is_load else 0) | (2 if info.is_store else 0)
-            found = self.facts[key] = (ops, max(info.transfers, 1), access_size(info.mnemonic))
+            words = max(-(-info.access_size // 4), 1)  # a packet per 32-bit word of each transfer
+            found = self.facts[key] = (ops, max(info.transfers, 1) * words, min(info.access_size, 4) or 4)
         return found
 
     def add(self, packets: Packets, built: PacketOps, op_end: np.ndarray, first_seq: int) -> None:
@@ -126,25 +128,41 @@ class DataMatcher:
         barrier = (kind == Kind.ERROR) | (kind == Kind.UNSYNCED) | ((kind == Kind.I_SYNC) & (t["info"] != 0))
         fences = np.maximum(np.maximum.accumulate(np.where(barrier, at, -1)), self.fence)
         self.fence = int(fences[-1])
+        epochs = self.epoch + np.cumsum(barrier)
+        self.epoch = int(epochs[-1])
         rows = np.flatnonzero(np.isin(kind, _DATA_KINDS))
         queued = np.zeros(len(rows), _PENDING)
-        queued["at"], queued["fence"] = at[rows], fences[rows]
+        queued["at"], queued["fence"], queued["epoch"] = at[rows], fences[rows], epochs[rows]
         for name in ("kind", "bits", "address", "value", "info", "offset"):
             queued[name] = t[name][rows]
         self.pending = np.concatenate([self.pending, queued])
 
     def rows(self, final: bool = False) -> Iterator[Batch]:
-        """Memory rows (and unexpected-data events) of the packets whose instructions are known."""
+        """Memory rows (and unexpected-data events) of the packets whose instructions are known,
+        up to the first placeholder still waiting for its value (all of them when `final`)."""
         ready = len(self.pending) if final else int(np.searchsorted(self.pending["at"], self.seen_end))
+        batch: Batch = {}
         if ready:
             p, self.pending = self.pending[:ready], self.pending[ready:]
-            yield self._matched(p)
+            batch["events"] = self._matched(p)
+        if final:
+            self.waiting[:, 0] = -1
+        else:  # packets still to come are of this epoch or later: earlier placeholders wait in vain
+            upcoming = int(self.pending["epoch"][0]) if len(self.pending) else self.epoch
+            self.waiting[self.waiting[:, 1] != upcoming, 0] = -1
+        waiting = self.waiting[:, 0]
+        cut = int(waiting[waiting >= 0].min(initial=len(self.held)))
+        if ready or cut:
+            released, self.held = self.held[:cut], self.held[cut:]
+            waiting[waiting >= 0] -= cut
+            yield {"memory": self._memory(released), **batch}
         lowest = min(self.floor, int(self.pending["at"][0])) if len(self.pending) else self.floor
         cut = max(int(np.searchsorted(self.ls_seq, lowest, side="right")) - 1, 0)
         # none later can own a packet
         self.ls_seq, self.ls_facts, self.ls_time = self.ls_seq[cut:], self.ls_facts[cut:], self.ls_time[cut:]
 
-    def _matched(self, p: np.ndarray) -> Batch:
+    def _matched(self, p: np.ndarray) -> pa.Table:
+        """Match packets to their instructions, holding their rows; returns the gap events."""
         n = len(p)
         seq, address, has_address, op, size, status = (np.zeros(n, np.int64) for _ in range(6))
         if self.data_only:
@@ -154,31 +172,37 @@ class DataMatcher:
         else:
             _match(p["kind"], p["at"], p["fence"], p["bits"], p["address"].astype(np.int64), self.ls_seq,
                    self.ls_facts, self.state, seq, address, has_address, op, size, status)  # fmt: skip
-        value_known = (p["kind"] == Kind.NORMAL_DATA) & self.values
-        value = p["value"].astype(np.uint64)
-        _fill_out_of_order(p["kind"], p["info"], value, value_known, status)
         failed = _failed_stores(p["kind"], status)
-        value_known &= ~failed
         r = np.flatnonzero(status == _ROW)
-        if self.data_only:
-            time = np.full(len(r), NO_TIME)
-        else:
-            time = self.ls_time[np.searchsorted(self.ls_seq, seq[r])]
-        unknown = np.full(len(r), self.data_only)
-        columns = [
-            pa.array(seq[r]), pa.array(time, mask=time == NO_TIME),
-            pa.array(np.full(len(r), self.cpu, np.uint16)),
-            pa.DictionaryArray.from_arrays(pa.array(op[r].astype(np.int32), mask=unknown), _OPS),
-            pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(r), np.int32)), pa.array(["core"])),
-            pa.array(size[r].astype(np.uint8), mask=unknown),
-            pa.array(address[r].astype(np.uint64), mask=has_address[r] == 0), pa.nulls(len(r), pa.uint64()),
-            pa.array(value[r], mask=~value_known[r]), pa.nulls(len(r), pa.binary()),
-            pa.array(np.where(failed[r], "X FAILED", None), pa.string()),
-            pa.array(p["offset"][r].astype(np.int64)),
-        ]  # fmt: skip
-        memory = pa.Table.from_arrays(columns, schema=SCHEMAS["memory"])
+        rows = np.zeros(len(r), _HELD)
+        rows["seq"], rows["op"], rows["size"], rows["offset"] = seq[r], op[r], size[r], p["offset"][r]
+        rows["address"], rows["has_address"], rows["failed"] = address[r], has_address[r], failed[r]
+        rows["value"] = p["value"][r]
+        rows["known"] = (p["kind"][r] == Kind.NORMAL_DATA) & self.values & ~failed[r]
+        rows["time"] = NO_TIME if self.data_only else self.ls_time[np.searchsorted(self.ls_seq, seq[r])]
+        first = len(self.held)
+        self.held = np.concatenate([self.held, rows])
+        _fill_out_of_order(p["kind"], p["info"], p["epoch"], p["value"], status, first, self.held["value"],
+                           self.held["known"], self.waiting, self.max_wait)  # fmt: skip
         gaps = (status == _UNEXPECTED) | (status == _SUPPRESSED)
-        return {"memory": memory, "events": self._gaps(p[gaps], status[gaps] == _SUPPRESSED)}
+        return self._gaps(p[gaps], status[gaps] == _SUPPRESSED)
+
+    def _memory(self, rows: np.ndarray) -> pa.Table:
+        n = len(rows)
+        unknown = np.full(n, self.data_only)
+        time, failed = rows["time"], rows["failed"]
+        columns = [
+            pa.array(rows["seq"]), pa.array(time, mask=time == NO_TIME),
+            pa.array(np.full(n, self.cpu, np.uint16)),
+            pa.DictionaryArray.from_arrays(pa.array(rows["op"].astype(np.int32), mask=unknown), _OPS),
+            pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array(["core"])),
+            pa.array(rows["size"], mask=unknown),
+            pa.array(rows["address"], mask=~rows["has_address"]), pa.nulls(n, pa.uint64()),
+            pa.array(rows["value"], mask=~rows["known"]), pa.nulls(n, pa.binary()),
+            pa.array(np.where(failed, "X FAILED", None), pa.string()),
+            pa.array(rows["offset"]),
+        ]  # fmt: skip
+        return pa.Table.from_arrays(columns, schema=SCHEMAS["memory"])
 
     def _gaps(self, p: np.ndarray, suppressed: np.ndarray) -> pa.Table:
         """`trace_gap` events: data packets that belong to nothing, and data suppression."""
@@ -197,10 +221,15 @@ class DataMatcher:
         )  # fmt: skip
 
 
-_PENDING = np.dtype([("at", "<i8"), ("fence", "<i8"), ("offset", "<i8"), ("value", "<u8"),
+_PENDING = np.dtype([("at", "<i8"), ("fence", "<i8"), ("epoch", "<i8"), ("offset", "<i8"), ("value", "<u8"),
                      ("address", "<u4"), ("kind", "u1"), ("bits", "u1"), ("info", "u1")])  # fmt: skip
+_HELD = np.dtype([("seq", "<i8"), ("time", "<i8"), ("offset", "<i8"), ("value", "<u8"), ("address", "<u8"),
+                  ("op", "u1"), ("size", "u1"), ("has_address", "?"), ("known", "?"),
+                  ("failed", "?")])  # fmt: skip
+_MAX_WAIT = 1 << 16  # rows a placeholder holds back before its value is given up (bounds memory)
 _ROW, _UNEXPECTED, _FILLER, _SUPPRESSED = 0, 1, 2, 3
 _K_OOO, _K_FAILED, _K_SUPPRESSED = int(Kind.OOO_DATA), int(Kind.STORE_FAILED), int(Kind.DATA_SUPPRESSED)
+_K_PLACEHOLDER = int(Kind.OOO_PLACEHOLDER)
 _NO_MORE = 1 << 62  # a transfer count no load/store reaches: its transfers are over
 
 
@@ -272,16 +301,26 @@ def _failed_stores(kind: np.ndarray, status: np.ndarray) -> np.ndarray:
     return failed
 
 
-def _fill_out_of_order(kind, tag, value, value_known, status) -> None:
-    """Out-of-order values into the latest earlier placeholder row with their tag (few packets)."""
-    latest: dict[int, int] = {}  # tag -> placeholder row waiting for its value
-    for i in np.flatnonzero((kind == Kind.OOO_PLACEHOLDER) | (kind == Kind.OOO_DATA)).tolist():
-        if kind[i] == Kind.OOO_PLACEHOLDER:
-            if status[i] == _ROW:
-                latest[int(tag[i])] = i
-            continue
-        waiting = latest.pop(int(tag[i]), None)
-        if waiting is None:
-            status[i] = _UNEXPECTED
-        else:
-            value[waiting], value_known[waiting] = value[i], True
+@numba.njit(cache=True, nogil=True)
+def _fill_out_of_order(kind, tag, epoch, value, status, row, held_value, held_known, waiting,
+                       max_wait):  # fmt: skip
+    """Each out-of-order value into the placeholder row waiting for its tag, or _UNEXPECTED.
+
+    `row` is the held row of the first packet with status _ROW; `waiting` holds by tag the
+    held row of the placeholder waiting (-1: none) and its epoch. A placeholder stops
+    waiting when a new one takes its tag, at a later epoch, or `max_wait` rows on."""
+    for i in range(len(kind)):
+        for t in range(4):
+            if waiting[t, 0] >= 0 and (epoch[i] != waiting[t, 1] or row - waiting[t, 0] > max_wait):
+                waiting[t, 0] = -1
+        t = tag[i] & 3
+        if status[i] == _ROW:
+            if kind[i] == _K_PLACEHOLDER:
+                waiting[t, 0], waiting[t, 1] = row, epoch[i]
+            row += 1
+        elif kind[i] == _K_OOO:
+            if waiting[t, 0] < 0:
+                status[i] = _UNEXPECTED
+            else:
+                held_value[waiting[t, 0]], held_known[waiting[t, 0]] = value[i], True
+                waiting[t, 0] = -1
