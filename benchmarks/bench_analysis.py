@@ -30,6 +30,7 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=5_000_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--skip", nargs="*", default=[], help="Commands to leave out (e.g. tarmac).")
+    parser.add_argument("--only", nargs="*", default=[], help="Commands to run, by name ('export chrome').")
     args = parser.parse_args()
     trace = generated_trace(args.lines)
     store = OUT / f"bench-{args.lines}.ctrace"
@@ -47,16 +48,13 @@ def main() -> None:
 
     commands = {
         "calls": ["calls", str(store)],
+        "calls --tree": ["calls", str(store), "--tree"],
         "profile": ["profile", str(store)],
         "export folded": ["export", str(store), "--to", "folded", "-o", str(OUT / "bench.folded")],
-        "export perfetto": [
-            "export",
-            str(store),
-            "--to",
-            "perfetto",
-            "-o",
-            str(OUT / "bench.perfetto-trace"),
-        ],
+        **{
+            f"export {name}": ["export", str(store), "--to", name, "-o", str(OUT / f"bench{suffix}")]
+            for name, suffix in (("perfetto", ".perfetto"), ("chrome", ".json"), ("speedscope", ".ss.json"))
+        },
         "export callgrind": ["export", str(store), "--to", "callgrind", "-o", str(OUT / "bench.callgrind")],
         "export csv": [
             "export",
@@ -72,7 +70,7 @@ def main() -> None:
     }
     print(f"trace    {args.lines:,} lines, {instructions:,} instructions ({trace.name})")
     for name, command in commands.items():
-        if name.split()[-1] in args.skip:
+        if name.split()[-1] in args.skip or (args.only and name not in args.only):
             continue
         runs = [run_measured(cputrace(*command)) for _ in range(args.runs)]
         seconds = min(r.seconds for r in runs)
@@ -85,7 +83,7 @@ def main() -> None:
             output.unlink()
         rate = instructions / seconds / 1e6
         timing = f"{seconds:6.2f} s wall, {cpu:6.2f} s CPU (best of {args.runs}; {rate:.2f} M insns/s)"
-        print(f"{name:<17} {timing}, peak RSS {peak / 2**20:,.0f} MiB{written}")
+        print(f"{name:<18} {timing}, peak RSS {peak / 2**20:,.0f} MiB{written}")
 
 
 if __name__ == "__main__":

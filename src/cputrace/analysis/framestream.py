@@ -56,7 +56,7 @@ _SPILL_SCHEMA = pa.schema(
 _EXIT_COLUMN = _SPILL_SCHEMA.get_field_index("exit_seq")
 _BLOCK = 1 << 16  # frames per block read back
 _SPILL_ROWS = 1 << 16  # frames per spill write
-_MEMORY_LIMIT = "256MB"  # DuckDB's, for sorting and joining the spills
+_MEMORY_LIMIT = "64MB"  # DuckDB's, for sorting and joining the spills
 _NO_SITE = np.full(4, -1, np.int64)
 _NOTHING = np.zeros(0, np.int64)
 
