@@ -121,9 +121,7 @@ class FrameSpill:
 
     def stream(self, detector: CallDetector, image: Image | None) -> FrameStream:
         """The frames, once `detector` has seen the whole trace (`image` names their functions)."""
-        cores = self._finish(detector)
-        methods = {cpu: core.method for cpu, core in detector.detectors.items()}
-        return FrameStream(self.folder, self.path, cores, methods, image)
+        return FrameStream(self.folder, self.path, self._finish(detector), image)
 
     def _finish(self, detector: CallDetector) -> list[CoreRun]:
         """The calls still open at the trace's end, each core's outermost frame; closes the file."""
@@ -216,10 +214,8 @@ class FrameStream:
     """The frames of a detection, sorted into tree order on disk: per core, as blocks or as a
     timeline; for every core, as FRAME_SCHEMA record batches."""
 
-    def __init__(self, folder: Path, spill: Path, cores: list[CoreRun], methods: dict[int, Method],
-                 image: Image | None) -> None:  # fmt: skip
-        self.folder, self.spill = folder, spill
-        self.cores, self.methods = cores, methods
+    def __init__(self, folder: Path, spill: Path, cores: list[CoreRun], image: Image | None) -> None:
+        self.folder, self.spill, self.cores = folder, spill, cores
         self.has_time = bool(cores) and all(core.has_time for core in cores)
         config = {"memory_limit": _MEMORY_LIMIT, "temp_directory": str(folder / "duckdb")}
         self.db = duckdb.connect(config=config)
