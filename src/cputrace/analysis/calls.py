@@ -351,7 +351,8 @@ class CoreCalls:
     pairs: np.ndarray  # (m, PAIR_WIDTH): the calls' ends: slot, end index, exit and resume sites
 
 
-def _grown(array: np.ndarray, need: int) -> np.ndarray:
+def grown(array: np.ndarray, need: int) -> np.ndarray:
+    """`array`, or a copy with zero rows added (at least doubling it) so that row `need` exists."""
     if need < len(array):
         return array
     bigger = np.zeros((max(need + 1, 2 * len(array)), array.shape[1]), array.dtype)
@@ -448,21 +449,21 @@ class CoreDetector:
                 )  # fmt: skip
             if done:
                 return
-            self.slots = _grown(self.slots, st[ST_SLOTS])
-            self.pairs = _grown(self.pairs, st[ST_PAIRS] + st[ST_DEPTH])
-            self.events = _grown(self.events, st[ST_EVENTS] + self.pending_counts[0] + st[ST_DEPTH] + 2)
+            self.slots = grown(self.slots, st[ST_SLOTS])
+            self.pairs = grown(self.pairs, st[ST_PAIRS] + st[ST_DEPTH])
+            self.events = grown(self.events, st[ST_EVENTS] + self.pending_counts[0] + st[ST_DEPTH] + 2)
             st[ST_HEAP] = _compact_heap(self.heap, st[ST_HEAP], self.pending)
             if pairtable.needs_rehash(self.pending, self.pending_counts):
                 self.pending, self.pending_counts = pairtable.rehashed(self.pending, self.pending_counts)
-            self.heap = _grown(self.heap, 2 * st[ST_HEAP])
-            self.stack = _grown(self.stack, st[ST_DEPTH])
+            self.heap = grown(self.heap, 2 * st[ST_HEAP])
+            self.stack = grown(self.stack, st[ST_DEPTH])
 
     def close(self) -> None:
         """End the trace: under ISA semantics, the frames still open were calls."""
         st = self.state
         if self.method is Method.ISA and st[ST_DEPTH]:
-            self.pairs = _grown(self.pairs, st[ST_PAIRS] + st[ST_DEPTH])
-            self.events = _grown(self.events, st[ST_EVENTS] + st[ST_DEPTH])
+            self.pairs = grown(self.pairs, st[ST_PAIRS] + st[ST_DEPTH])
+            self.events = grown(self.events, st[ST_EVENTS] + st[ST_DEPTH])
             _close_frames(st, self.stack, 0, self.pairs, self.events, st[ST_N], -1, NO_TIME, -1, -1)
 
     def undecided(self) -> np.ndarray:

@@ -44,6 +44,7 @@ from .calls import (
     CallDetector,
     CoreDetector,
     Method,
+    grown,
 )
 from .calltree import _SITE_FIELDS, _SITES, FRAME_SCHEMA, frame_columns, frame_end_times, function_names
 from .nesting import Nesting
@@ -219,14 +220,12 @@ class FrameStream:
         self.has_time = bool(cores) and all(core.has_time for core in cores)
         config = {"memory_limit": _MEMORY_LIMIT, "temp_directory": str(folder / "duckdb")}
         self.db = duckdb.connect(config=config)
-        entries = self._query("SELECT DISTINCT entry_pc FROM {spill}").column(0).to_numpy()
+        distinct = f"SELECT DISTINCT entry_pc FROM {self._source(spill)}"
+        entries = self.db.sql(distinct).to_arrow_table().column(0).to_numpy()
         self.addresses = np.unique(entries.view(np.uint64))
         self.names = function_names(self.addresses, image.symbols if image is not None else None)
         first_ids = np.cumsum([0] + [core.frames for core in cores])
         self._first_id = dict(zip([core.cpu for core in cores], first_ids.tolist(), strict=False))
-
-    def _query(self, sql: str, *params: object) -> pa.Table:
-        return self.db.sql(sql.format(spill=self._source(self.spill)), params=list(params)).to_arrow_table()
 
     @staticmethod
     def _source(path: Path) -> str:
@@ -273,8 +272,7 @@ class FrameStream:
         stack = np.zeros((64, 5), np.int64)
         for block in self.blocks(core):
             n = len(block.id)
-            if int(state[0]) + n > len(stack):
-                stack = np.concatenate([stack, np.zeros((int(state[0]) + n, 5), np.int64)])
+            stack = grown(stack, int(state[0]) + n)
             frames = np.column_stack(
                 [block.start(clock), block.function, block.index, block.index + block.insns, block.end(clock)]
             )

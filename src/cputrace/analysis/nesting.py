@@ -13,6 +13,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from .calls import grown
+
 # columns of an open frame on the stack: id, (cut) end index and end time, function, depth,
 # self costs so far, then its exit and resume sites (4 fields each)
 K_ID, K_END, K_END_TIME, K_FUNCTION, K_DEPTH, K_SELF, K_SELF_TIME, K_SITES = range(8)
@@ -94,10 +96,7 @@ class Nesting:
         """(parent id, depth, recursive, closed rows) of a block; cuts ends and end sites in place."""
         n = len(entry_idx)
         room = int(self.state[1]) + n
-        if room > len(self.stack):
-            grown = np.zeros((max(room, 2 * len(self.stack)), STACK_WIDTH), np.int64)
-            grown[: len(self.stack)] = self.stack
-            self.stack = grown
+        self.stack = grown(self.stack, room)
         parent = np.empty(n, np.int64)
         depth = np.empty(n, np.int32)
         recursive = np.empty(n, np.bool_)
