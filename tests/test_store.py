@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import cputrace
 from cputrace.errors import StoreError, TraceFormatError
 from cputrace.ingest import ingest
 from cputrace.model import MODEL_VERSION, SCHEMAS
-from cputrace.store import read_manifest
+from cputrace.store import StoreWriter, read_manifest
+
+INGEST = importlib.import_module("cputrace.ingest")  # the package's `ingest` is the function
 
 TRACE = (
     "0 clk IT (0) 00008000 e3a00001 A svc_s : MOV r0,#1\n"
@@ -73,6 +77,42 @@ def test_failed_ingest_leaves_nothing_and_keeps_the_old_store(tmp_path: Path) ->
         ingest([bad], store, strict=True)
     assert (store / "manifest.json").read_text() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.tarmac", "b.tarmac", "out.ctrace"]
+
+
+def _instructions(first: int, count: int) -> pa.Table:
+    seq = pa.array(range(first, first + count), pa.int64())
+    columns = {
+        "seq": seq, "cpu": pa.array([0] * count, pa.uint16()), "pc": pa.array([0x8000] * count, pa.uint64()),
+        "size": pa.array([4] * count, pa.uint8()), "isa": pa.array(["A32"] * count).dictionary_encode(),
+        "flags": pa.array([0] * count, pa.uint16()), "src": seq,
+    }  # fmt: skip
+    schema = SCHEMAS["instructions"]
+    return pa.table([columns.get(f.name, pa.nulls(count, f.type)) for f in schema], schema=schema)
+
+
+def test_writes_gather_batches_into_row_groups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(INGEST, "ROW_GROUP_ROWS", 1000)
+    writer = StoreWriter(tmp_path / "s.ctrace")
+    writes = INGEST._BackgroundWrites(writer)
+    for first in range(0, 3000, 300):
+        writes.submit("instructions", _instructions(first, 300))
+    writes.drain()
+    writes.close()
+    path = writer.commit({})
+    stored = pq.ParquetFile(path / "instructions.parquet")
+    groups = [stored.metadata.row_group(i).num_rows for i in range(stored.metadata.num_row_groups)]
+    assert groups == [1200, 1200, 600]
+    assert stored.read().column("seq").to_pylist() == list(range(3000))
+
+
+def test_a_null_in_a_column_every_row_has_is_refused(tmp_path: Path) -> None:
+    writer = StoreWriter(tmp_path / "s.ctrace")
+    table = _instructions(0, 3)
+    table = table.set_column(table.schema.get_field_index("pc"), "pc", pa.array([1, None, 3], pa.uint64()))
+    with pytest.raises(StoreError, match=r"instructions\.pc has nulls"):
+        writer.checked("instructions", table)
+    writer.abort()
+    assert not list(tmp_path.iterdir())
 
 
 def test_newer_model_version_is_refused(tmp_path: Path) -> None:

@@ -66,26 +66,49 @@ class _Stats:
                 self.event_kinds[kind] = self.event_kinds.get(kind, 0) + item["counts"]
 
 
-class _BackgroundWrites:
-    """Parquet encoding and compression on their own thread, a few batches behind decoding."""
+ROW_GROUP_ROWS = 1 << 17
+"""Rows gathered before a table's rows are written (as one row group): fewer, larger writes
+encode faster, and each costs the writing thread a wait for the interpreter lock."""
 
-    def __init__(self, writer: StoreWriter, depth: int = 4) -> None:
+
+class _BackgroundWrites:
+    """Parquet encoding and compression on their own thread, a few row groups behind decoding.
+
+    Batches are checked and gathered into row groups on the decoding thread, so the writing
+    thread runs (almost) no Python: it needs the interpreter lock only to start and end a write.
+    """
+
+    def __init__(self, writer: StoreWriter, depth: int = 2) -> None:
         self._writer = writer
         self._pool = ThreadPoolExecutor(max_workers=1)
         self._pending: deque[Future[None]] = deque()
         self._depth = depth
+        self._held: dict[str, list[pa.Table]] = {table: [] for table in TABLES}
 
     def submit(self, table: str, data: pa.Table) -> None:
-        self._pending.append(self._pool.submit(self._writer.write, table, data))
-        while len(self._pending) > self._depth:
-            self._pending.popleft().result()
+        if data.num_rows == 0:
+            return
+        held = self._held[table]
+        held.append(self._writer.checked(table, data))
+        if sum(part.num_rows for part in held) >= ROW_GROUP_ROWS:
+            self._write(table)
 
     def drain(self) -> None:
+        """Write what is held, and wait for every write."""
+        for table in TABLES:
+            self._write(table)
         while self._pending:
             self._pending.popleft().result()
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _write(self, table: str) -> None:
+        held, self._held[table] = self._held[table], []
+        if held:
+            self._pending.append(self._pool.submit(self._writer.write, table, pa.concat_tables(held)))
+        while len(self._pending) > self._depth:
+            self._pending.popleft().result()
 
 
 def _distinct(column: pa.ChunkedArray) -> set[str]:

@@ -37,7 +37,16 @@ class StoreWriter:
         self._writers: dict[str, pq.ParquetWriter] = {}
         self.tmp.mkdir(parents=True)
 
+    def checked(self, table: str, data: pa.Table) -> pa.Table:
+        """`data` in the table's stored schema; StoreError if a column every row has has nulls."""
+        for name in _REQUIRED[table]:
+            if data.column(name).null_count:
+                raise StoreError(f"{self.path}: {table}.{name} has nulls; the model never leaves it empty")
+        schema = STORED_SCHEMAS[table]
+        return data.cast(schema) if data.schema != schema else data
+
     def write(self, table: str, data: pa.Table) -> None:
+        """Append checked rows (see `checked`) to the table, as one row group."""
         if data.num_rows == 0:
             return
         writer = self._writers.get(table)
@@ -46,11 +55,7 @@ class StoreWriter:
                 self.tmp / f"{table}.parquet", STORED_SCHEMAS[table], **_parquet_options(table)
             )
             self._writers[table] = writer
-        schema = STORED_SCHEMAS[table]
-        for name in _REQUIRED[table]:
-            if data.column(name).null_count:
-                raise StoreError(f"{self.path}: {table}.{name} has nulls; the model never leaves it empty")
-        writer.write_table(data.cast(schema) if data.schema != schema else data)
+        writer.write_table(data, row_group_size=data.num_rows)
 
     def commit(self, manifest: dict[str, Any]) -> Path:
         for writer in self._writers.values():
