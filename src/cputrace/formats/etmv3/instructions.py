@@ -15,7 +15,7 @@ instruction before it. With data trace on, data packets become
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -27,10 +27,11 @@ from .capture import EtmSource
 from .data import DataMatcher
 from .ops import PacketOps, new_state, packet_ops
 from .packets import Packets
-from .protocol import ERROR_TEXT, I_SYNC_REASONS, Flag, Kind, exception_name
+from .protocol import ERROR_TEXT, I_SYNC_REASONS, KIND_NAMES, Flag, Kind, exception_name
 
 _OVERFLOW = I_SYNC_REASONS.index("overflow")
 _OVERFLOW_TEXT = "the ETM FIFO overflowed: trace was lost before this I-sync"
+_Strings = tuple[np.ndarray, Sequence[str]]  # codes into labels
 
 
 class SourceWalk:
@@ -78,7 +79,9 @@ class SourceWalk:
     def _events(self, packets: Packets, built: PacketOps, first_seq: int) -> pa.Table:
         """The events of a batch's packets, built column-wise (there is one per branch or I-sync)."""
         rows = built.eventful
-        t = packets.table[rows]  # the few packets that can make events: indices below are into these
+        # the few packets that can make events: indices below are into these (np.take: indexing
+        # records with [] copies them one by one, some 25 times slower)
+        t = np.take(packets.table, rows)
         kind = t["kind"]
         made = built.before[rows]
         end = self.walker.op_end
@@ -87,45 +90,43 @@ class SourceWalk:
         address = t["address"].astype(np.uint64)
         i_sync = np.flatnonzero(kind == Kind.I_SYNC)
         reason = t["info"][i_sync].astype(np.int64)
-        names = [I_SYNC_REASONS[r] for r in reason.tolist()]
         timed = t["cycles"][i_sync] >= 0
         cycles = np.where(timed, t["cycles"][i_sync] + built.pending[rows[i_sync]], 0).astype(np.uint64)
-        events.add(i_sync, "trace_on", names, reason, address[i_sync], (cycles, ~timed))
+        events.add(i_sync, "trace_on", (reason, I_SYNC_REASONS), reason, address[i_sync], (cycles, ~timed))
         overflow = i_sync[reason == _OVERFLOW]
-        events.add(overflow, "overflow", ["overflow"] * len(overflow), text=[_OVERFLOW_TEXT] * len(overflow))
+        events.add(overflow, "overflow", "overflow", text=_OVERFLOW_TEXT)
         with_exception = (t["flags"] & Flag.EXCEPTION != 0) & (t["exception"] > 0)
         exception = np.flatnonzero((kind == Kind.BRANCH) & with_exception)
         number = t["exception"][exception].astype(np.int64)
         m_profile = self.source.config.m_profile
-        names = [exception_name(n, m_profile) for n in number.tolist()]
-        cancels = (t["flags"][exception] & Flag.CANCEL != 0).tolist()
-        text = [
-            f"{n} exception to 0x{a:08x}" + (" (cancels the last instruction)" if c else "")
-            for n, a, c in zip(names, address[exception].tolist(), cancels, strict=True)
-        ]
+        cancels = t["flags"][exception] & Flag.CANCEL != 0
+        names = _distinct(lambda n: exception_name(n, m_profile), number)
+        text = _distinct(
+            lambda n, a, c: f"{exception_name(n, m_profile)} exception to 0x{a:08x}"
+            + (" (cancels the last instruction)" if c else ""),
+            number, address[exception], cancels,
+        )  # fmt: skip
         events.add(exception, "exception", names, number, address[exception], text=text)
         exits = np.flatnonzero(kind == Kind.EXCEPTION_EXIT)
-        events.add(exits, "exception_return", ["exception_return"] * len(exits))
+        events.add(exits, "exception_return", "exception_return")
         carries_context = kind == Kind.CONTEXT_ID
         if self.source.config.context_id_bytes:
             carries_context |= kind == Kind.I_SYNC
         for name, rows_of in (("context_id", carries_context), ("vmid", kind == Kind.VMID)):
             changed = self._changes(name, np.flatnonzero(rows_of), t["value"])
-            events.add(changed, "context", [name] * len(changed), value=t["value"][changed])
+            events.add(changed, "context", name, value=t["value"][changed])
         stamps = np.flatnonzero(kind == Kind.TIMESTAMP)
-        values = t["value"][stamps]
-        events.add(stamps, "timestamp", ["timestamp"] * len(stamps), value=values)
+        events.add(stamps, "timestamp", "timestamp", value=t["value"][stamps])
         gaps = np.searchsorted(rows, built.packet[built.ops.kind == Op.GAP])
-        gap_names = [Kind(k).name.lower() for k in kind[gaps].tolist()]
-        sizes, infos = t["size"][gaps].tolist(), t["info"][gaps].tolist()
-        text = [
-            f"{size} bytes: {ERROR_TEXT.get(info, 'bytes skipped') if n == 'error' else 'bytes skipped'}; "
-            "no instructions until the next I-sync"
-            for n, size, info in zip(gap_names, sizes, infos, strict=True)
-        ]
-        events.add(gaps, "trace_gap", gap_names, t["size"][gaps].astype(np.int64), text=text)
+        text = _distinct(
+            lambda k, size, info: f"{size} bytes: "
+            f"{ERROR_TEXT.get(info, 'bytes skipped') if k == Kind.ERROR else 'bytes skipped'}; "
+            "no instructions until the next I-sync",
+            kind[gaps], t["size"][gaps], t["info"][gaps],
+        )  # fmt: skip
+        size = t["size"][gaps].astype(np.int64)
+        events.add(gaps, "trace_gap", (kind[gaps].astype(np.int64), KIND_NAMES), size, text=text)
         return events.table()
-
 
     def _changes(self, name: str, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
         """The rows among `rows` whose value differs from the one before (the first ever counts)."""
@@ -138,26 +139,38 @@ class SourceWalk:
         return rows[seen != before]
 
 
+def _distinct(label: Callable[..., str], *keys: np.ndarray) -> _Strings:
+    """Strings that depend only on `keys`, formatted once per distinct key (few, of many events)."""
+    if not len(keys[0]):  # the usual case, and np.unique over rows costs even when there are none
+        return np.zeros(0, np.int64), ()
+    stacked = np.column_stack([key.astype(np.int64) for key in keys])
+    distinct, codes = np.unique(stacked, axis=0, return_inverse=True)
+    return codes.reshape(-1), [label(*key) for key in distinct.tolist()]
+
+
 class _EventColumns:
-    """Event rows gathered kind by kind from packet indices, then put in packet order."""
+    """Event rows gathered kind by kind from packet indices, then put in packet order.
+
+    String columns come as one string for all of a kind's rows, or as codes into a few labels,
+    so that no Python runs per event."""
 
     def __init__(self, cpu: int, seq: np.ndarray, src: np.ndarray) -> None:
         self.cpu, self.seq, self.src = cpu, seq, src
         self.parts: list[tuple] = []
 
-    def add(self, packets: np.ndarray, kind: str, names: list[str], number: np.ndarray | None = None,
+    def add(self, packets: np.ndarray, kind: str, names: str | _Strings, number: np.ndarray | None = None,
             value: np.ndarray | None = None, value1: tuple[np.ndarray, np.ndarray] | None = None,
-            text: list[str] | None = None) -> None:  # fmt: skip
+            text: str | _Strings | None = None) -> None:  # fmt: skip
         n = len(packets)
         if not n:
             return
         none = np.zeros(n, bool)
         self.parts.append((
-            packets, [kind] * n, names,
+            packets, kind, names,
             (np.zeros(n, np.int64), ~none) if number is None else (number, none),
             (np.zeros(n, np.uint64), ~none) if value is None else (value.astype(np.uint64), none),
             (np.zeros(n, np.uint64), ~none) if value1 is None else value1,
-            [None] * n if text is None else text,
+            text,
         ))  # fmt: skip
 
     def table(self) -> pa.Table:
@@ -167,24 +180,38 @@ class _EventColumns:
         order = np.argsort(packets, kind="stable")
         packets = packets[order]
 
-        def joined(i: int) -> np.ndarray:
-            return np.concatenate([np.asarray(p[i], dtype=object) for p in self.parts])[order]
-
         def numbers(i: int) -> pa.Array:
             values = np.concatenate([p[i][0] for p in self.parts])[order]
             return pa.array(values, mask=np.concatenate([p[i][1] for p in self.parts])[order])
+
+        def strings(i: int) -> pa.Array:
+            """Codes into all parts' labels (-1: null), taken in row order."""
+            labels: list[str] = []
+            codes = []
+            for part in self.parts:
+                given, rows = part[i], len(part[0])
+                if given is None:
+                    codes.append(np.full(rows, -1, np.int64))
+                    continue
+                own, own_labels = (np.zeros(rows, np.int64), (given,)) if isinstance(given, str) else given
+                codes.append(own + len(labels))
+                labels.extend(own_labels)
+            if not labels:
+                return pa.nulls(len(order), pa.string())
+            ordered = np.concatenate(codes)[order]
+            return pa.array(labels, pa.string()).take(pa.array(ordered, mask=ordered < 0))
 
         n = len(packets)
         columns = [
             pa.array(self.seq[packets].astype(np.int64)),
             pa.nulls(n, pa.int64()),
             pa.array(np.full(n, self.cpu, np.uint16)),
-            pa.array(joined(1), pa.string()).dictionary_encode(),
+            strings(1).dictionary_encode(),
             numbers(3),
-            pa.array(joined(2), pa.string()),
+            strings(2),
             numbers(4),
             numbers(5),
-            pa.array(joined(6), pa.string()),
+            strings(6),
             pa.array(self.src[packets].astype(np.int64)),
         ]
         return pa.Table.from_arrays(columns, schema=SCHEMAS["events"])
