@@ -22,7 +22,7 @@ from cputrace.isa import (
     it_conditions,
     sparc_insn,
 )
-from cputrace.isa.dispatch import decode_rows
+from cputrace.isa.dispatch import decode_runs
 from cputrace.model import Isa
 
 DATA = Path(__file__).parent / "data" / "image"
@@ -387,9 +387,9 @@ def test_decoding_a_block_twice_hits_the_cache(monkeypatch: pytest.MonkeyPatch) 
 
     def counting(code: bytes, address: int, isa: Isa):
         calls.append(address)
-        return decode_rows(code, address, isa)
+        return decode_runs(code, address, isa)
 
-    monkeypatch.setattr("cputrace.isa.blocks.decode_rows", counting)
+    monkeypatch.setattr("cputrace.isa.blocks.decode_runs", counting)
     first = cache.block_at(0x210120, Isa.A64)
     second = cache.block_at(0x210120, Isa.A64)
     assert first is second

@@ -23,7 +23,6 @@ What the trace and the image cannot tell is never guessed:
 from __future__ import annotations
 
 import enum
-import operator
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
 
@@ -32,7 +31,24 @@ import numpy as np
 import pyarrow as pa
 
 from .image import Image, ImageError
-from .isa import ROW, Block, BlockCache, Row, decode_block
+from .isa import Block, BlockCache, decode_block
+from .isa.insn import (
+    C_ADDRESS,
+    C_FACTS,
+    C_NEXT_ISA,
+    C_OPCODE,
+    C_SIZE,
+    C_TARGET,
+    F_ANNUL,
+    F_BRANCH,
+    F_CONDITIONAL,
+    F_DELAY,
+    F_DIRECT,
+    F_HAS_CONDITION,
+    F_HAS_TARGET,
+    F_TRAP,
+    F_UNDEFINED,
+)
 from .model import ISA_NAMES, SCHEMAS, Flag, Isa
 
 
@@ -83,16 +99,18 @@ NO_TIME = np.iinfo(np.int64).min
 MAX_SEQUENTIAL = 1 << 20
 """Instructions a BRANCH op may walk before its source; beyond that trace and image disagree."""
 
-# Instruction facts in Program.flags.
-_BRANCH = 1
-_DIRECT = 2
-_CONDITIONAL = 4  # may not branch/execute (condition, CBZ-style test)
-_HAS_COND = 8  # not taken means condition failed (B<cond>), unlike CBZ
-_UNDEFINED = 16
-_DELAY = 32  # SPARC: has a delay slot
-_ANNUL = 64  # SPARC: the annul bit
-_BLOCK_END = 128  # the following instruction is found through the index, not at idx + 1
-_TRAP = 256  # raises an exception by design
+# Instruction facts in Program.flags: bits of the decoded columns' C_FACTS, and one more.
+_BRANCH = F_BRANCH
+_DIRECT = F_DIRECT  # with the target known
+_CONDITIONAL = F_CONDITIONAL  # may not branch/execute (condition, CBZ-style test)
+_HAS_COND = F_HAS_CONDITION  # not taken means condition failed (B<cond>), unlike CBZ
+_UNDEFINED = F_UNDEFINED  # and not a trap by design
+_DELAY = F_DELAY  # SPARC: has a delay slot
+_ANNUL = F_ANNUL  # SPARC: the annul bit
+_TRAP = F_TRAP  # raises an exception by design
+_BLOCK_END = 1 << 15  # the following instruction is found through the index, not at idx + 1
+_FLAGS = _BRANCH | _DIRECT | _CONDITIONAL | _HAS_COND | _UNDEFINED | _DELAY | _ANNUL | _TRAP
+assert not _FLAGS & _BLOCK_END
 
 _NO_ISA = 255
 _UNRESOLVED = -1
@@ -119,6 +137,14 @@ def _lookup(keys: np.ndarray, values: np.ndarray, key: int) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
+def _contains(keys: np.ndarray, values: np.ndarray, addresses: np.ndarray, isa: int) -> np.ndarray:
+    found = np.zeros(len(addresses), np.bool_)
+    for i in range(len(addresses)):
+        found[i] = _lookup(keys, values, (addresses[i] << 3) | isa) != _UNRESOLVED
+    return found
+
+
+@numba.njit(cache=True, nogil=True)
 def _insert(keys: np.ndarray, values: np.ndarray, new_keys: np.ndarray, new_values: np.ndarray) -> None:
     for i in range(len(new_keys)):
         slot = _slot(keys, new_keys[i])
@@ -136,6 +162,10 @@ class _AddressIndex:
 
     def __contains__(self, key: int) -> bool:
         return _lookup(self.keys, self.values, key) != _UNRESOLVED
+
+    def contains(self, addresses: np.ndarray, isa: int) -> np.ndarray:
+        """Which of these addresses (int64) the index holds in `isa`."""
+        return _contains(self.keys, self.values, addresses, isa)
 
     def add(self, keys: np.ndarray, values: np.ndarray) -> None:
         if 2 * (self.count + len(keys)) > len(self.keys):  # keep probes short: at most half full
@@ -222,44 +252,33 @@ class Program:
         self.next_idx = np.zeros(capacity, np.int64)
         self.target_idx = np.zeros(capacity, np.int64)
         self.index = _AddressIndex()
-        self._decoded: dict[Isa, set[int]] = {}  # the index's addresses by ISA, for decode_block's known()
         self.failures: dict[int, str] = {}
 
     def decode(self, key: int) -> None:
         """Decode the block at `key` (address << 3 | ISA) into the arrays."""
         address, isa = key >> 3, Isa(key & 7)
-        decoded = self._decoded.setdefault(isa, set())
+
+        def known(addresses: np.ndarray) -> np.ndarray:
+            return self.index.contains(addresses, int(isa))
+
         try:  # up to the next unconditional branch, or to code decoded before from another entry point
-            block = decode_block(
-                self.image, address, isa, known=decoded.__contains__, through_conditional=True
-            )
+            block = decode_block(self.image, address, isa, known=known, through_conditional=True)
         except (ImageError, ValueError) as exc:  # ValueError: an instruction set isa/ cannot decode
             self.index.add(np.array([key], np.int64), np.array([_NO_CODE], np.int64))
-            decoded.add(address)
             self.failures[key] = str(exc)
             return
-        self._append(block, decoded)
+        self._append(block)
 
-    def _append(self, block: Block, decoded: set[int]) -> None:
+    def _append(self, block: Block) -> None:
         n, start = len(block), self.count
         end = start + n
         if end > len(self.pc):
             self._grow(max(2 * len(self.pc), end))
-        self.pc[start:end] = block.pcs
-        self.size[start:end] = block.sizes
-        self.opcode[start:end] = block.opcodes
         self.isa[start:end] = block.isa
-        rows = block.rows
-        self.flags[start:end] = [_facts(row) for row in rows]
-        self.flags[end - 1] |= _BLOCK_END
-        self.target[start:end] = [row[_TARGET] or 0 for row in rows]
-        self.next_isa[start:end] = [_NO_ISA if row[_NEXT_ISA] is None else row[_NEXT_ISA] for row in rows]
-        self.next_idx[start:end] = np.arange(start + 1, end + 1)
-        self.next_idx[end - 1] = _UNRESOLVED
-        self.target_idx[start:end] = _UNRESOLVED
-        keys = (block.pcs.astype(np.int64) << 3) | int(block.isa)
+        _fill(block.columns, start, self.pc, self.size, self.opcode, self.flags, self.target, self.next_isa,
+              self.next_idx, self.target_idx)  # fmt: skip
+        keys = (block.columns[:, C_ADDRESS] << 3) | int(block.isa)
         self.index.add(keys, np.arange(start, end, dtype=np.int64))
-        decoded.update(block.pcs.tolist())
         self.count = end
 
     def _grow(self, capacity: int) -> None:
@@ -270,27 +289,27 @@ class Program:
             setattr(self, name, new)
 
 
-_TARGET, _NEXT_ISA = ROW["target"], ROW["next_isa"]
-_FACTS = operator.itemgetter(*(
-    ROW[name]
-    for name in ("is_branch", "is_direct", "target", "is_conditional", "condition", "is_undefined",
-                 "raises_exception", "delay_slot", "annul")
-))  # fmt: skip
-
-
-def _facts(row: Row) -> int:
-    """Program.flags of an instruction (without _BLOCK_END)."""
-    branch, direct, target, conditional, condition, undefined, trap, delay, annul = _FACTS(row)
-    return (
-        (_BRANCH if branch else 0)
-        | (_DIRECT if direct and target is not None else 0)
-        | (_CONDITIONAL if conditional else 0)
-        | (_HAS_COND if condition is not None else 0)
-        | (_UNDEFINED if undefined and not trap else 0)
-        | (_TRAP if trap else 0)
-        | (_DELAY if delay else 0)
-        | (_ANNUL if annul else 0)
-    )
+@numba.njit(cache=True, nogil=True)
+def _fill(
+    columns: np.ndarray, start: int, pc: np.ndarray, size: np.ndarray, opcode: np.ndarray, flags: np.ndarray,
+    target: np.ndarray, next_isa: np.ndarray, next_idx: np.ndarray, target_idx: np.ndarray,
+) -> None:  # fmt: skip
+    """Program arrays of a block's instructions from its decoded columns, from index `start`."""
+    for i in range(len(columns)):
+        facts, at = columns[i, C_FACTS], start + i
+        flag = facts & _FLAGS
+        if facts & F_TRAP:
+            flag &= ~_UNDEFINED  # a trap by design is defined
+        if not facts & F_HAS_TARGET:
+            flag &= ~_DIRECT
+        pc[at], size[at], opcode[at] = columns[i, C_ADDRESS], columns[i, C_SIZE], columns[i, C_OPCODE]
+        flags[at] = flag
+        target[at] = columns[i, C_TARGET] if facts & F_HAS_TARGET else 0
+        next_isa[at] = columns[i, C_NEXT_ISA]
+        next_idx[at] = at + 1
+        target_idx[at] = _UNRESOLVED
+    flags[start + len(columns) - 1] |= _BLOCK_END
+    next_idx[start + len(columns) - 1] = _UNRESOLVED
 
 
 # Walker state: one int64 array, so the compiled loop can stop anywhere and resume.

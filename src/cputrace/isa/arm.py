@@ -28,8 +28,36 @@ from capstone import arm_const as arm
 from ..model import Isa
 from . import capstone_raw as raw
 from .capstone_raw import RawDisassembler, memory, read
-from .insn import InsnInfo, Kind, Row
-from .itstate import condition_name, it_conditions
+from .insn import (
+    C_ACCESS,
+    C_ADDRESS,
+    C_COUNT,
+    C_FACTS,
+    C_KIND,
+    C_NEXT_ISA,
+    C_OPCODE,
+    C_SIZE,
+    C_TARGET,
+    C_TRANSFERS,
+    F_BRANCH,
+    F_CONDITIONAL,
+    F_DIRECT,
+    F_HAS_CONDITION,
+    F_HAS_TARGET,
+    F_LOAD,
+    F_STORE,
+    F_TRAP,
+    F_UNDEFINED,
+    F_WRITES_PC,
+    KINDS,
+    NO_ISA,
+    Decoded,
+    InsnInfo,
+    Kind,
+    Row,
+    columns_of,
+)  # fmt: skip
+from .itstate import CONDITIONS
 
 _MODES = {
     Isa.A32: (capstone.CS_ARCH_ARM, capstone.CS_MODE_ARM),
@@ -218,20 +246,22 @@ def _arrangements() -> np.ndarray:
 
 _ARRANGEMENTS = _arrangements()
 
-# Columns of what the compiled reader gives for each instruction.
-_O_ID, _O_SIZE, _O_OPCODE, _O_FACTS, _O_TARGET, _O_KIND, _O_NEXT_ISA, _O_CC, _O_TRANSFERS = range(9)
-_O_ACCESS = 9
-_O_COUNT = 10
-_F_BRANCH, _F_DIRECT, _F_WRITES_PC, _F_LOAD, _F_STORE, _F_UNDEFINED, _F_TRAP, _F_TEST = (
-    1 << n for n in range(8)
+# The compiled reader writes the Decoded columns (insn.C_*) of each instruction, and its
+# condition code (0-13; -1: none) after them, for the rows.
+_O_CONDITION = C_COUNT
+_O_COUNT = C_COUNT + 1
+_K_NONE, _K_CALL, _K_RETURN, _K_JUMP = (
+    KINDS.index(kind) for kind in (Kind.NONE, Kind.CALL, Kind.RETURN, Kind.JUMP)
 )
-_BITS = [tuple(bits & (1 << n) != 0 for n in range(8)) for bits in range(256)]  # _F_* bits as booleans
-_K_NONE, _K_CALL, _K_RETURN, _K_JUMP = range(4)
-_KINDS = (Kind.NONE, Kind.CALL, Kind.RETURN, Kind.JUMP)
-_NO_ISA = 255
-_ISAS = {int(isa): isa for isa in Isa} | {_NO_ISA: None}
+_ISAS = {int(isa): isa for isa in Isa} | {NO_ISA: None}
 _A32, _T32, _A64 = int(Isa.A32), int(Isa.T32), int(Isa.A64)
-_CONDITIONS = (None, *(condition_name(cc - 1) for cc in range(1, 16)))  # by capstone's cc (0: none)
+_NO_ISA = NO_ISA
+_CONDITION_CODES = len(CONDITIONS)  # codes 14 (al) and 15 mean always
+_ROW_BITS = [
+    tuple(facts & bit != 0 for bit in (F_BRANCH, F_DIRECT, F_WRITES_PC, F_LOAD, F_STORE, F_UNDEFINED, F_TRAP,
+                                       F_CONDITIONAL))
+    for facts in range(F_HAS_CONDITION)
+]  # fmt: skip
 _OP_TYPE, _OP_VALUE, _OP_ACCESS = raw.L_OP_TYPE, raw.L_OP_VALUE, raw.L_OP_ACCESS
 _SINGLE_ELEMENT = 1 << 23  # A32/T32 VLDn/VSTn opcode bit: one lane or all lanes, not whole registers
 
@@ -250,15 +280,17 @@ def _opcode(raw_bytes: bytes, isa: Isa) -> int:
 
 @numba.njit(cache=True, nogil=True)
 def _read_facts(records: int, count: int, isa: int, layout: np.ndarray, classes: np.ndarray,
-                sizes: np.ndarray, widths: np.ndarray, out: np.ndarray):  # fmt: skip
+                sizes: np.ndarray, widths: np.ndarray, out: np.ndarray) -> int:  # fmt: skip
     """Facts of `count` capstone records at address `records`, a row of `out` (_O_*) each.
 
-    Everything but the condition inside an IT block, which needs the instructions before.
+    Returns where an IT block that runs past the last record starts (`count` if none): a
+    chunk is cut there, so that the next one decodes the whole IT block again.
     """
     record_size = layout[raw.L_INSN_SIZE]
     insns = memory(records, count * record_size)
     aarch64, thumb = isa == _A64, isa == _T32
     ops, op_size = layout[raw.L_OPERANDS], layout[raw.L_OP_SIZE]
+    it_state, cut = 0, count  # ITSTATE: the current condition, and a mask of what it covers
     for i in range(count):
         at = i * record_size
         iid = read(insns, at + layout[raw.L_ID], 4)
@@ -350,16 +382,42 @@ def _read_facts(records: int, count: int, isa: int, layout: np.ndarray, classes:
                 access = element if element > 0 else 4
             else:
                 access = _access_size(sizes[iid] if iid < len(sizes) else 0, first, first_vas, widths)
+        if it_state & 0xF:  # inside an IT block: its condition, whatever capstone prints
+            condition = it_state >> 4 if it_state >> 4 < _CONDITION_CODES else -1
+            it_state = 0 if it_state & 0x7 == 0 else (it_state & 0xE0) | ((it_state << 1) & 0x1F)
+        elif thumb and iid == _IT:  # capstone gives an IT its first condition
+            condition = -1
+        else:  # capstone's condition codes are the architecture's plus one (0: none)
+            cc = read(detail, layout[raw.L_CC], 4)
+            condition = cc - 1 if 1 <= cc <= _CONDITION_CODES else -1
+        if thumb and iid == _IT:
+            it_state = opcode & 0xFF
+            if cut == count and i >= count - 5 and _it_length(it_state) >= count - i:
+                cut = i
         facts = (
-            (_F_BRANCH if branch else 0) | (_F_DIRECT if direct else 0) | (_F_WRITES_PC if writes_pc else 0)
-            | (_F_LOAD if load else 0) | (_F_STORE if store else 0)
-            | (_F_UNDEFINED if cls & _C_UNDEFINED else 0) | (_F_TRAP if cls & _C_TRAP else 0)
-            | (_F_TEST if cls & _C_TEST else 0)
+            (F_BRANCH if branch else 0) | (F_DIRECT | F_HAS_TARGET if direct else 0)
+            | (F_WRITES_PC if writes_pc else 0) | (F_LOAD if load else 0) | (F_STORE if store else 0)
+            | (F_UNDEFINED if cls & _C_UNDEFINED else 0) | (F_TRAP if cls & _C_TRAP else 0)
+            | (F_CONDITIONAL if cls & _C_TEST or condition >= 0 else 0)
+            | (F_HAS_CONDITION if condition >= 0 else 0)
         )  # fmt: skip
-        out[i, _O_ID], out[i, _O_SIZE], out[i, _O_OPCODE], out[i, _O_FACTS] = iid, size, opcode, facts
-        out[i, _O_TARGET], out[i, _O_KIND], out[i, _O_NEXT_ISA] = target, kind, next_isa
-        out[i, _O_CC], out[i, _O_TRANSFERS] = read(detail, layout[raw.L_CC], 4), transfers
-        out[i, _O_ACCESS] = access
+        if direct and not aarch64:
+            target &= 0xFFFFFFFF
+        out[i, C_ADDRESS], out[i, C_SIZE] = read(insns, at + layout[raw.L_ADDRESS], 8), size
+        out[i, C_OPCODE], out[i, C_FACTS], out[i, C_TARGET] = opcode, facts, target
+        out[i, C_NEXT_ISA], out[i, C_KIND], out[i, C_TRANSFERS] = next_isa, kind, transfers
+        out[i, C_ACCESS], out[i, _O_CONDITION] = access, condition
+    return cut
+
+
+@numba.njit(cache=True, nogil=True)
+def _it_length(state: int) -> int:
+    """How many instructions an IT with this ITSTATE covers (see itstate.it_conditions)."""
+    length = 0
+    while state & 0xF:
+        length += 1
+        state = 0 if state & 0x7 == 0 else (state & 0xE0) | ((state << 1) & 0x1F)
+    return length
 
 
 @numba.njit(cache=True, nogil=True)
@@ -413,78 +471,74 @@ def _undefined(code: bytes, offset: int, address: int, isa: Isa) -> Row | None:
             False, False, False, 0, 0, True, False, False, False)  # fmt: skip
 
 
-def _open_it_block(facts: list[list[int]]) -> int | None:
-    """Index of an IT instruction whose block runs past the end of `facts`, if any."""
-    for index in range(max(0, len(facts) - 5), len(facts)):
-        iid, _, opcode, *_ = facts[index]
-        if iid == _IT and len(it_conditions(opcode & 0xFF)) >= len(facts) - index:
-            return index
-    return None
-
-
 @functools.cache
-def _reader(isa: Isa) -> Callable[[int, int], list[list[int]]]:
-    """What RawDisassembler.disasm calls on capstone's records: their facts, a list each."""
+def _reader(isa: Isa) -> Callable[[int, int], tuple[np.ndarray, int]]:
+    """What RawDisassembler.disasm calls on capstone's records: their _O_* rows, and the cut."""
     layout = _engine(isa).layout
     aarch64 = isa is Isa.A64
     classes = _TABLE_AARCH64 if aarch64 else _TABLE_AARCH32
     sizes = _SIZES_AARCH64 if aarch64 else _SIZES_AARCH32
     widths = _WIDTHS_AARCH64 if aarch64 else _WIDTHS_AARCH32
 
-    def read_chunk(records: int, count: int) -> list[list[int]]:
+    def read_chunk(records: int, count: int) -> tuple[np.ndarray, int]:
         out = np.empty((count, _O_COUNT), np.int64)
-        if count:
-            _read_facts(records, count, int(isa), layout, classes, sizes, widths, out)
-        return out.tolist()
+        cut = _read_facts(records, count, int(isa), layout, classes, sizes, widths, out) if count else 0
+        return out, cut
 
     return read_chunk
 
 
-def arm_rows(code: bytes, address: int, isa: Isa) -> Iterator[Row]:
+def arm_runs(code: bytes, address: int, isa: Isa) -> Iterator[Decoded]:
     """Consecutive instructions from the start of `code` (at `address`), as far as they go.
 
     Ends with an undefined instruction where capstone cannot decode, or where the bytes run
     out mid-instruction. capstone decodes all it is given before returning anything, so
-    it gets growing chunks: a block of a few instructions costs a few decodes. IT blocks
-    are tracked here (chunks never split one), so the instructions an IT covers are
+    it gets growing chunks, each yielded as it comes: a block of a few instructions costs a
+    few decodes. A chunk never ends inside an IT block, so the instructions an IT covers are
     conditional whatever capstone prints for them.
     """
     engine, reader = _engine(isa), _reader(isa)
-    thumb = isa is Isa.T32
-    mask = _MASK64 if isa is Isa.A64 else _MASK32
+    record_size = int(engine.layout[raw.L_INSN_SIZE])
     offset = 0
     count = _FIRST_CHUNK
-    covered: tuple[str | None, ...] = ()
     while True:
-        facts, records = engine.disasm(code[offset : offset + count * 4], address + offset, count, reader)
-        complete = len(facts) == count
-        cut = _open_it_block(facts) if complete and thumb else None
-        texts = raw.texts(records)
-        for index, (iid, size, opcode, bits, target, kind, next_isa, cc, transfers, access) in enumerate(
-            facts if cut is None else facts[:cut]
-        ):
-            if covered:
-                condition, covered = covered[0], covered[1:]
-            elif iid != _IT:  # capstone gives an IT its first condition
-                condition = _CONDITIONS[cc] if cc < len(_CONDITIONS) else None
-            else:
-                condition = None
-            branch, direct, writes_pc, load, store, undefined, trap, test = _BITS[bits]
-            mnemonic, operands = texts[index]
-            yield (
-                (address + offset) & _MASK64, isa, size, opcode, mnemonic, operands, branch, direct,
-                target & mask if direct else None, _ISAS[next_isa], condition, test or condition is not None,
-                _KINDS[kind], writes_pc, load, store, transfers, access, undefined, trap, False, False,
-            )  # fmt: skip
-            if thumb and iid == _IT:
-                covered = it_conditions(opcode)
-            offset += size
+        chunk = code[offset : offset + count * 4]
+        (out, cut), records = engine.disasm(chunk, address + offset, count, reader)
+        complete = len(out) == count
+        kept = cut if complete else len(out)
+        if kept:
+            columns = out[:kept, :C_COUNT]
+            conditions, texts = out[:kept, _O_CONDITION], records[: kept * record_size]
+            yield Decoded(isa, columns, functools.partial(_rows, isa, columns, conditions, texts))
+            offset += int(columns[:, C_SIZE].sum())
         if not complete:
             break
         count = min(count * 2, _LARGEST_CHUNK)
     undefined = _undefined(code, offset, address + offset, isa)
     if undefined is not None:
-        yield undefined
+        yield Decoded(isa, columns_of([undefined]), lambda: (undefined,))
+
+
+def _rows(isa: Isa, columns: np.ndarray, conditions: np.ndarray, records: bytes) -> tuple[Row, ...]:
+    """The rows of decoded columns, with the text from capstone's records."""
+    rows = []
+    for (address, size, opcode, facts, target, next_isa, kind, transfers, access), condition, texts in zip(
+        columns.tolist(), conditions.tolist(), raw.texts(records), strict=True
+    ):
+        branch, direct, writes_pc, load, store, undefined, trap, conditional = _ROW_BITS[facts & 0xFF]
+        rows.append((
+            address & _MASK64, isa, size, opcode, *texts, branch, direct,
+            target & _MASK64 if facts & F_HAS_TARGET else None, _ISAS[next_isa],
+            CONDITIONS[condition] if condition >= 0 else None, conditional, KINDS[kind], writes_pc, load,
+            store, transfers, access, undefined, trap, False, False,
+        ))  # fmt: skip
+    return tuple(rows)
+
+
+def arm_rows(code: bytes, address: int, isa: Isa) -> Iterator[Row]:
+    """`arm_runs` as rows."""
+    for run in arm_runs(code, address, isa):
+        yield from run.rows()
 
 
 def decode_arm(code: bytes, address: int, isa: Isa) -> Iterator[InsnInfo]:

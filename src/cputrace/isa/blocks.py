@@ -9,24 +9,34 @@ asked for), and found again with one dict lookup.
 from __future__ import annotations
 
 import enum
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numba
 import numpy as np
 
 from ..image import Image, ImageError
 from ..model import Isa
-from .dispatch import decode_rows
-from .insn import ROW, InsnInfo, Row
+from .dispatch import decode_runs
+from .insn import (
+    C_ADDRESS,
+    C_FACTS,
+    C_OPCODE,
+    C_SIZE,
+    F_BRANCH,
+    F_CONDITIONAL,
+    F_DELAY,
+    F_UNDEFINED,
+    Decoded,
+    InsnInfo,
+    Row,
+)  # fmt: skip
 
 MAX_BLOCK = 1024
 """Instructions in a block without a branch; a longer straight run continues in the next."""
 
 _WINDOW = MAX_BLOCK * 4 + 32  # bytes read per block: the cap, plus an IT block or delay slot
-_ADDRESS, _SIZE, _OPCODE = ROW["address"], ROW["size"], ROW["opcode"]
-_BRANCH, _CONDITIONAL, _UNDEFINED, _DELAY = (
-    ROW[name] for name in ("is_branch", "is_conditional", "is_undefined", "delay_slot")
-)
 
 
 class Stop(enum.Enum):
@@ -43,17 +53,24 @@ class Stop(enum.Enum):
 class Block:
     """The instructions from `start` up to and including the next branch.
 
-    The arrays are read-only and shared by every walk that replays the block.
+    The arrays are read-only and shared by every walk that replays the block. Rows and
+    InsnInfo objects (with the instructions' text) are built only when asked for.
     """
 
     isa: Isa
-    pcs: np.ndarray  # uint64
-    sizes: np.ndarray  # uint8
-    opcodes: np.ndarray  # uint32
-    rows: tuple[Row, ...]  # the InsnInfo fields of each instruction
+    columns: np.ndarray  # (instructions, insn.C_COUNT) int64
     stop: Stop
     branch_index: int | None  # where the branch that ends the block is, when it ends at one
+    make_rows: Callable[[], tuple[Row, ...]] = field(repr=False)
+    _rows: tuple[Row, ...] | None = field(default=None, repr=False)
     _insns: tuple[InsnInfo, ...] | None = field(default=None, repr=False)
+
+    @property
+    def rows(self) -> tuple[Row, ...]:
+        """The InsnInfo fields of each instruction, built on first use."""
+        if self._rows is None:
+            object.__setattr__(self, "_rows", self.make_rows())
+        return self._rows  # type: ignore[return-value]
 
     @property
     def insns(self) -> tuple[InsnInfo, ...]:
@@ -68,16 +85,28 @@ class Block:
         return None if self.branch_index is None else self.insns[self.branch_index]
 
     @property
+    def pcs(self) -> np.ndarray:
+        return _frozen(self.columns[:, C_ADDRESS].astype(np.uint64))
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return _frozen(self.columns[:, C_SIZE].astype(np.uint8))
+
+    @property
+    def opcodes(self) -> np.ndarray:
+        return _frozen(self.columns[:, C_OPCODE].astype(np.uint32))
+
+    @property
     def start(self) -> int:
-        return self.rows[0][_ADDRESS]
+        return int(self.columns[0, C_ADDRESS])
 
     @property
     def next_address(self) -> int:
         """Where execution goes on when the block falls through."""
-        return self.rows[-1][_ADDRESS] + self.rows[-1][_SIZE]
+        return int(self.columns[-1, C_ADDRESS]) + int(self.columns[-1, C_SIZE])
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self.columns)
 
 
 class BlockCache:
@@ -111,59 +140,80 @@ def decode_block(
     image: Image,
     address: int,
     isa: Isa,
-    known: Callable[[int], bool] | None = None,
+    known: Callable[[np.ndarray], np.ndarray] | None = None,
     *,
     through_conditional: bool = False,
 ) -> Block:
     """The block from `address` up to and including the next branch (and its delay slot).
 
-    `known(address)` lets a caller with its own index stop the block before an instruction
-    it has decoded already (never between a branch and its delay slot). With
-    `through_conditional`, the block goes on past conditional branches without a delay
-    slot (what follows them is code: it runs when they are not taken), for a caller that
-    links instructions itself; `branch` is then the branch that ends the block.
+    `known(addresses)` (int64; returns a mask of them) lets a caller with its own index stop the block
+    before an instruction it has decoded already (never between a branch and its delay
+    slot). With `through_conditional`, the block goes on past conditional branches without
+    a delay slot (what follows them is code: it runs when they are not taken), for a caller
+    that links instructions itself; `branch` is then the branch that ends the block.
     """
     code = image.read_upto(address, _WINDOW)
-    rows: list[Row] = []
-    stop, branch = Stop.NO_MEMORY, None
-    for row in decode_rows(code, address, isa):
-        if branch is not None:  # the delay slot of a SPARC branch
-            rows.append(row)
-            stop = Stop.BRANCH
+    parts: list[Decoded] = []
+    length, stop, branch, delay_slot_due = 0, Stop.NO_MEMORY, None, False
+    for run in decode_runs(code, address, isa):
+        if delay_slot_due:  # the delay slot of a SPARC branch
+            parts.append(run.head(1))
+            stop, delay_slot_due = Stop.BRANCH, False
             break
-        if known is not None and rows and known(row[_ADDRESS]):
-            stop = Stop.KNOWN  # the rest is decoded already: do not decode it again
-            break
-        if len(rows) >= MAX_BLOCK and not row[_CONDITIONAL]:
-            stop = Stop.LIMIT  # never between an IT and the instructions it covers
-            break
-        rows.append(row)
-        if row[_UNDEFINED]:
-            stop = Stop.UNDEFINED
-            break
-        if row[_BRANCH]:
-            if through_conditional and row[_CONDITIONAL] and not row[_DELAY]:
-                continue
-            branch = len(rows) - 1
-            stop = Stop.BRANCH
-            if not row[_DELAY]:
+        known_here = _NONE_KNOWN[: len(run)] if known is None else known(run.columns[:, C_ADDRESS])
+        kept, ends, at = _end_in(run.columns[:, C_FACTS], known_here, length, through_conditional)
+        parts.append(run.head(kept))
+        if at >= 0:
+            branch = length + at
+            delay_slot_due = kept == at + 1 and bool(run.columns[at, C_FACTS] & F_DELAY)
+        length += kept
+        if ends:
+            stop = _STOPS[ends]
+            if not delay_slot_due:
                 break
-    if not rows:
+    if delay_slot_due:
+        stop = Stop.NO_MEMORY  # the delay slot is missing from the image
+    if not any(len(part) for part in parts):
         raise ImageError(
             f"0x{address:x}: no {isa.name} instruction in the program image there"
             + (" (it runs past the end of the image)" if code else "")
         )
-    if branch is not None and branch == len(rows) - 1 and rows[branch][_DELAY]:
-        stop = Stop.NO_MEMORY  # the delay slot is missing from the image
+    columns = parts[0].columns if len(parts) == 1 else np.concatenate([part.columns for part in parts])
     return Block(
         isa=isa,
-        pcs=_frozen(np.array([row[_ADDRESS] for row in rows], dtype=np.uint64)),
-        sizes=_frozen(np.array([row[_SIZE] for row in rows], dtype=np.uint8)),
-        opcodes=_frozen(np.array([row[_OPCODE] for row in rows], dtype=np.uint32)),
-        rows=tuple(rows),
+        columns=_frozen(columns),
         stop=stop,
         branch_index=branch,
+        make_rows=lambda: tuple(itertools.chain.from_iterable(part.rows() for part in parts)),
     )
+
+
+_NONE_KNOWN = np.zeros(512, np.bool_)  # `known` of a caller without one, for up to a chunk of instructions
+_STOPS = (None, Stop.KNOWN, Stop.LIMIT, Stop.UNDEFINED, Stop.BRANCH)
+
+
+@numba.njit(cache=True, nogil=True)
+def _end_in(
+    facts: np.ndarray, known: np.ndarray, before: int, through_conditional: bool
+) -> tuple[int, int, int]:
+    """Where a block whose first `before` instructions precede these ends in them.
+
+    Returns how many of them it keeps, why it ends (an index of _STOPS; 0: it goes on past
+    them) and where its branch is among them (-1: none). A block ends before an instruction
+    decoded already or past MAX_BLOCK (never inside an IT block), and after an undefined
+    instruction or a branch (and its delay slot, when the slot is among them).
+    """
+    for i in range(len(facts)):
+        fact, position = facts[i], before + i
+        if known[i] and position > 0:
+            return i, 1, -1
+        if position >= MAX_BLOCK and not fact & F_CONDITIONAL:
+            return i, 2, -1
+        if fact & F_UNDEFINED:
+            return i + 1, 3, -1
+        if fact & F_BRANCH and not (through_conditional and fact & F_CONDITIONAL and not fact & F_DELAY):
+            return min(len(facts), i + (2 if fact & F_DELAY else 1)), 4, i
+    return len(facts), 0, -1
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 from ..model import Isa
-from .arm import ARM_ISAS, arm_rows, decode_arm
-from .insn import InsnInfo, Row, as_row
+from .arm import ARM_ISAS, arm_rows, arm_runs, decode_arm
+from .insn import Decoded, InsnInfo, Row, as_row, columns_of
 from .sparc import decode_sparc
 
 SUPPORTED_ISAS = frozenset({*ARM_ISAS, Isa.SPARC})
@@ -35,3 +36,16 @@ def decode_rows(code: bytes, address: int, isa: Isa) -> Iterator[Row]:
 def decode(code: bytes, address: int, isa: Isa) -> InsnInfo | None:
     """The first instruction in `code`, or None if `code` is too short to hold it."""
     return next(decode_run(code, address, isa), None)
+
+
+def decode_runs(code: bytes, address: int, isa: Isa) -> Iterator[Decoded]:
+    """`decode_run` as columns, in growing chunks: a caller that stops at the first branch
+    decodes little past it, and builds no rows unless it asks for them."""
+    if isa in ARM_ISAS:
+        yield from arm_runs(code, address, isa)
+        return
+    rows = decode_rows(code, address, isa)
+    count = 8
+    while chunk := tuple(itertools.islice(rows, count)):
+        yield Decoded(isa, columns_of(chunk), lambda chunk=chunk: chunk)
+        count = min(count * 2, 256)

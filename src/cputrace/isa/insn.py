@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
+
+import numpy as np
 
 from ..model import Isa
 
@@ -76,3 +79,62 @@ ROW = {name: index for index, name in enumerate(_FIELDS)}
 
 def as_row(info: InsnInfo) -> Row:
     return tuple(getattr(info, name) for name in _FIELDS)
+
+
+# Columns of `Decoded.columns` (int64; addresses and targets as their 64-bit patterns).
+C_ADDRESS, C_SIZE, C_OPCODE, C_FACTS, C_TARGET, C_NEXT_ISA, C_KIND, C_TRANSFERS, C_ACCESS = range(9)
+C_COUNT = 9
+# Bits of C_FACTS: the InsnInfo booleans, and whether `target` and `condition` are set.
+F_BRANCH, F_DIRECT, F_WRITES_PC, F_LOAD, F_STORE, F_UNDEFINED = (1 << n for n in range(6))
+F_TRAP, F_CONDITIONAL, F_HAS_CONDITION, F_HAS_TARGET, F_DELAY, F_ANNUL = (1 << n for n in range(6, 12))
+NO_ISA = 255
+"""C_NEXT_ISA when `next_isa` is None."""
+KINDS = tuple(Kind)
+"""Kind by its C_KIND value."""
+_BIT_FIELDS = (
+    ("is_branch", F_BRANCH), ("is_direct", F_DIRECT), ("writes_pc", F_WRITES_PC), ("is_load", F_LOAD),
+    ("is_store", F_STORE), ("is_undefined", F_UNDEFINED), ("raises_exception", F_TRAP),
+    ("is_conditional", F_CONDITIONAL), ("delay_slot", F_DELAY), ("annul", F_ANNUL),
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Decoded:
+    """Consecutive instructions of one ISA as columns, with their rows made only when asked.
+
+    A walk needs the columns alone; the rows (text included) cost microseconds an
+    instruction to build, so `make_rows` is called only by those who look at instructions.
+    """
+
+    isa: Isa
+    columns: np.ndarray  # (instructions, C_COUNT) int64
+    make_rows: Callable[[], Sequence[Row]]
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+    def rows(self) -> Sequence[Row]:
+        return self.make_rows()
+
+    def head(self, count: int) -> Decoded:
+        """The first `count` instructions."""
+        if count >= len(self.columns):
+            return self
+        make_rows = self.make_rows
+        return Decoded(self.isa, self.columns[:count], lambda: make_rows()[:count])
+
+
+def columns_of(rows: Sequence[Row]) -> np.ndarray:
+    """The columns of instructions given as rows (for decoders that make rows first)."""
+    columns = np.zeros((len(rows), C_COUNT), np.uint64)  # every field is an unsigned number
+    for index, row in enumerate(rows):
+        info = dict(zip(_FIELDS, row, strict=True))
+        facts = sum(bit for name, bit in _BIT_FIELDS if info[name])
+        facts |= F_HAS_CONDITION if info["condition"] is not None else 0
+        facts |= F_HAS_TARGET if info["target"] is not None else 0
+        next_isa = NO_ISA if info["next_isa"] is None else int(info["next_isa"])
+        columns[index] = (
+            info["address"], info["size"], info["opcode"], facts, info["target"] or 0,
+            next_isa, KINDS.index(info["kind"]), info["transfers"], info["access_size"],
+        )  # fmt: skip
+    return columns.view(np.int64)
