@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ds5_listing import read_ds5_listing
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from paths import shared
 
 from cputrace.image import Image, ImageError, Region, load_elf, load_snapshot_device
@@ -23,6 +25,7 @@ from cputrace.isa import (
     sparc_insn,
 )
 from cputrace.isa.dispatch import decode_runs
+from cputrace.isa.insn import C_COUNT, columns_of
 from cputrace.model import Isa
 
 DATA = Path(__file__).parent / "data" / "image"
@@ -486,3 +489,16 @@ def test_sparc_words_capstone_cannot_print_still_decode() -> None:
     coprocessor_branch = sparc_insn(0x01F00000, 0)  # op=0, op2=7: CBccc
     assert coprocessor_branch.mnemonic == ".word" and coprocessor_branch.is_branch
     assert sparc_insn(0x01C00000, 0).mnemonic == ".word"
+
+
+@settings(max_examples=60, deadline=None)
+@given(code=st.binary(min_size=0, max_size=600), isa=st.sampled_from([Isa.A32, Isa.T32, Isa.A64, Isa.SPARC]))
+def test_decoded_columns_agree_with_their_rows(code: bytes, isa: Isa) -> None:
+    """The columns a walk reads and the rows (InsnInfo fields) built from them on demand say
+    the same, over any bytes; and the chunks run on from each other."""
+    runs = list(decode_runs(code, 0x8000, isa))
+    rows = [row for run in runs for row in run.rows()]
+    columns = np.concatenate([run.columns for run in runs]) if runs else np.zeros((0, C_COUNT), np.int64)
+    assert np.array_equal(columns, columns_of(rows))
+    addresses = [row[0] for row in rows]
+    assert addresses == [0x8000 + sum(row[2] for row in rows[:i]) for i in range(len(rows))]
