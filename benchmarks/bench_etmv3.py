@@ -14,13 +14,13 @@ walk through the kernel image, Arrow tables), once with the kernel code already 
 (the steady state of a long trace) and once from scratch (the first decode of each
 instruction goes through capstone); then from scratch again with the buffer repeated
 `--steady` times more (the fixed cost of decoding the program spread over more trace);
-then a whole `ingest` of a snapshot whose buffer is the repeated one, to a Parquet store.
+then a whole `ingest` of a snapshot whose buffer is the repeated one, to a Parquet store, and
+of the longer one.
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import tempfile
 import time
@@ -112,6 +112,17 @@ def _decode(capture: Capture, programs: dict[object, Program]) -> int:
     return sum(b["instructions"].num_rows for b in batches if "instructions" in b)
 
 
+def _ingest(buffer: Path) -> None:
+    """`ingest` of the TC2 snapshot with `buffer` as its trace, to a Parquet store."""
+    with tempfile.TemporaryDirectory() as folder:
+        snapshot = Path(folder)
+        for file in SNAPSHOT.iterdir():
+            if file.is_file() and file.name != "cstrace.bin":
+                (snapshot / file.name).symlink_to(file)
+        (snapshot / "cstrace.bin").symlink_to(buffer.resolve())
+        ingest([snapshot / "snapshot.ini"], snapshot / "s.ctrace")
+
+
 def instructions(capture: Capture, buffer: Path, longer: Capture, runs: int, repeat: int) -> None:
     """Buffer to instruction rows, warm and cold, of the buffer and a longer one; buffer to store."""
     programs: dict[object, Program] = {}
@@ -119,20 +130,15 @@ def instructions(capture: Capture, buffer: Path, longer: Capture, runs: int, rep
     warm, count = best(runs, lambda: _decode(capture, programs))
     cold, _ = best(runs, lambda: _decode(capture, {}))
     steady, steady_count = best(max(1, runs // 2), lambda: _decode(longer, {}))
-    with tempfile.TemporaryDirectory() as folder:
-        snapshot = Path(folder)
-        for file in SNAPSHOT.iterdir():
-            if file.is_file():
-                (snapshot / file.name).symlink_to(file)
-        (snapshot / "cstrace.bin").unlink()
-        shutil.copy(buffer, snapshot / "cstrace.bin")
-        stored, _ = best(runs, lambda: ingest([snapshot / "snapshot.ini"], snapshot / "s.ctrace"))
+    stored, _ = best(runs, lambda: _ingest(buffer))
+    stored_longer, _ = best(max(1, runs // 2), lambda: _ingest(longer.path))
     print(f"instructions: {count:,} ({count // repeat:,} per copy of the buffer)")
     for label, took, rows in (
         ("buffer to rows, kernel code already decoded", warm, count),
         ("buffer to rows, from scratch", cold, count),
         (f"the same, {steady_count:,} instructions", steady, steady_count),
         ("ingest to a store (snapshot.ini, Parquet)", stored, count),
+        (f"the same, {steady_count:,} instructions", stored_longer, steady_count),
     ):
         print(f"{label:<45} {took * 1e3:7.1f} ms  {rows / took / 1e6:6.2f} M instructions/s")
 

@@ -77,7 +77,7 @@ _OPAQUE = np.dtype((np.void, PACKET.itemsize))
 ) = range(12)  # fmt: skip
 STATE_SIZE = 12
 
-BATCH_PACKETS = 1 << 16
+BATCH_PACKETS = 1 << 18
 MAX_ZEROS = 4096  # the longest zero run carried from one feed to the next
 MAX_UNSYNCED = 1 << 16  # unsynced runs are reported in pieces of at most this many bytes
 NEED_MORE = -1  # a helper's status: the packet continues past the bytes given
