@@ -105,6 +105,13 @@ def test_access_sizes_of_known_encodings(isa: str, code: str, size: int) -> None
     assert [i.access_size for i in new] == [i.access_size for i in old] == [size]
 
 
+@pytest.mark.parametrize("code, size", [("910002e1", 4), ("910042e1", 1)])
+def test_a_swap_reads_then_writes(code: str, size: int) -> None:
+    """swp r0, r1, [r2] and swpb: two transfers to one address (ETMv3 traces a data packet each)."""
+    (swap,) = decode_run(bytes.fromhex(code), 0x1000, Isa.A32)
+    assert (swap.is_load, swap.is_store, swap.transfers, swap.access_size) == (True, True, 2, size)
+
+
 def test_blocks_build_their_instructions_once(kernel: bytes) -> None:
     """Blocks keep rows; the InsnInfo objects are built on first use and then kept."""
     cache = BlockCache(Image([Region(KERNEL_ADDRESS, kernel, "kernel")]))

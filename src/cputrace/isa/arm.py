@@ -92,7 +92,7 @@ class _Classes:
 
     loads: frozenset[int]
     stores: frozenset[int]
-    pairs: frozenset[int]  # two transfers
+    pairs: frozenset[int]  # two transfers (a swap's read and write among them)
     lists: frozenset[int]  # one transfer per register operand (PUSH/POP)
     based_lists: frozenset[int]  # the same after the base register (LDM/STM)
     structures: frozenset[int]  # one per register before the memory operand (VLDn)
@@ -106,8 +106,8 @@ _A = "ARM_INS_"
 _AARCH32 = _Classes(
     loads=_ids(arm, _A, "LD", "VLD", "POP", "VPOP", "FLDM", "RFE", "SWP"),
     stores=_ids(arm, _A, "ST", "VST", "PUSH", "VPUSH", "FSTM", "SRS", "SWP"),
-    pairs=_named(arm, _A, "LDRD", "STRD", "LDREXD", "STREXD", "LDAEXD", "STLEXD")
-    | _ids(arm, _A, "RFE", "SRS"),
+    pairs=_named(arm, _A, "LDRD", "STRD", "LDREXD", "STREXD", "LDAEXD", "STLEXD", "SWP", "SWPB")
+    | _ids(arm, _A, "RFE", "SRS"),  # a swap reads, then writes (the ETM traces both)
     lists=_named(arm, _A, "POP", "PUSH", "VPOP", "VPUSH"),
     based_lists=_ids(arm, _A, "LDM", "STM", "VLDM", "VSTM", "FLDM", "FSTM"),
     structures=_ids(arm, _A, "VLD1", "VLD2", "VLD3", "VLD4", "VST1", "VST2", "VST3", "VST4"),
