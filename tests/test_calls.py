@@ -253,32 +253,47 @@ def test_register_names():
     ]
 
 
-# -- chunking invariance: a random program of calls, jumps and returns, cut anywhere --------
+# -- chunking invariance: a random execution of calls, jumps and returns, cut anywhere ------
 
 
-def _random_stream(draw) -> tuple[list[int], list[tuple[int, int, int]]]:
-    """pcs and (seq, lr-or-sp, value) register writes of a plausible random execution."""
+_ACTIONS = ("step", "step", "call", "call", "return", "return", "jump", "lr", "unwind")
+
+
+def random_calls(draw) -> tuple[list[int], list[tuple[int, int, int]]]:
+    """pcs and (seq, 0 lr / 1 sp, value) writes of a random execution shaped like compiled code:
+    BL writes lr, the callee lowers sp, restores it and returns to lr; with tail jumps, lr
+    clobbered by hand, and long jumps that unwind several frames at once (sp rises above them)."""
     pcs: list[int] = []
     writes: list[tuple[int, int, int]] = []
-    stack: list[tuple[int, int]] = []
+    stack: list[tuple[int, int]] = []  # (return address, sp at the call)
     pc, sp = 0x1000, 0x8000
-    for _ in range(draw(st.integers(20, 300))):
-        action = draw(st.sampled_from(["step", "step", "call", "return", "jump", "lr"]))
+    for _ in range(draw(st.integers(20, 400))):
+        action = draw(st.sampled_from(_ACTIONS))
         seq = len(pcs)
         pcs.append(pc)
-        if action == "call" and len(stack) < 20:
-            stack.append((pc + 4, sp))
+        if action == "call" and len(stack) < 30:
             writes.append((seq, 0, pc + 4))
+            stack.append((pc + 4, sp))
+            pc = draw(st.sampled_from([0x2000, 0x3000, 0x4000, 0x5000]))
+            pcs.append(pc)  # the callee's first instruction lowers sp
             sp -= 16
-            writes.append((seq, 1, sp))
-            pc = draw(st.sampled_from([0x2000, 0x3000, 0x4000]))
+            writes.append((seq + 1, 1, sp))
+            pc += 4
         elif action == "return" and stack:
-            pc, sp = stack.pop()
+            back, sp = stack.pop()
+            writes.append((seq, 1, sp))  # restore sp, then return to lr
+            pcs.append(pc + 4)
+            pc = back
+        elif action == "unwind" and len(stack) > 1:
+            cut = draw(st.integers(0, len(stack) - 1))
+            back, sp = stack[cut]
+            del stack[cut:]
             writes.append((seq, 1, sp))
+            pc = draw(st.integers(0x1000, 0x6000)) & ~3
         elif action == "jump":
-            pc = draw(st.integers(0x1000, 0x5000)) & ~3
+            pc = draw(st.integers(0x1000, 0x6000)) & ~3
         elif action == "lr":
-            writes.append((seq, 0, draw(st.integers(0x1000, 0x5000)) & ~3))
+            writes.append((seq, 0, draw(st.integers(0x1000, 0x6000)) & ~3))
             pc += 4
         else:
             pc += 4
@@ -322,7 +337,7 @@ def _detect(
 @settings(max_examples=60, deadline=None)
 @given(st.data())
 def test_detection_does_not_depend_on_chunk_boundaries(data):
-    pcs, writes = _random_stream(data.draw)
+    pcs, writes = random_calls(data.draw)
     cuts = data.draw(st.lists(st.integers(0, 400), max_size=6))
     whole = _detect(pcs, writes, [], Method.REGISTERS)
     assert _detect(pcs, writes, cuts, Method.REGISTERS) == whole
