@@ -22,7 +22,6 @@ from cputrace.isa.arm import (
     _IT,
     _LDR,
     _LR,
-    _MASK32,
     _MASK64,
     _MODES,
     _MOV,
@@ -39,6 +38,7 @@ from cputrace.isa.arm import (
 )
 from cputrace.model import Isa
 
+_MASK32 = (1 << 32) - 1
 _BRANCH_GROUPS = frozenset({capstone.CS_GRP_JUMP, capstone.CS_GRP_CALL, capstone.CS_GRP_RET})
 
 

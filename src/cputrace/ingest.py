@@ -234,4 +234,3 @@ def ingest(
         raise
     writes.close()
     return IngestResult(path, manifest)
-

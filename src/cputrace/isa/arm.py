@@ -145,7 +145,6 @@ _JUMP, _CALL, _RET = capstone.CS_GRP_JUMP, capstone.CS_GRP_CALL, capstone.CS_GRP
 _WRITE = capstone.CS_AC_WRITE
 _FIRST_CHUNK = 8  # instructions capstone decodes at a time, doubling up to the largest
 _LARGEST_CHUNK = 256
-_MASK32 = (1 << 32) - 1
 _MASK64 = (1 << 64) - 1
 
 # Bits of the instruction-id tables the compiled reader looks classes up in.
@@ -255,7 +254,6 @@ _K_NONE, _K_CALL, _K_RETURN, _K_JUMP = (
 )
 _ISAS = {int(isa): isa for isa in Isa} | {NO_ISA: None}
 _A32, _T32, _A64 = int(Isa.A32), int(Isa.T32), int(Isa.A64)
-_NO_ISA = NO_ISA
 _CONDITION_CODES = len(CONDITIONS)  # codes 14 (al) and 15 mean always
 _ROW_BITS = [
     tuple(facts & bit != 0 for bit in (F_BRANCH, F_DIRECT, F_WRITES_PC, F_LOAD, F_STORE, F_UNDEFINED, F_TRAP,
@@ -440,7 +438,7 @@ def _next_isa(isa: int, iid: int, cls: int, direct: bool, computes_pc: bool, exc
     pc all interwork (ARMv7), and exception returns restore the state from the SPSR.
     """
     if exception_return:
-        return _NO_ISA
+        return NO_ISA
     if isa == _A64:
         return _A64
     if direct:
@@ -449,7 +447,7 @@ def _next_isa(isa: int, iid: int, cls: int, direct: bool, computes_pc: bool, exc
         return isa
     if isa == _T32 and (computes_pc or cls & _C_TABLE_BRANCH):
         return _T32
-    return _NO_ISA
+    return NO_ISA
 
 
 def _t32_size(first_halfword: int) -> int:

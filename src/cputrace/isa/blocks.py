@@ -2,8 +2,8 @@
 
 A flow walker turns millions of trace atoms into instructions; it must not touch capstone
 or build Python objects per instruction. Each block is decoded the first time it is
-reached, stored as numpy arrays and rows of facts (InsnInfo objects are built only when
-asked for), and found again with one dict lookup.
+reached, stored as columns of facts (`insn.Decoded`; rows and InsnInfo objects, with the
+instructions' text, are built only when asked for), and found again with one dict lookup.
 """
 
 from __future__ import annotations
@@ -146,9 +146,9 @@ def decode_block(
 ) -> Block:
     """The block from `address` up to and including the next branch (and its delay slot).
 
-    `known(addresses)` (int64; returns a mask of them) lets a caller with its own index stop the block
-    before an instruction it has decoded already (never between a branch and its delay
-    slot). With `through_conditional`, the block goes on past conditional branches without
+    `known(addresses)` (int64; returns a mask of them) lets a caller with its own index stop
+    the block before an instruction it has decoded already (never between a branch and its
+    delay slot). With `through_conditional`, the block goes on past conditional branches without
     a delay slot (what follows them is code: it runs when they are not taken), for a caller
     that links instructions itself; `branch` is then the branch that ends the block.
     """
@@ -160,7 +160,8 @@ def decode_block(
             parts.append(run.head(1))
             stop, delay_slot_due = Stop.BRANCH, False
             break
-        known_here = _NONE_KNOWN[: len(run)] if known is None else known(run.columns[:, C_ADDRESS])
+        addresses = run.columns[:, C_ADDRESS]
+        known_here = np.zeros(len(run), np.bool_) if known is None else known(addresses)
         kept, ends, at = _end_in(run.columns[:, C_FACTS], known_here, length, through_conditional)
         parts.append(run.head(kept))
         if at >= 0:
@@ -188,7 +189,6 @@ def decode_block(
     )
 
 
-_NONE_KNOWN = np.zeros(512, np.bool_)  # `known` of a caller without one, for up to a chunk of instructions
 _STOPS = (None, Stop.KNOWN, Stop.LIMIT, Stop.UNDEFINED, Stop.BRANCH)
 
 
