@@ -33,8 +33,9 @@ HALF_SYNC = b"\xff\x7f"
 
 NO_ID = -1
 FIRST_RESERVED_ID = 0x70
+_NO_POSITIONS = np.empty(0, np.int64)  # frames are the buffer itself: offsets are indices
 
-# _unpack_frames state and counters (int64 array)
+# _frame_owners state and counters (int64 array)
 _CUR_ID, _FRAMES, _DROPPED, _PADDING = 0, 1, 2, 3
 # _strip_syncs state and counters (int64 array)
 _ALIGNED, _UNALIGNED, _FULL_SYNCS, _HALF_SYNCS, _BROKEN = 0, 1, 2, 3, 4
@@ -46,11 +47,16 @@ def _is_full_sync(buf, p):
 
 
 @numba.njit(cache=True, nogil=True)
-def _unpack_frames(frames, state, out_id, out_byte, out_pos):
-    """Unpack whole frames; out_pos is each data byte's index in `frames`. Returns bytes out."""
-    k = 0
+def _frame_owners(frames, state, owner, value):
+    """The trace ID (owner[q]) and value (value[q]) of each byte q of whole frames.
+
+    owner[q] is 0 where byte q is no source's data: ID changes, byte 15, padding frames, and
+    bytes of the null or a reserved ID (these are counted as dropped).
+    """
     cur = state[_CUR_ID]
+    frame_count = padding = dropped = 0
     for p in range(0, len(frames) - FRAME_BYTES + 1, FRAME_BYTES):
+        owner[p + 15] = 0
         if (
             _is_full_sync(frames, p)
             and _is_full_sync(frames, p + 4)
@@ -58,40 +64,67 @@ def _unpack_frames(frames, state, out_id, out_byte, out_pos):
             and _is_full_sync(frames, p + 12)
         ):
             cur = NO_ID
-            state[_PADDING] += 1
+            padding += 1
+            owner[p : p + 15] = 0
             continue
-        state[_FRAMES] += 1
+        frame_count += 1
         aux = frames[p + 15]
         for j in range(8):
             q = p + 2 * j
             b = frames[q]
             if b & 1:
-                new = b >> 1
+                new = np.int64(b >> 1)
+                owner[q] = 0
                 if j < 7:
-                    owner = cur if (aux >> j) & 1 else new
-                    if 0 < owner < FIRST_RESERVED_ID:
-                        out_id[k] = owner
-                        out_byte[k] = frames[q + 1]
-                        out_pos[k] = q + 1
-                        k += 1
-                    else:
-                        state[_DROPPED] += 1
+                    o = cur if (aux >> j) & 1 else new  # the byte after an ID change may still be cur's
+                    owner[q + 1] = o if 0 < o < FIRST_RESERVED_ID else 0
+                    value[q + 1] = frames[q + 1]
+                    dropped += owner[q + 1] == 0
                 cur = new
             else:
-                if 0 < cur < FIRST_RESERVED_ID:
-                    out_id[k] = cur
-                    out_byte[k] = b | ((aux >> j) & 1)
-                    out_pos[k] = q
-                    k += 1
-                    if j < 7:
-                        out_id[k] = cur
-                        out_byte[k] = frames[q + 1]
-                        out_pos[k] = q + 1
-                        k += 1
-                else:
-                    state[_DROPPED] += 1 if j == 7 else 2
+                o = cur if 0 < cur < FIRST_RESERVED_ID else 0
+                owner[q] = o
+                value[q] = b | ((aux >> j) & 1)
+                dropped += o == 0
+                if j < 7:
+                    owner[q + 1] = o
+                    value[q + 1] = frames[q + 1]
+                    dropped += o == 0
     state[_CUR_ID] = cur
-    return k
+    state[_FRAMES] += frame_count
+    state[_PADDING] += padding
+    state[_DROPPED] += dropped
+
+
+@numba.njit(cache=True, nogil=True)
+def _count_owned(owner, counts):
+    """counts[i] += the bytes owned by trace ID i (runs of one owner are counted in a register)."""
+    last, count = 0, counts[0]
+    for o in owner:
+        if o != last:
+            counts[last] = count
+            last, count = o, counts[o]
+        count += 1
+    counts[last] = count
+
+
+@numba.njit(cache=True, nogil=True)
+def _gather_owned(owner, value, positions, base, fill, values, offsets):
+    """Each owned byte to its trace ID's run: values[fill[id]], and its offset: its index in the
+    frames (or positions[index] when given) plus `base`."""
+    mapped = len(positions) > 0
+    last, slot = 0, fill[0]
+    for q in range(len(owner)):
+        o = owner[q]
+        if o == 0:
+            continue
+        if o != last:
+            fill[last] = slot
+            last, slot = o, fill[o]
+        values[slot] = value[q]
+        offsets[slot] = (positions[q] if mapped else q) + base
+        slot += 1
+    fill[last] = slot
 
 
 @numba.njit(cache=True, nogil=True)
@@ -147,33 +180,6 @@ def _strip_syncs(buf, final, state, frames, frame_pos):
             fill = 0
             frame_start = i
     return k - fill, frame_start
-
-
-@numba.njit(cache=True, nogil=True)
-def _group_by_id(ids, values, positions):
-    """Stable grouping by trace ID, a run of equal IDs at a time.
-
-    Returns (values, positions, starts): trace ID i's bytes are at starts[i]:starts[i + 1]."""
-    counts = np.zeros(FIRST_RESERVED_ID + 1, dtype=np.int64)
-    for trace_id in ids:
-        counts[trace_id + 1] += 1
-    starts = np.cumsum(counts)
-    fill = starts[:-1].copy()
-    grouped_values = np.empty_like(values)
-    grouped_positions = np.empty_like(positions)
-    j = 0
-    n = len(ids)
-    while j < n:
-        trace_id = ids[j]
-        end = j + 1
-        while end < n and ids[end] == trace_id:
-            end += 1
-        slot = fill[trace_id]
-        grouped_values[slot : slot + end - j] = values[j:end]
-        grouped_positions[slot : slot + end - j] = positions[j:end]
-        fill[trace_id] = slot + end - j
-        j = end
-    return grouped_values, grouped_positions, starts
 
 
 def read_only(array: np.ndarray) -> np.ndarray:
@@ -253,15 +259,17 @@ class Deformatter:
         self, frames: np.ndarray, positions: np.ndarray | None, offset: int
     ) -> dict[int, SourceBytes]:
         frames = read_only(frames)
-        n = len(frames)
-        ids = np.empty(n, dtype=np.int16)
-        values = np.empty(n, dtype=np.uint8)
-        where = np.empty(n, dtype=np.int64)
-        k = _unpack_frames(frames, self._unpack_state, ids, values, where)
-        values, where, starts = _group_by_id(ids[:k], values[:k], where[:k])
-        offsets = (positions[where] if positions is not None else where) + offset
+        owner, value = np.empty(len(frames), np.int8), np.empty(len(frames), np.uint8)
+        _frame_owners(frames, self._unpack_state, owner, value)
+        counts = np.zeros(FIRST_RESERVED_ID, np.int64)
+        _count_owned(owner, counts)
+        counts[0] = 0  # bytes of no source
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        values, offsets = np.empty(starts[-1], np.uint8), np.empty(starts[-1], np.int64)
+        positions = read_only(positions if positions is not None else _NO_POSITIONS)
+        _gather_owned(owner, value, positions, offset, starts[:-1].copy(), values, offsets)
         out = {}
-        for trace_id in np.flatnonzero(np.diff(starts)).tolist():
+        for trace_id in np.flatnonzero(counts).tolist():
             run = slice(starts[trace_id], starts[trace_id + 1])
             out[trace_id] = SourceBytes(values[run], offsets[run])
             self.stats.bytes_per_id[trace_id] = self.stats.bytes_per_id.get(trace_id, 0) + len(out[trace_id])
