@@ -66,21 +66,26 @@ def new_state() -> np.ndarray:
 def packet_ops(packets: Packets, state: np.ndarray, cycle_accurate: bool) -> PacketOps:
     """The waypoint ops of `packets`, continuing from `state` (updated in place)."""
     t = packets.table
-    lsip = np.count_nonzero(t["flags"] & _F_LSIP)  # an I-sync with LSiP makes three ops
-    capacity = int(np.maximum(t["count"], 1).sum()) + 2 * lsip if len(t) else 0
+    capacity = _capacity(t)
     kind, isa = np.empty(capacity, np.uint8), np.empty(capacity, np.uint8)  # _build fills what it uses
     a, b = np.empty(capacity, np.uint64), np.empty(capacity, np.uint64)
-    cycles, time, packet = (np.empty(capacity, np.int64) for _ in range(3))
+    cycles, time, packet, src = (np.empty(capacity, np.int64) for _ in range(4))
     before, eventful = np.empty(len(t), np.int64), np.empty(len(t), np.int64)
     pending = np.zeros(len(t), np.int64)
     n, events = _build(
-        t["kind"], t["address"], t["address2"], t["isa"], t["atoms"], t["count"], t["cycles"], t["info"],
-        t["flags"], t["exception"], t["value"], cycle_accurate, state,
-        kind, a, b, isa, cycles, time, packet, before, pending, eventful,
-    )  # fmt: skip
-    src = t["offset"][packet[:n]]
-    ops = Ops(kind[:n], a[:n], b[:n], isa[:n], cycles[:n], time[:n], src.astype(np.int64))
+        t, cycle_accurate, state, kind, a, b, isa, cycles, time, packet, src, before, pending, eventful
+    )
+    ops = Ops(kind[:n], a[:n], b[:n], isa[:n], cycles[:n], time[:n], src[:n])
     return PacketOps(ops, packet[:n], before, pending, eventful[:events])
+
+
+@numba.njit(cache=True, nogil=True)
+def _capacity(packets) -> int:
+    """The most ops `packets` can make: one per atom or other packet, three per LSiP I-sync."""
+    total = 0
+    for p in range(len(packets)):
+        total += max(packets[p].count, 1) + (2 if packets[p].flags & _F_LSIP else 0)
+    return total
 
 
 @numba.njit(cache=True, nogil=True)
@@ -97,32 +102,32 @@ def _atom_cycles(form: int, index: int, header_cycles: int) -> int:
 
 @numba.njit(cache=True, nogil=True)
 def _build(
-    p_kind, p_address, p_address2, p_isa, p_atoms, p_count, p_cycles, p_info, p_flags, p_exception, p_value,
-    cycle_accurate, state, kind, a, b, isa, cycles, time, packet, before, pending, eventful,
-):  # fmt: skip
+    packets, cycle_accurate, state, kind, a, b, isa, cycles, time, packet, src, before, pending, eventful
+):
     n = 0
     events = 0
-    for p in range(len(p_kind)):
+    for p in range(len(packets)):
         before[p] = n
-        k = p_kind[p]
-        if (k != _K_P_HEADER and k != _K_BRANCH) or (k == _K_BRANCH and p_flags[p] & _F_EXCEPTION):
+        pk = packets[p]
+        k = pk.kind
+        if (k != _K_P_HEADER and k != _K_BRANCH) or (k == _K_BRANCH and pk.flags & _F_EXCEPTION):
             eventful[events] = p  # the events layer picks what it reports among these
             events += 1
         if k == _K_P_HEADER:
-            count = p_count[p]
+            count = pk.count
             if state[S_SYNCED] == 0:
                 continue
             if count == 0:
-                if cycle_accurate and p_cycles[p] > 0:
-                    state[S_PENDING] += p_cycles[p]
+                if cycle_accurate and pk.cycles > 0:
+                    state[S_PENDING] += pk.cycles
                 continue
             for i in range(count):
                 kind[n] = _ATOM
                 a[n] = 0
-                b[n] = (p_atoms[p] >> i) & 1
+                b[n] = (pk.atoms >> i) & 1
                 isa[n] = 0
                 if cycle_accurate:
-                    c = _atom_cycles(p_info[p], i, p_cycles[p])
+                    c = _atom_cycles(pk.info, i, pk.cycles)
                     if i == 0:
                         c += state[S_PENDING]
                         state[S_PENDING] = 0
@@ -131,38 +136,88 @@ def _build(
                     cycles[n] = NO_TIME
                 time[n] = state[S_TIME]
                 packet[n] = p
+                src[n] = pk.offset
                 n += 1
         elif k == _K_I_SYNC:
-            if p_cycles[p] >= 0:  # an I-sync with a cycle count: the trace stopped, W cycles end here
+            if pk.cycles >= 0:  # an I-sync with a cycle count: the trace stopped, W cycles end here
                 pending[p] = state[S_PENDING]
                 state[S_PENDING] = 0
             state[S_SYNCED] = 1
-            n = _add(n, p, _SYNC, p_address[p], 0, p_isa[p], state, kind, a, b, isa, cycles, time, packet)
-            if p_flags[p] & _F_LSIP:  # the load/store ran, then the trace goes on at address2
-                n = _add(n, p, _ATOM, 0, 1, 0, state, kind, a, b, isa, cycles, time, packet)
+            n = _add(
+                n,
+                p,
+                _SYNC,
+                pk.address,
+                0,
+                pk.isa,
+                state,
+                kind,
+                a,
+                b,
+                isa,
+                cycles,
+                time,
+                packet,
+                src,
+                pk.offset,
+            )
+            if pk.flags & _F_LSIP:  # the load/store ran, then the trace goes on at address2
+                n = _add(n, p, _ATOM, 0, 1, 0, state, kind, a, b, isa, cycles, time, packet, src, pk.offset)
                 n = _add(
-                    n, p, _SYNC, p_address2[p], 0, p_isa[p], state, kind, a, b, isa, cycles, time, packet
+                    n,
+                    p,
+                    _SYNC,
+                    pk.address2,
+                    0,
+                    pk.isa,
+                    state,
+                    kind,
+                    a,
+                    b,
+                    isa,
+                    cycles,
+                    time,
+                    packet,
+                    src,
+                    pk.offset,
                 )
         elif k == _K_BRANCH:
             if state[S_SYNCED] == 0:
                 continue
             op, bits = _TARGET, 0
-            if p_flags[p] & _F_EXCEPTION and p_exception[p] > 0:
-                op, bits = _EXCEPTION, EXCEPTION_CANCELS if p_flags[p] & _F_CANCEL else 0
-            n = _add(n, p, op, p_address[p], bits, p_isa[p], state, kind, a, b, isa, cycles, time, packet)
+            if pk.flags & _F_EXCEPTION and pk.exception > 0:
+                op, bits = _EXCEPTION, EXCEPTION_CANCELS if pk.flags & _F_CANCEL else 0
+            n = _add(
+                n,
+                p,
+                op,
+                pk.address,
+                bits,
+                pk.isa,
+                state,
+                kind,
+                a,
+                b,
+                isa,
+                cycles,
+                time,
+                packet,
+                src,
+                pk.offset,
+            )
         elif k == _K_TIMESTAMP:
-            state[S_TIME] = np.int64(p_value[p])
+            state[S_TIME] = np.int64(pk.value)
         elif k in (_K_ERROR, _K_UNSYNCED):
             if state[S_SYNCED] == 0:
                 continue
             state[S_SYNCED] = 0
             state[S_PENDING] = 0
-            n = _add(n, p, _GAP, 0, 0, 0, state, kind, a, b, isa, cycles, time, packet)
+            n = _add(n, p, _GAP, 0, 0, 0, state, kind, a, b, isa, cycles, time, packet, src, pk.offset)
     return n, events
 
 
 @numba.njit(cache=True, nogil=True)
-def _add(n, p, op, address, bits, op_isa, state, kind, a, b, isa, cycles, time, packet) -> int:
+def _add(n, p, op, address, bits, op_isa, state, kind, a, b, isa, cycles, time, packet, src, offset) -> int:
     kind[n] = op
     a[n] = address
     b[n] = bits
@@ -170,4 +225,5 @@ def _add(n, p, op, address, bits, op_isa, state, kind, a, b, isa, cycles, time, 
     cycles[n] = NO_TIME
     time[n] = state[S_TIME]
     packet[n] = p
+    src[n] = offset
     return n + 1
