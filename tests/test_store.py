@@ -93,7 +93,8 @@ def _instructions(first: int, count: int) -> pa.Table:
 def test_writes_gather_batches_into_row_groups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(INGEST, "ROW_GROUP_ROWS", 1000)
     writer = StoreWriter(tmp_path / "s.ctrace")
-    writes = INGEST._BackgroundWrites(writer)
+    stats = INGEST._Stats()
+    writes = INGEST._BackgroundWrites(writer, stats)
     for first in range(0, 3000, 300):
         writes.submit("instructions", _instructions(first, 300))
     writes.drain()
@@ -103,6 +104,7 @@ def test_writes_gather_batches_into_row_groups(tmp_path: Path, monkeypatch: pyte
     groups = [stored.metadata.row_group(i).num_rows for i in range(stored.metadata.num_row_groups)]
     assert groups == [1200, 1200, 600]
     assert stored.read().column("seq").to_pylist() == list(range(3000))
+    assert stats.counts["instructions"] == 3000 and stats.cpus == {0} and stats.isas == {"A32"}
 
 
 def test_a_null_in_a_column_every_row_has_is_refused(tmp_path: Path) -> None:

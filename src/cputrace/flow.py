@@ -688,24 +688,30 @@ _CANCELLED_FLAGS = np.uint16(Flag.RECONSTRUCTED | Flag.CANCELLED)
 
 
 @numba.njit(cache=True, nogil=True)
-def _gather(out, n, program_pc, program_opcode, program_size, program_isa,
-            pc, opcode, size, isa, flags, executed, unknown):  # fmt: skip
-    """The instruction columns of the first `n` output rows, in one pass."""
-    for row in range(n):
+def _gather(
+    out, program_pc, program_opcode, program_size, program_isa,
+    seq, time, cycles, src, pc, opcode, size, isa, flags, executed, known, timed, counted,
+):  # fmt: skip
+    """The instruction columns of the first len(seq) output rows, in one pass; `known`, `timed`
+    and `counted` say where executed, time and cycles are not null."""
+    for row in range(len(seq)):
         idx = out[_O_IDX, row]
+        seq[row], src[row] = out[_O_SEQ, row], out[_O_SRC, row]
+        time[row], cycles[row] = out[_O_TIME, row], out[_O_CYCLES, row]
+        timed[row], counted[row] = time[row] != NO_TIME, cycles[row] != NO_TIME
         pc[row], opcode[row], size[row] = program_pc[idx], program_opcode[idx], program_size[idx]
         isa[row] = program_isa[idx]
         flags[row] = _CANCELLED_FLAGS if out[_O_CANCEL, row] != 0 else _ROW_FLAGS
         executed[row] = out[_O_EXEC, row] == _EXECUTED
-        unknown[row] = out[_O_EXEC, row] == _UNKNOWN
+        known[row] = out[_O_EXEC, row] != _UNKNOWN
 
 
-def _nullable(values: np.ndarray, missing: np.ndarray, type_: pa.DataType) -> pa.Array:
-    """`values` (int64 or bool) with nulls where `missing`, built from buffers: a fraction of
-    the time pa.array(values, mask=missing) takes."""
+def _nullable(values: np.ndarray, present: np.ndarray, type_: pa.DataType) -> pa.Array:
+    """`values` (int64 or bool) with nulls where not `present`, built from buffers: a fraction
+    of the time pa.array(values, mask=...) takes."""
     data = np.packbits(values, bitorder="little") if type_ == pa.bool_() else values
-    nulls = int(np.count_nonzero(missing))
-    validity = pa.py_buffer(np.packbits(~missing, bitorder="little")) if nulls else None
+    nulls = len(values) - int(np.count_nonzero(present))
+    validity = pa.py_buffer(np.packbits(present, bitorder="little")) if nulls else None
     return pa.Array.from_buffers(type_, len(values), [validity, pa.py_buffer(data)], null_count=nulls)
 
 
@@ -784,26 +790,29 @@ class Walker:
         return batch
 
     def _instructions(self, n: int) -> pa.Table:
-        p, out = self.program, self._out
-        time, cycles = out[_O_TIME, :n].copy(), out[_O_CYCLES, :n].copy()  # Arrow would share the buffer
+        p = self.program
+        seq, time, cycles, src = (np.empty(n, np.int64) for _ in range(4))
         pc, opcode = np.empty(n, np.uint64), np.empty(n, np.uint32)
         size, isa, flags = np.empty(n, np.uint8), np.empty(n, np.int32), np.empty(n, np.uint16)
-        executed, unknown = np.empty(n, np.bool_), np.empty(n, np.bool_)
-        _gather(out, n, p.pc, p.opcode, p.size, p.isa, pc, opcode, size, isa, flags, executed, unknown)
+        executed, known, timed, counted = (np.empty(n, np.bool_) for _ in range(4))
+        _gather(
+            self._out, p.pc, p.opcode, p.size, p.isa,
+            seq, time, cycles, src, pc, opcode, size, isa, flags, executed, known, timed, counted,
+        )  # fmt: skip
         columns = [
-            pa.array(out[_O_SEQ, :n].copy()),
-            _nullable(time, time == NO_TIME, pa.int64()),
+            pa.array(seq),
+            _nullable(time, timed, pa.int64()),
             pa.array(np.full(n, self.cpu, np.uint16)),
             pa.array(pc),
             pa.array(opcode),
             pa.array(size),
             pa.DictionaryArray.from_arrays(pa.array(isa), ISA_NAMES),
             pa.nulls(n, SCHEMAS["instructions"].field("mode").type),
-            _nullable(executed, unknown, pa.bool_()),
-            _nullable(cycles, cycles == NO_TIME, pa.int64()),
+            _nullable(executed, known, pa.bool_()),
+            _nullable(cycles, counted, pa.int64()),
             pa.array(flags),
             pa.nulls(n, pa.string()),
-            pa.array(out[_O_SRC, :n].copy()),
+            pa.array(src),
         ]
         return pa.Table.from_arrays(columns, schema=SCHEMAS["instructions"])
 

@@ -76,10 +76,13 @@ class _BackgroundWrites:
 
     Batches are checked and gathered into row groups on the decoding thread, so the writing
     thread runs (almost) no Python: it needs the interpreter lock only to start and end a write.
+    Each row group is added to `stats` as it is handed over: a few large calls of Arrow's
+    kernels cost less than one per batch.
     """
 
-    def __init__(self, writer: StoreWriter, depth: int = 2) -> None:
+    def __init__(self, writer: StoreWriter, stats: _Stats, depth: int = 2) -> None:
         self._writer = writer
+        self._stats = stats
         self._pool = ThreadPoolExecutor(max_workers=1)
         self._pending: deque[Future[None]] = deque()
         self._depth = depth
@@ -106,7 +109,9 @@ class _BackgroundWrites:
     def _write(self, table: str) -> None:
         held, self._held[table] = self._held[table], []
         if held:
-            self._pending.append(self._pool.submit(self._writer.write, table, pa.concat_tables(held)))
+            group = pa.concat_tables(held)
+            self._stats.add(table, group)
+            self._pending.append(self._pool.submit(self._writer.write, table, group))
         while len(self._pending) > self._depth:
             self._pending.popleft().result()
 
@@ -176,7 +181,7 @@ def ingest(
     stats = _Stats()
     started = time.perf_counter()
     writer = StoreWriter(store)
-    writes = _BackgroundWrites(writer)
+    writes = _BackgroundWrites(writer, stats)
     formats_used = []
     recorded_inputs = []
     try:
@@ -193,7 +198,6 @@ def ingest(
                         index = data.schema.get_field_index("seq")
                         shifted = pc.add(data.column("seq"), pa.scalar(seq_base))
                         data = data.set_column(index, "seq", shifted)
-                    stats.add(table, data)
                     writes.submit(table, data)
             writes.drain()
             fp = source.fingerprint
