@@ -692,18 +692,25 @@ def _gather(
     out, program_pc, program_opcode, program_size, program_isa,
     seq, time, cycles, src, pc, opcode, size, isa, flags, executed, known, timed, counted,
 ):  # fmt: skip
-    """The instruction columns of the first len(seq) output rows, in one pass; `known`, `timed`
-    and `counted` say where executed, time and cycles are not null."""
-    for row in range(len(seq)):
-        idx = out[_O_IDX, row]
-        seq[row], src[row] = out[_O_SEQ, row], out[_O_SRC, row]
-        time[row], cycles[row] = out[_O_TIME, row], out[_O_CYCLES, row]
+    """The instruction columns of the first len(seq) output rows; `known`, `timed` and
+    `counted` say where executed, time and cycles are not null. A loop per column or two:
+    one loop writing all of them runs slower, short of registers."""
+    n = len(seq)
+    rows = out[_O_IDX, :n]
+    for row in range(n):
+        pc[row] = program_pc[rows[row]]
+    for row in range(n):
+        opcode[row] = program_opcode[rows[row]]
+    for row in range(n):
+        size[row], isa[row] = program_size[rows[row]], program_isa[rows[row]]
+    seq[:], src[:] = out[_O_SEQ, :n], out[_O_SRC, :n]
+    time[:], cycles[:] = out[_O_TIME, :n], out[_O_CYCLES, :n]
+    for row in range(n):
         timed[row], counted[row] = time[row] != NO_TIME, cycles[row] != NO_TIME
-        pc[row], opcode[row], size[row] = program_pc[idx], program_opcode[idx], program_size[idx]
-        isa[row] = program_isa[idx]
-        flags[row] = _CANCELLED_FLAGS if out[_O_CANCEL, row] != 0 else _ROW_FLAGS
-        executed[row] = out[_O_EXEC, row] == _EXECUTED
-        known[row] = out[_O_EXEC, row] != _UNKNOWN
+    outcome, cancelled = out[_O_EXEC, :n], out[_O_CANCEL, :n]
+    for row in range(n):
+        flags[row] = _CANCELLED_FLAGS if cancelled[row] != 0 else _ROW_FLAGS
+        executed[row], known[row] = outcome[row] == _EXECUTED, outcome[row] != _UNKNOWN
 
 
 def _nullable(values: np.ndarray, present: np.ndarray, type_: pa.DataType) -> pa.Array:
