@@ -428,6 +428,36 @@ def test_block_through_conditional_branches() -> None:
     assert (len(known), known.stop) == (2, Stop.KNOWN)
 
 
+@pytest.mark.parametrize(
+    ("program", "isa"),
+    [("corpus/calls-a32.elf", None), ("corpus/calls-t32.elf", None), ("corpus/calls-a64.elf", None),
+     ("data/leon/itb_demo.elf", Isa.SPARC)],
+)  # fmt: skip
+def test_blocks_from_leftovers_equal_blocks_decoded_afresh(program: str, isa: Isa | None) -> None:
+    """A block that starts where another ended (after a call) takes the instructions decoded
+    past that end; they must be the ones decoding from its start gives."""
+    image = load_elf(Path(__file__).parent / program)
+    leftovers: dict = {}
+    pending = [(s.address, isa or s.isa) for s in image.symbols if isa or s.kind == "func"]
+    seen, reused = set(), 0
+    while pending:
+        address, block_isa = pending.pop()
+        if (address, block_isa) in seen:
+            continue
+        seen.add((address, block_isa))
+        reused += ((address << 3) | block_isa) in leftovers
+        try:
+            block = decode_block(image, address, block_isa, through_conditional=True, leftovers=leftovers)
+        except ImageError:
+            continue
+        fresh = decode_block(image, address, block_isa, through_conditional=True)
+        assert np.array_equal(block.columns, fresh.columns), hex(address)
+        assert block.insns == fresh.insns
+        if block.stop is Stop.BRANCH:
+            pending.append((block.next_address, block_isa))
+    assert reused >= 3
+
+
 def test_instruction_cut_by_end_of_image() -> None:
     cache = BlockCache(Image([Region(0x1000, thumb(0xF7FF), "cut")]))
     with pytest.raises(ImageError, match=r"0x1000: .*runs past the end of the image"):

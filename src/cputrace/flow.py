@@ -48,6 +48,7 @@ from .isa.insn import (
     F_HAS_TARGET,
     F_TRAP,
     F_UNDEFINED,
+    Decoded,
 )
 from .model import ISA_NAMES, SCHEMAS, Flag, Isa
 
@@ -253,6 +254,7 @@ class Program:
         self.target_idx = np.zeros(capacity, np.int64)
         self.index = _AddressIndex()
         self.failures: dict[int, str] = {}
+        self._leftovers: dict[int, Decoded] = {}  # see decode_block
 
     def decode(self, key: int) -> None:
         """Decode the block at `key` (address << 3 | ISA) into the arrays."""
@@ -262,7 +264,9 @@ class Program:
             return self.index.contains(addresses, int(isa))
 
         try:  # up to the next unconditional branch, or to code decoded before from another entry point
-            block = decode_block(self.image, address, isa, known=known, through_conditional=True)
+            block = decode_block(
+                self.image, address, isa, known=known, through_conditional=True, leftovers=self._leftovers
+            )
         except (ImageError, ValueError) as exc:  # ValueError: an instruction set isa/ cannot decode
             self.index.add(np.array([key], np.int64), np.array([_NO_CODE], np.int64))
             self.failures[key] = str(exc)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numba
@@ -143,6 +143,7 @@ def decode_block(
     known: Callable[[np.ndarray], np.ndarray] | None = None,
     *,
     through_conditional: bool = False,
+    leftovers: dict[int, Decoded] | None = None,
 ) -> Block:
     """The block from `address` up to and including the next branch (and its delay slot).
 
@@ -151,14 +152,20 @@ def decode_block(
     delay slot). With `through_conditional`, the block goes on past conditional branches without
     a delay slot (what follows them is code: it runs when they are not taken), for a caller
     that links instructions itself; `branch` is then the branch that ends the block.
+
+    `leftovers` (address << 3 | ISA of their first instruction -> instructions) keeps what was
+    decoded past the end of blocks that end at a branch, and is where a block looks first:
+    the block after a call, where the call returns, then costs no decoding. (No IT block
+    spans a branch's end, so the instructions are what decoding from there would give.)
     """
     code = image.read_upto(address, _WINDOW)
     parts: list[Decoded] = []
     length, stop, branch, delay_slot_due = 0, Stop.NO_MEMORY, None, False
-    for run in decode_runs(code, address, isa):
+    for run in _runs(code, address, isa, leftovers):
         if delay_slot_due:  # the delay slot of a SPARC branch
             parts.append(run.head(1))
             stop, delay_slot_due = Stop.BRANCH, False
+            _leave(run, 1, leftovers)
             break
         addresses = run.columns[:, C_ADDRESS]
         known_here = np.zeros(len(run), np.bool_) if known is None else known(addresses)
@@ -171,6 +178,8 @@ def decode_block(
         if ends:
             stop = _STOPS[ends]
             if not delay_slot_due:
+                if stop is Stop.BRANCH:
+                    _leave(run, kept, leftovers)
                 break
     if delay_slot_due:
         stop = Stop.NO_MEMORY  # the delay slot is missing from the image
@@ -187,6 +196,23 @@ def decode_block(
         branch_index=branch,
         make_rows=lambda: tuple(itertools.chain.from_iterable(part.rows() for part in parts)),
     )
+
+
+def _runs(code: bytes, address: int, isa: Isa, leftovers: dict[int, Decoded] | None) -> Iterator[Decoded]:
+    """The instructions from `address` on: those left over from another block, then decoded."""
+    first = leftovers.pop((address << 3) | isa, None) if leftovers is not None else None
+    offset = 0
+    if first is not None:
+        yield first
+        offset = int(first.columns[:, C_SIZE].sum())
+    yield from decode_runs(code[offset:], address + offset, isa)
+
+
+def _leave(run: Decoded, used: int, leftovers: dict[int, Decoded] | None) -> None:
+    """Keep the instructions of `run` after the first `used`, for the block that starts there."""
+    if leftovers is not None and used < len(run):
+        rest = run.after(used)
+        leftovers[(int(rest.columns[0, C_ADDRESS]) << 3) | rest.isa] = rest
 
 
 _STOPS = (None, Stop.KNOWN, Stop.LIMIT, Stop.UNDEFINED, Stop.BRANCH)

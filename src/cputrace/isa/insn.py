@@ -123,6 +123,11 @@ class Decoded:
         make_rows = self.make_rows
         return Decoded(self.isa, self.columns[:count], lambda: make_rows()[:count])
 
+    def after(self, count: int) -> Decoded:
+        """The instructions after the first `count`."""
+        make_rows = self.make_rows
+        return Decoded(self.isa, self.columns[count:], lambda: make_rows()[count:])
+
 
 def columns_of(rows: Sequence[Row]) -> np.ndarray:
     """The columns of instructions given as rows (for decoders that make rows first)."""
