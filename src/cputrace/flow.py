@@ -433,9 +433,10 @@ def _report_loss(state, gaps) -> None:
         state[_S_LOST] = 0
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _put(out, row, idx, executed, cycles, time, src, seq) -> None:
     """Write one instruction row into the output array."""
+    row = np.uint64(row)  # unsigned indices: no wrap-around code in the hot loops
     out[_O_IDX, row] = idx
     out[_O_EXEC, row] = executed
     out[_O_CYCLES, row] = cycles
@@ -562,18 +563,19 @@ def _run_atoms(state, out, i, op_kind, op_b, op_cycles, op_time, op_src, isa, fl
     rows, seq, idx = state[_S_ROWS], state[_S_SEQ], state[_S_POS]
     room = out.shape[1] - 1
     last = -1
-    while i < len(op_kind) and op_kind[i] == Op.ATOM and rows < room:
-        f = flags[idx]
-        executed = op_b[i] == 1
-        following = target_idx[idx] if executed and f & _BRANCH and f & _DIRECT else next_idx[idx]
+    while i < len(op_kind) and op_kind[np.uint64(i)] == Op.ATOM and rows < room:
+        at, op = np.uint64(idx), np.uint64(i)  # unsigned: no wrap-around code
+        f = flags[at]
+        executed = op_b[op] == 1
+        following = target_idx[at] if executed and f & _BRANCH and f & _DIRECT else next_idx[at]
         if f & _UNDEFINED or (executed and f & _BRANCH and not f & _DIRECT) or following < 0:
             break
         outcome = _EXECUTED if executed else _NOT_EXECUTED
-        _put(out, rows, idx, outcome, op_cycles[i], op_time[i], op_src[i], seq)
-        op_first[i] = seq
+        _put(out, rows, idx, outcome, op_cycles[op], op_time[op], op_src[op], seq)
+        op_first[op] = seq
         rows += 1
         seq += 1
-        op_end[i] = seq
+        op_end[op] = seq
         last = idx
         idx = following
         i += 1
