@@ -72,9 +72,8 @@ def packet_ops(packets: Packets, state: np.ndarray, cycle_accurate: bool) -> Pac
     cycles, time, packet, src = (np.empty(capacity, np.int64) for _ in range(4))
     before, eventful = np.empty(len(t), np.int64), np.empty(len(t), np.int64)
     pending = np.zeros(len(t), np.int64)
-    n, events = _build(
-        t, cycle_accurate, state, kind, a, b, isa, cycles, time, packet, src, before, pending, eventful
-    )
+    columns = (kind, a, b, isa, cycles, time, packet, src)
+    n, events = _build(t, cycle_accurate, state, columns, before, pending, eventful)
     ops = Ops(kind[:n], a[:n], b[:n], isa[:n], cycles[:n], time[:n], src[:n])
     return PacketOps(ops, packet[:n], before, pending, eventful[:events])
 
@@ -101,9 +100,8 @@ def _atom_cycles(form: int, index: int, header_cycles: int) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
-def _build(
-    packets, cycle_accurate, state, kind, a, b, isa, cycles, time, packet, src, before, pending, eventful
-):
+def _build(packets, cycle_accurate, state, columns, before, pending, eventful):
+    kind, a, b, isa, cycles, time, packet, src = columns
     n = 0
     events = 0
     for p in range(len(packets)):
@@ -143,68 +141,17 @@ def _build(
                 pending[p] = state[S_PENDING]
                 state[S_PENDING] = 0
             state[S_SYNCED] = 1
-            n = _add(
-                n,
-                p,
-                _SYNC,
-                pk.address,
-                0,
-                pk.isa,
-                state,
-                kind,
-                a,
-                b,
-                isa,
-                cycles,
-                time,
-                packet,
-                src,
-                pk.offset,
-            )
+            n = _add(columns, n, p, pk.offset, _SYNC, pk.address, 0, pk.isa, state[S_TIME])
             if pk.flags & _F_LSIP:  # the load/store ran, then the trace goes on at address2
-                n = _add(n, p, _ATOM, 0, 1, 0, state, kind, a, b, isa, cycles, time, packet, src, pk.offset)
-                n = _add(
-                    n,
-                    p,
-                    _SYNC,
-                    pk.address2,
-                    0,
-                    pk.isa,
-                    state,
-                    kind,
-                    a,
-                    b,
-                    isa,
-                    cycles,
-                    time,
-                    packet,
-                    src,
-                    pk.offset,
-                )
+                n = _add(columns, n, p, pk.offset, _ATOM, 0, 1, 0, state[S_TIME])
+                n = _add(columns, n, p, pk.offset, _SYNC, pk.address2, 0, pk.isa, state[S_TIME])
         elif k == _K_BRANCH:
             if state[S_SYNCED] == 0:
                 continue
             op, bits = _TARGET, 0
             if pk.flags & _F_EXCEPTION and pk.exception > 0:
                 op, bits = _EXCEPTION, EXCEPTION_CANCELS if pk.flags & _F_CANCEL else 0
-            n = _add(
-                n,
-                p,
-                op,
-                pk.address,
-                bits,
-                pk.isa,
-                state,
-                kind,
-                a,
-                b,
-                isa,
-                cycles,
-                time,
-                packet,
-                src,
-                pk.offset,
-            )
+            n = _add(columns, n, p, pk.offset, op, pk.address, bits, pk.isa, state[S_TIME])
         elif k == _K_TIMESTAMP:
             state[S_TIME] = np.int64(pk.value)
         elif k in (_K_ERROR, _K_UNSYNCED):
@@ -212,18 +159,20 @@ def _build(
                 continue
             state[S_SYNCED] = 0
             state[S_PENDING] = 0
-            n = _add(n, p, _GAP, 0, 0, 0, state, kind, a, b, isa, cycles, time, packet, src, pk.offset)
+            n = _add(columns, n, p, pk.offset, _GAP, 0, 0, 0, state[S_TIME])
     return n, events
 
 
-@numba.njit(cache=True, nogil=True)
-def _add(n, p, op, address, bits, op_isa, state, kind, a, b, isa, cycles, time, packet, src, offset) -> int:
+@numba.njit(cache=True, nogil=True, inline="always")
+def _add(columns, n, packet_row, offset, op, address, bits, op_isa, op_time) -> int:
+    """Op n, one that carries no cycle count; returns the next op's index."""
+    kind, a, b, isa, cycles, time, packet, src = columns
     kind[n] = op
     a[n] = address
     b[n] = bits
     isa[n] = op_isa
     cycles[n] = NO_TIME
-    time[n] = state[S_TIME]
-    packet[n] = p
+    time[n] = op_time
+    packet[n] = packet_row
     src[n] = offset
     return n + 1
