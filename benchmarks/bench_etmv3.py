@@ -12,10 +12,11 @@ on their own: deformatting alone, and packet decoding of in-memory source stream
 Instructions: the same buffer decoded into instruction and event batches (packets, ops, the
 walk through the kernel image, Arrow tables), once with the kernel code already decoded
 (the steady state of a long trace) and once from scratch (the first decode of each
-instruction goes through capstone); then from scratch again with the buffer repeated
-`--steady` times more (the fixed cost of decoding the program spread over more trace);
-then a whole `ingest` of a snapshot whose buffer is the repeated one, to a Parquet store, and
-of the longer one.
+instruction goes through capstone); those rows written to a store on one thread (what the
+writing thread of an `ingest` has to do); a whole `ingest` of a snapshot whose buffer is
+the repeated one, to a Parquet store; then, with the buffer repeated `--steady` times more
+(the fixed cost of decoding the program spread over more trace), from scratch to rows and
+to a store.
 """
 
 from __future__ import annotations
@@ -26,13 +27,17 @@ import tempfile
 import time
 from pathlib import Path
 
+import pyarrow as pa
+
 from cputrace.coresight.frames import deformat
 from cputrace.flow import Program
 from cputrace.formats.base import DecodeContext
 from cputrace.formats.etmv3.capture import Capture, PacketReader, open_captures
 from cputrace.formats.etmv3.decoder import decode_captures
 from cputrace.formats.etmv3.packets import PacketDecoder
-from cputrace.ingest import ingest
+from cputrace.ingest import ROW_GROUP_ROWS, ingest
+from cputrace.model import TABLES
+from cputrace.store import StoreWriter
 
 HERE = Path(__file__).parent
 SNAPSHOT = HERE.parents[1] / "shared" / "data" / "tc2-etmv3"
@@ -112,6 +117,20 @@ def _decode(capture: Capture, programs: dict[object, Program]) -> int:
     return sum(b["instructions"].num_rows for b in batches if "instructions" in b)
 
 
+def _write(batches: list[dict[str, pa.Table]]) -> int:
+    """Decoded batches written to a store on this thread alone, in row groups as `ingest` makes
+    them: what the writing thread of an ingest has to do."""
+    with tempfile.TemporaryDirectory() as folder:
+        writer = StoreWriter(Path(folder) / "s.ctrace")
+        for table in TABLES:
+            parts = [b[table] for b in batches if table in b]
+            data = writer.checked(table, pa.concat_tables(parts)) if parts else None
+            for start in range(0, data.num_rows if data else 0, ROW_GROUP_ROWS):
+                writer.write(table, data.slice(start, ROW_GROUP_ROWS))
+        writer.commit({})
+    return sum(b["instructions"].num_rows for b in batches if "instructions" in b)
+
+
 def _ingest(buffer: Path) -> None:
     """`ingest` of the TC2 snapshot with `buffer` as its trace, to a Parquet store."""
     with tempfile.TemporaryDirectory() as folder:
@@ -130,15 +149,18 @@ def instructions(capture: Capture, buffer: Path, longer: Capture, runs: int, rep
     warm, count = best(runs, lambda: _decode(capture, programs))
     cold, _ = best(runs, lambda: _decode(capture, {}))
     steady, steady_count = best(max(1, runs // 2), lambda: _decode(longer, {}))
+    batches = list(decode_captures([capture], DecodeContext(), programs))
+    written, _ = best(runs, lambda: _write(batches))
     stored, _ = best(runs, lambda: _ingest(buffer))
     stored_longer, _ = best(max(1, runs // 2), lambda: _ingest(longer.path))
     print(f"instructions: {count:,} ({count // repeat:,} per copy of the buffer)")
     for label, took, rows in (
         ("buffer to rows, kernel code already decoded", warm, count),
         ("buffer to rows, from scratch", cold, count),
-        (f"the same, {steady_count:,} instructions", steady, steady_count),
+        ("the rows written alone (Parquet, one thread)", written, count),
         ("ingest to a store (snapshot.ini, Parquet)", stored, count),
-        (f"the same, {steady_count:,} instructions", stored_longer, steady_count),
+        (f"buffer to rows from scratch, {steady_count:,}", steady, steady_count),
+        (f"ingest to a store, {steady_count:,}", stored_longer, steady_count),
     ):
         print(f"{label:<45} {took * 1e3:7.1f} ms  {rows / took / 1e6:6.2f} M instructions/s")
 
