@@ -48,6 +48,7 @@ from .isa.insn import (
     F_HAS_TARGET,
     F_TRAP,
     F_UNDEFINED,
+    NO_ISA,
     Decoded,
 )
 from .model import ISA_NAMES, SCHEMAS, Flag, Isa
@@ -113,7 +114,6 @@ _BLOCK_END = 1 << 15  # the following instruction is found through the index, no
 _FLAGS = _BRANCH | _DIRECT | _CONDITIONAL | _HAS_COND | _UNDEFINED | _DELAY | _ANNUL | _TRAP
 assert not _FLAGS & _BLOCK_END
 
-_NO_ISA = 255
 _UNRESOLVED = -1
 _NO_CODE = -2  # index value: decoding failed there (reason in Program.failures)
 
@@ -391,7 +391,7 @@ def _fall_through(state, idx, pc, size, isa, next_idx) -> None:
 @numba.njit(cache=True, nogil=True)
 def _take(state, idx, pc, isa, flags, target, next_isa, target_idx) -> None:
     """Continue at the target of the taken branch `idx`; lost if the image cannot say where."""
-    if flags[idx] & _DIRECT and next_isa[idx] != _NO_ISA:
+    if flags[idx] & _DIRECT and next_isa[idx] != NO_ISA:
         _follow(state, idx, 1, target_idx[idx], target[idx], next_isa[idx])
     else:
         _lose(state, GapReason.NO_TARGET, pc[idx])

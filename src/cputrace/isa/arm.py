@@ -49,7 +49,9 @@ from .insn import (
     F_TRAP,
     F_UNDEFINED,
     F_WRITES_PC,
+    FIRST_CHUNK,
     KINDS,
+    LARGEST_CHUNK,
     NO_ISA,
     Decoded,
     InsnInfo,
@@ -57,7 +59,7 @@ from .insn import (
     Row,
     columns_of,
 )  # fmt: skip
-from .itstate import CONDITIONS
+from .itstate import CONDITIONS, next_it_state
 
 _MODES = {
     Isa.A32: (capstone.CS_ARCH_ARM, capstone.CS_MODE_ARM),
@@ -143,8 +145,6 @@ _BX, _BLX, _MOV, _LDR = arm.ARM_INS_BX, arm.ARM_INS_BLX, arm.ARM_INS_MOV, arm.AR
 _PC, _LR, _SP = arm.ARM_REG_PC, arm.ARM_REG_LR, arm.ARM_REG_SP
 _JUMP, _CALL, _RET = capstone.CS_GRP_JUMP, capstone.CS_GRP_CALL, capstone.CS_GRP_RET
 _WRITE = capstone.CS_AC_WRITE
-_FIRST_CHUNK = 8  # instructions capstone decodes at a time, doubling up to the largest
-_LARGEST_CHUNK = 256
 _MASK64 = (1 << 64) - 1
 
 # Bits of the instruction-id tables the compiled reader looks classes up in.
@@ -276,6 +276,9 @@ def _opcode(raw_bytes: bytes, isa: Isa) -> int:
     return int.from_bytes(raw_bytes, "little")
 
 
+_next_it_state = numba.njit(cache=True, nogil=True, inline="always")(next_it_state)
+
+
 @numba.njit(cache=True, nogil=True)
 def _read_facts(records: int, count: int, isa: int, layout: np.ndarray, classes: np.ndarray,
                 sizes: np.ndarray, widths: np.ndarray, out: np.ndarray) -> int:  # fmt: skip
@@ -382,7 +385,7 @@ def _read_facts(records: int, count: int, isa: int, layout: np.ndarray, classes:
                 access = _access_size(sizes[iid] if iid < len(sizes) else 0, first, first_vas, widths)
         if it_state & 0xF:  # inside an IT block: its condition, whatever capstone prints
             condition = it_state >> 4 if it_state >> 4 < _CONDITION_CODES else -1
-            it_state = 0 if it_state & 0x7 == 0 else (it_state & 0xE0) | ((it_state << 1) & 0x1F)
+            it_state = _next_it_state(it_state)
         elif thumb and iid == _IT:  # capstone gives an IT its first condition
             condition = -1
         else:  # capstone's condition codes are the architecture's plus one (0: none)
@@ -414,7 +417,7 @@ def _it_length(state: int) -> int:
     length = 0
     while state & 0xF:
         length += 1
-        state = 0 if state & 0x7 == 0 else (state & 0xE0) | ((state << 1) & 0x1F)
+        state = _next_it_state(state)
     return length
 
 
@@ -498,7 +501,7 @@ def arm_runs(code: bytes, address: int, isa: Isa) -> Iterator[Decoded]:
     engine, reader = _engine(isa), _reader(isa)
     record_size = int(engine.layout[raw.L_INSN_SIZE])
     offset = 0
-    count = _FIRST_CHUNK
+    count = FIRST_CHUNK
     while True:
         chunk = code[offset : offset + count * 4]
         (out, cut), records = engine.disasm(chunk, address + offset, count, reader)
@@ -511,7 +514,7 @@ def arm_runs(code: bytes, address: int, isa: Isa) -> Iterator[Decoded]:
             offset += int(columns[:, C_SIZE].sum())
         if not complete:
             break
-        count = min(count * 2, _LARGEST_CHUNK)
+        count = min(count * 2, LARGEST_CHUNK)
     undefined = _undefined(code, offset, address + offset, isa)
     if undefined is not None:
         yield Decoded(isa, columns_of([undefined]), lambda: (undefined,))

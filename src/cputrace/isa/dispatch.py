@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from ..model import Isa
 from .arm import ARM_ISAS, arm_rows, arm_runs, decode_arm
-from .insn import Decoded, InsnInfo, Row, as_row, columns_of
+from .insn import FIRST_CHUNK, LARGEST_CHUNK, Decoded, InsnInfo, Row, as_row, columns_of
 from .sparc import decode_sparc
 
 SUPPORTED_ISAS = frozenset({*ARM_ISAS, Isa.SPARC})
@@ -45,7 +45,7 @@ def decode_runs(code: bytes, address: int, isa: Isa) -> Iterator[Decoded]:
         yield from arm_runs(code, address, isa)
         return
     rows = decode_rows(code, address, isa)
-    count = 8
+    count = FIRST_CHUNK
     while chunk := tuple(itertools.islice(rows, count)):
         yield Decoded(isa, columns_of(chunk), lambda chunk=chunk: chunk)
-        count = min(count * 2, 256)
+        count = min(count * 2, LARGEST_CHUNK)

@@ -98,6 +98,11 @@ _BIT_FIELDS = (
 )  # fmt: skip
 
 
+FIRST_CHUNK, LARGEST_CHUNK = 8, 256
+"""Instructions decoded at a time into `Decoded` runs, doubling up to the largest: a caller
+that stops at the first branch decodes little past it."""
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Decoded:
     """Consecutive instructions of one ISA as columns, with their rows made only when asked.

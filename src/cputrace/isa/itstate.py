@@ -11,6 +11,12 @@ def condition_name(code: int) -> str | None:
     return CONDITIONS[code] if code < len(CONDITIONS) else None
 
 
+def next_it_state(state: int) -> int:
+    """ITSTATE after one more instruction: the low five bits shift left; when only the
+    closing one is left, the block is over (0)."""
+    return 0 if state & 0x7 == 0 else (state & 0xE0) | ((state << 1) & 0x1F)
+
+
 def it_conditions(opcode: int) -> tuple[str | None, ...]:
     """Conditions of the 1-4 instructions an IT opcode (0xBFxy) covers, in order.
 
@@ -22,5 +28,5 @@ def it_conditions(opcode: int) -> tuple[str | None, ...]:
     conditions: list[str | None] = []
     while state & 0xF:
         conditions.append(condition_name(state >> 4))
-        state = 0 if state & 0x7 == 0 else (state & 0xE0) | ((state << 1) & 0x1F)
+        state = next_it_state(state)
     return tuple(conditions)
