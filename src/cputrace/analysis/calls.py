@@ -355,7 +355,7 @@ def grown(array: np.ndarray, need: int) -> np.ndarray:
     """`array`, or a copy with zero rows added (at least doubling it) so that row `need` exists."""
     if need < len(array):
         return array
-    bigger = np.zeros((max(need + 1, 2 * len(array)), array.shape[1]), array.dtype)
+    bigger = np.zeros((max(need + 1, 2 * len(array)), *array.shape[1:]), array.dtype)
     bigger[: len(array)] = array
     return bigger
 

@@ -57,6 +57,7 @@ from .calls import (
     CallDetector,
     CoreDetector,
     Method,
+    grown,
 )
 from .calltree import context_stacks, distinct_names, function_names, function_rows, function_table, sum_by
 from .stream import WHOLE_TRACE, Instructions, Window, walk
@@ -435,12 +436,6 @@ def _preorder(nodes, root, function, n_functions):
     return order[:count], parent[:count], recursive[:count]
 
 
-def _grown(array: np.ndarray) -> np.ndarray:
-    bigger = np.zeros((2 * len(array), *array.shape[1:]), array.dtype)
-    bigger[: len(array)] = array
-    return bigger
-
-
 class _CoreSums:
     """One core's trie, slot states and self costs, fed after each chunk of its detection."""
 
@@ -472,8 +467,7 @@ class _CoreSums:
     def _fold(self, detector: CoreDetector, stop: int, pc: np.ndarray, time: np.ndarray, timed: bool,
               first_index: int) -> None:  # fmt: skip
         st = detector.state
-        while len(self.info) < st[ST_SLOTS]:
-            self.info = _grown(self.info)
+        self.info = grown(self.info, int(st[ST_SLOTS]) - 1)
         by_registers = detector.method is Method.REGISTERS
         while not _fold_events(
             detector.events, int(st[ST_EVENTS]), stop, detector.slots, detector.pairs, pc, time, timed,
@@ -487,20 +481,14 @@ class _CoreSums:
     def _make_room(self) -> None:
         cs = self.cs
         live = int(cs[C_LIVE_NODES]) + 2
-        if cs[C_NODES] + 2 >= len(self.nodes):
-            self.nodes = _grown(self.nodes)
+        self.nodes = grown(self.nodes, int(cs[C_NODES]) + 2)
         if live >= len(self.work) or len(self.work) < len(self.nodes):
             self.work = np.zeros((len(self.nodes), 2), np.int64)
-        if cs[C_EDGES] + 2 >= len(self.edge_rows):
-            self.edge_rows = _grown(self.edge_rows)
-        if cs[C_DEPTH] + 2 >= len(self.chain):
-            self.chain = _grown(self.chain)
-        if cs[C_ACC] + _SPARE >= len(self.acc):
-            self.acc = _grown(self.acc)
+        self.edge_rows = grown(self.edge_rows, int(cs[C_EDGES]) + 2)
+        self.chain = grown(self.chain, int(cs[C_DEPTH]) + 2)
+        self.acc = grown(self.acc, int(cs[C_ACC]) + _SPARE)
         accs = int(cs[C_LIVE_ACC]) + _SPARE
-        if cs[C_OWN] + accs >= len(self.own_sums):
-            more = np.zeros((len(self.own_sums) + accs, 2), np.int64)
-            self.own_sums = np.concatenate([self.own_sums, more])
+        self.own_sums = grown(self.own_sums, int(cs[C_OWN]) + accs)
         self.children, self.child_counts = pairtable.rehashed(self.children, self.child_counts, live)
         self.edges, self.edge_counts = pairtable.rehashed(self.edges, self.edge_counts, 2)
         self.acc_table, self.acc_counts = pairtable.rehashed(self.acc_table, self.acc_counts, accs)
@@ -539,8 +527,7 @@ class _CoreSums:
         self._recycle(detector)
         open_slots = np.flatnonzero(self.info[: st[ST_SLOTS], I_NODE] >= 0)[::-1]
         if len(open_slots):  # potential calls that never returned: not calls
-            while len(detector.events) < len(open_slots):
-                detector.events = _grown(detector.events)
+            detector.events = grown(detector.events, len(open_slots) - 1)
             detector.events[: len(open_slots)] = np.column_stack(
                 [np.full(len(open_slots), EV_DEATH), open_slots, np.full(len(open_slots), st[ST_N])]
             )

@@ -19,9 +19,12 @@ def call_frames(request: ExportRequest) -> AbstractContextManager[FrameStream]:
     return frame_stream(request.trace, request.window, request.method, request.image)
 
 
-def call_sums(request: ExportRequest) -> CallSums:
-    """The request's calls summed per calling context: for exports that need no single frame."""
-    return CallSums.for_trace(request.trace, request.window, request.method, request.image)
+def call_sums(request: ExportRequest, self_costs: bool = False) -> CallSums:
+    """The request's calls summed per calling context: for exports that need no single frame
+    (`self_costs`: each instruction charged to the function it ran in, too)."""
+    return CallSums.for_trace(
+        request.trace, request.window, request.method, request.image, self_costs=self_costs
+    )
 
 
 def clock_of(request: ExportRequest, tree: FrameStream | CallSums) -> str:

@@ -15,10 +15,10 @@ import numpy as np
 import pyarrow as pa
 
 from .. import __version__
-from ..analysis.callsums import CallSums
 from ..analysis.calltree import function_names
 from ..analysis.costs import call_edges, self_costs
 from ..image import Image
+from .calldata import call_sums
 from .registry import ExportRequest
 
 
@@ -56,7 +56,7 @@ class _Lines:
 
 
 def write_callgrind(request: ExportRequest) -> None:
-    sums = CallSums.for_trace(request.trace, request.window, request.method, request.image, self_costs=True)
+    sums = call_sums(request, self_costs=True)
     costs = self_costs(sums)
     edges = call_edges(sums)
     timed = sums.has_time

@@ -8,20 +8,18 @@ computed first; they are as large as the program, not the trace.
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
-
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from ..analysis.calltree import FRAME_SCHEMA
-from ..analysis.framestream import FrameStream, frame_stream
 from ..analysis.profile import TABLES as PROFILE_TABLES
 from ..analysis.profile import profile
 from ..analysis.stream import read_batches
 from ..errors import CputraceError
 from ..model import SCHEMAS, TABLES
 from ..store import table_path
+from .calldata import call_frames
 from .registry import ExportRequest
 from .tarmac import INSTRUCTION_COLUMNS, write_tarmac
 
@@ -49,10 +47,6 @@ def _analysis_table(request: ExportRequest, name: str) -> pa.Table:
     return profile(request.trace, request.window, request.image, request.method).table(name)
 
 
-def _frames(request: ExportRequest) -> AbstractContextManager[FrameStream]:
-    return frame_stream(request.trace, request.window, request.method, request.image)
-
-
 def _copy_model_table(request: ExportRequest, name: str, options: str) -> None:
     """DuckDB COPY from the store's Parquet file: streamed, in seq order."""
     columns = []
@@ -74,7 +68,7 @@ def write_csv(request: ExportRequest) -> None:
         _copy_model_table(request, name, "FORMAT csv, HEADER true")
         return
     if name == "frames":
-        with _frames(request) as frames, pacsv.CSVWriter(request.output, FRAME_SCHEMA) as writer:
+        with call_frames(request) as frames, pacsv.CSVWriter(request.output, FRAME_SCHEMA) as writer:
             for batch in frames.rows():
                 writer.write_batch(batch)
         return
@@ -87,7 +81,7 @@ def write_parquet(request: ExportRequest) -> None:
         _copy_model_table(request, name, "FORMAT parquet, COMPRESSION zstd")
         return
     if name == "frames":
-        with _frames(request) as frames, pq.ParquetWriter(request.output, FRAME_SCHEMA, **_ZSTD) as out:
+        with call_frames(request) as frames, pq.ParquetWriter(request.output, FRAME_SCHEMA, **_ZSTD) as out:
             for batch in frames.rows():
                 out.write_batch(batch)
         return
