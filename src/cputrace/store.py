@@ -102,11 +102,12 @@ _MONOTONIC = ("seq", "time", "src")
 # barely change), which compresses better and writes three times faster than a dictionary.
 _SPLIT = ("pc", "addr", "paddr", "cycles")
 # Columns with few distinct values: dictionary-encoded. Register and memory values are not:
-# their dictionaries overflow and zstd does better on the plain values; nor are opcodes.
+# their dictionaries overflow and zstd does better on the plain values; nor are opcodes. Nor
+# are `cpu` and `flags`, nearly constant: zstd shrinks their plain values as well, and hashing
+# each value into a dictionary took a tenth of an instruction table's write time.
 _REPEATING = frozenset(
-    ("cpu", "size", "isa", "mode", "executed", "flags", "disasm", "reg", "op", "source", "attrs", "kind",
-     "number", "name")
-)  # fmt: skip
+    ("size", "isa", "mode", "executed", "disasm", "reg", "op", "source", "attrs", "kind", "number", "name")
+)
 # Columns whose row-group min/max let queries skip data (positions, cores, addresses); the
 # others' statistics cost a third of the write time and serve no filter.
 _FILTERED = frozenset(("seq", "time", "cpu", "pc", "addr", "src"))
@@ -119,6 +120,10 @@ def _parquet_options(table: str) -> dict[str, Any]:
         # Level 1: an ETMv3 trace's instruction rows write 10-15 % faster than at the default
         # level 3, in files 2 % larger. Writing is half of what ingesting such a trace costs.
         "compression_level": 1,
+        # Pages end at 1 MiB or with their row group, not also every 20,000 rows (Arrow's
+        # default): each page is a zstd call with a context made afresh, and small pages spent a
+        # quarter of the write time making them. The files come out smaller too.
+        "max_rows_per_page": 1 << 30,
         "use_dictionary": [n for n in names if n in _REPEATING],
         "column_encoding": {
             **{n: "DELTA_BINARY_PACKED" for n in _MONOTONIC if n in names},
