@@ -72,12 +72,12 @@ encode faster, and each costs the writing thread a wait for the interpreter lock
 
 
 class _BackgroundWrites:
-    """Parquet encoding and compression on their own thread, a few row groups behind decoding.
+    """Row groups checked, summed into `stats` and written on their own thread, a few behind
+    decoding.
 
-    Batches are checked and gathered into row groups on the decoding thread, so the writing
-    thread runs (almost) no Python: it needs the interpreter lock only to start and end a write.
-    Each row group is added to `stats` as it is handed over: a few large calls of Arrow's
-    kernels cost less than one per batch.
+    Batches are gathered into row groups on the decoding thread; all else is done once per row
+    group on the writing thread, in Arrow's kernels and Parquet's encoder (which release the
+    interpreter lock): decoding is what an ingest waits for.
     """
 
     def __init__(self, writer: StoreWriter, stats: _Stats, depth: int = 2) -> None:
@@ -92,7 +92,7 @@ class _BackgroundWrites:
         if data.num_rows == 0:
             return
         held = self._held[table]
-        held.append(self._writer.checked(table, data))
+        held.append(data)
         if sum(part.num_rows for part in held) >= ROW_GROUP_ROWS:
             self._write(table)
 
@@ -106,12 +106,15 @@ class _BackgroundWrites:
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
+    def _check_and_write(self, table: str, group: pa.Table) -> None:
+        group = self._writer.checked(table, group)
+        self._stats.add(table, group)
+        self._writer.write(table, group)
+
     def _write(self, table: str) -> None:
         held, self._held[table] = self._held[table], []
         if held:
-            group = pa.concat_tables(held)
-            self._stats.add(table, group)
-            self._pending.append(self._pool.submit(self._writer.write, table, group))
+            self._pending.append(self._pool.submit(self._check_and_write, table, pa.concat_tables(held)))
         while len(self._pending) > self._depth:
             self._pending.popleft().result()
 
