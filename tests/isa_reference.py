@@ -33,12 +33,21 @@ from cputrace.isa.arm import (
     _SP,
     _TABLE_BRANCHES,
     _Classes,
-    _opcode,
-    _t32_size,
 )
 from cputrace.model import Isa
 
 _MASK32 = (1 << 32) - 1
+
+
+def _opcode(raw_bytes: bytes, isa: Isa) -> int:
+    """The opcode as Tarmac prints it (32-bit T32 as hw1<<16 | hw2, both little-endian)."""
+    if isa is Isa.T32 and len(raw_bytes) == 4:
+        return (raw_bytes[1] << 24) | (raw_bytes[0] << 16) | (raw_bytes[3] << 8) | raw_bytes[2]
+    return int.from_bytes(raw_bytes, "little")
+
+
+def _t32_size(first_halfword: int) -> int:
+    return 4 if first_halfword >> 11 in (0b11101, 0b11110, 0b11111) else 2
 _BRANCH_GROUPS = frozenset({capstone.CS_GRP_JUMP, capstone.CS_GRP_CALL, capstone.CS_GRP_RET})
 
 

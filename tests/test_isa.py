@@ -19,12 +19,15 @@ from cputrace.isa import (
     InsnInfo,
     Kind,
     Stop,
+    blocks,
     decode,
     decode_block,
     it_conditions,
     sparc_insn,
 )
+from cputrace.isa.arm import arm_block
 from cputrace.isa.dispatch import decode_runs
+from cputrace.isa.index import AddressIndex
 from cputrace.isa.insn import C_COUNT, columns_of
 from cputrace.model import Isa
 
@@ -388,11 +391,11 @@ def test_decoding_a_block_twice_hits_the_cache(monkeypatch: pytest.MonkeyPatch) 
     cache = BlockCache(load_elf(DATA / "calltest64.elf"))
     calls = []
 
-    def counting(code: bytes, address: int, isa: Isa):
+    def counting(code: bytes, address: int, *args):
         calls.append(address)
-        return decode_runs(code, address, isa)
+        return arm_block(code, address, *args)
 
-    monkeypatch.setattr("cputrace.isa.blocks.decode_runs", counting)
+    monkeypatch.setattr("cputrace.isa.blocks.arm_block", counting)
     first = cache.block_at(0x210120, Isa.A64)
     second = cache.block_at(0x210120, Isa.A64)
     assert first is second
@@ -424,7 +427,9 @@ def test_block_through_conditional_branches() -> None:
     assert [i.mnemonic for i in through.insns] == ["mov", "beq", "mov", "bne", "bx"]
     assert (through.stop, through.next_address) == (Stop.BRANCH, 0x1014)
     assert through.branch is through.insns[-1]
-    known = decode_block(image, 0x1000, Isa.A32, known=lambda at: at == 0x1008, through_conditional=True)
+    index = AddressIndex()
+    index.add(np.array([0x1008 << 3 | Isa.A32], np.int64), np.array([0], np.int64))
+    known = decode_block(image, 0x1000, Isa.A32, known=index, through_conditional=True)
     assert (len(known), known.stop) == (2, Stop.KNOWN)
 
 
@@ -453,6 +458,10 @@ def test_blocks_from_leftovers_equal_blocks_decoded_afresh(program: str, isa: Is
         fresh = decode_block(image, address, block_isa, through_conditional=True)
         assert np.array_equal(block.columns, fresh.columns), hex(address)
         assert block.insns == fresh.insns
+        code = image.read_upto(address, blocks._WINDOW)  # run by run, as SPARC blocks are decoded
+        columns, stop, branch, rows = blocks._decode_runs(code, address, block_isa, None, True, None, None)
+        assert np.array_equal(fresh.columns, columns), hex(address)
+        assert (fresh.stop, fresh.branch_index, fresh.rows) == (stop, None if branch < 0 else branch, rows())
         if block.stop is Stop.BRANCH:
             pending.append((block.next_address, block_isa))
     assert reused >= 3

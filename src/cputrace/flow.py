@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from .image import Image, ImageError
 from .isa import Block, BlockCache, decode_block
+from .isa.index import MISSING, AddressIndex, lookup
 from .isa.insn import (
     C_ADDRESS,
     C_FACTS,
@@ -114,72 +115,8 @@ _BLOCK_END = 1 << 15  # the following instruction is found through the index, no
 _FLAGS = _BRANCH | _DIRECT | _CONDITIONAL | _HAS_COND | _UNDEFINED | _DELAY | _ANNUL | _TRAP
 assert not _FLAGS & _BLOCK_END
 
-_UNRESOLVED = -1
+_UNRESOLVED = MISSING  # a position not known (yet)
 _NO_CODE = -2  # index value: decoding failed there (reason in Program.failures)
-
-_EMPTY = -1  # hash slot without a key
-_HASH = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing
-
-
-@numba.njit(cache=True, nogil=True)
-def _slot(keys: np.ndarray, key: int) -> int:
-    """The slot holding `key` in an open-addressing table, or the empty slot where it would go."""
-    mask = len(keys) - 1
-    slot = np.int64((np.uint64(key) * _HASH) >> np.uint64(40)) & mask
-    while keys[slot] != _EMPTY and keys[slot] != key:
-        slot = (slot + 1) & mask
-    return slot
-
-
-@numba.njit(cache=True, nogil=True)
-def _lookup(keys: np.ndarray, values: np.ndarray, key: int) -> int:
-    slot = _slot(keys, key)
-    return values[slot] if keys[slot] == key else _UNRESOLVED
-
-
-@numba.njit(cache=True, nogil=True)
-def _contains(keys: np.ndarray, values: np.ndarray, addresses: np.ndarray, isa: int) -> np.ndarray:
-    found = np.zeros(len(addresses), np.bool_)
-    for i in range(len(addresses)):
-        found[i] = _lookup(keys, values, (addresses[i] << 3) | isa) != _UNRESOLVED
-    return found
-
-
-@numba.njit(cache=True, nogil=True)
-def _insert(keys: np.ndarray, values: np.ndarray, new_keys: np.ndarray, new_values: np.ndarray) -> None:
-    for i in range(len(new_keys)):
-        slot = _slot(keys, new_keys[i])
-        keys[slot] = new_keys[i]
-        values[slot] = new_values[i]
-
-
-class _AddressIndex:
-    """(address << 3 | ISA) -> instruction index: a hash table the compiled walk reads directly."""
-
-    def __init__(self, capacity: int = 1 << 12) -> None:
-        self.keys = np.full(capacity, _EMPTY, np.int64)
-        self.values = np.zeros(capacity, np.int64)
-        self.count = 0
-
-    def __contains__(self, key: int) -> bool:
-        return _lookup(self.keys, self.values, key) != _UNRESOLVED
-
-    def contains(self, addresses: np.ndarray, isa: int) -> np.ndarray:
-        """Which of these addresses (int64) the index holds in `isa`."""
-        return _contains(self.keys, self.values, addresses, isa)
-
-    def add(self, keys: np.ndarray, values: np.ndarray) -> None:
-        if 2 * (self.count + len(keys)) > len(self.keys):  # keep probes short: at most half full
-            old_keys, old_values = self.keys, self.values
-            used = old_keys != _EMPTY
-            capacity = len(old_keys)
-            while 2 * (self.count + len(keys)) > capacity:
-                capacity *= 2
-            self.keys = np.full(capacity, _EMPTY, np.int64)
-            self.values = np.zeros(capacity, np.int64)
-            _insert(self.keys, self.values, old_keys[used], old_values[used])
-        _insert(self.keys, self.values, keys, values)
-        self.count += len(keys)
 
 
 @dataclass
@@ -252,20 +189,16 @@ class Program:
         self.next_isa = np.zeros(capacity, np.uint8)
         self.next_idx = np.zeros(capacity, np.int64)
         self.target_idx = np.zeros(capacity, np.int64)
-        self.index = _AddressIndex()
+        self.index = AddressIndex()
         self.failures: dict[int, str] = {}
         self._leftovers: dict[int, Decoded] = {}  # see decode_block
 
     def decode(self, key: int) -> None:
         """Decode the block at `key` (address << 3 | ISA) into the arrays."""
         address, isa = key >> 3, Isa(key & 7)
-
-        def known(addresses: np.ndarray) -> np.ndarray:
-            return self.index.contains(addresses, int(isa))
-
         try:  # up to the next unconditional branch, or to code decoded before from another entry point
             block = decode_block(
-                self.image, address, isa, known=known, through_conditional=True, leftovers=self._leftovers
+                self.image, address, isa, self.index, through_conditional=True, leftovers=self._leftovers
             )
         except (ImageError, ValueError) as exc:  # ValueError: an instruction set isa/ cannot decode
             self.index.add(np.array([key], np.int64), np.array([_NO_CODE], np.int64))
@@ -402,7 +335,7 @@ def _resolve(state, keys, values, next_idx, target_idx) -> bool:
     """Turn a pending address into an index; False when it must be decoded first."""
     if state[_S_POS] != _UNRESOLVED or state[_S_KEY] == -1:
         return True
-    found = _lookup(keys, values, state[_S_KEY])
+    found = lookup(keys, values, state[_S_KEY])
     if found == _UNRESOLVED:
         state[_S_NEED] = state[_S_KEY]
         return False
@@ -502,7 +435,7 @@ def _check_run(state, idx, kind, count, source, taken, pc, size, isa, flags, nex
         if following < 0:
             address = pc[last] + size[last]
             key = (np.int64(address) << 3) | np.int64(isa[last])
-            following = _lookup(keys, values, key)
+            following = lookup(keys, values, key)
             if following == _UNRESOLVED:
                 state[_S_NEED] = key
                 return 2

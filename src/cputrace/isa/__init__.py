@@ -4,9 +4,10 @@ Decoders of compressed traces walk the program image with these; a BlockCache ma
 (address, ISA) cost one decode however often the walk passes it.
 """
 
-from .blocks import MAX_BLOCK, Block, BlockCache, Stop, decode_block
+from .blocks import Block, BlockCache, Stop, decode_block
 from .disasm import Disassembler, fill_disasm, opcode_bytes
 from .dispatch import SUPPORTED_ISAS, decode, decode_rows, decode_run
+from .ends import MAX_BLOCK
 from .insn import ROW, InsnInfo, Kind, Row
 from .itstate import condition_name, it_conditions
 from .sparc import sparc_insn

@@ -28,6 +28,8 @@ from capstone import arm_const as arm
 from ..model import Isa
 from . import capstone_raw as raw
 from .capstone_raw import RawDisassembler, memory, read
+from .ends import BRANCH, GOES_ON, end_in
+from .index import MISSING, AddressIndex, lookup
 from .insn import (
     C_ACCESS,
     C_ADDRESS,
@@ -269,13 +271,6 @@ def _engine(isa: Isa) -> RawDisassembler:
     return RawDisassembler(*_MODES[isa])
 
 
-def _opcode(raw_bytes: bytes, isa: Isa) -> int:
-    """The opcode as Tarmac prints it (32-bit T32 as hw1<<16 | hw2, both little-endian)."""
-    if isa is Isa.T32 and len(raw_bytes) == 4:
-        return (raw_bytes[1] << 24) | (raw_bytes[0] << 16) | (raw_bytes[3] << 8) | raw_bytes[2]
-    return int.from_bytes(raw_bytes, "little")
-
-
 _next_it_state = numba.njit(cache=True, nogil=True, inline="always")(next_it_state)
 
 
@@ -453,21 +448,12 @@ def _next_isa(isa: int, iid: int, cls: int, direct: bool, computes_pc: bool, exc
     return NO_ISA
 
 
-def _t32_size(first_halfword: int) -> int:
-    return 4 if first_halfword >> 11 in (0b11101, 0b11110, 0b11111) else 2
-
-
 def _undefined(code: bytes, offset: int, address: int, isa: Isa) -> Row | None:
     """The undecodable instruction at `offset`, or None if the bytes end before it does."""
-    if isa is Isa.T32:
-        if offset + 2 > len(code):
-            return None
-        size = _t32_size(int.from_bytes(code[offset : offset + 2], "little"))
-    else:
-        size = 4
-    if offset + size > len(code):
+    columns = np.zeros((1, _O_COUNT), np.int64)
+    if not _undefined_at(np.frombuffer(code, np.uint8), offset, address, int(isa), columns):
         return None
-    opcode = _opcode(code[offset : offset + size], isa)
+    size, opcode = int(columns[0, C_SIZE]), int(columns[0, C_OPCODE])
     return (address, isa, size, opcode, "undefined", "", False, False, None, isa, None, False, Kind.NONE,
             False, False, False, 0, 0, True, False, False, False)  # fmt: skip
 
@@ -476,10 +462,7 @@ def _undefined(code: bytes, offset: int, address: int, isa: Isa) -> Row | None:
 def _reader(isa: Isa) -> Callable[[int, int], tuple[np.ndarray, int]]:
     """What RawDisassembler.disasm calls on capstone's records: their _O_* rows, and the cut."""
     layout = _engine(isa).layout
-    aarch64 = isa is Isa.A64
-    classes = _TABLE_AARCH64 if aarch64 else _TABLE_AARCH32
-    sizes = _SIZES_AARCH64 if aarch64 else _SIZES_AARCH32
-    widths = _WIDTHS_AARCH64 if aarch64 else _WIDTHS_AARCH32
+    classes, sizes, widths = _tables(isa)
 
     def read_chunk(records: int, count: int) -> tuple[np.ndarray, int]:
         out = np.empty((count, _O_COUNT), np.int64)
@@ -487,6 +470,127 @@ def _reader(isa: Isa) -> Callable[[int, int], tuple[np.ndarray, int]]:
         return out, cut
 
     return read_chunk
+
+
+def _tables(isa: Isa) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The instruction classes, access sizes and register widths `_read_facts` reads."""
+    if isa is Isa.A64:
+        return _TABLE_AARCH64, _SIZES_AARCH64, _WIDTHS_AARCH64
+    return _TABLE_AARCH32, _SIZES_AARCH32, _WIDTHS_AARCH32
+
+
+_NO_INDEX = AddressIndex(1)
+
+
+def arm_block(
+    code: bytes, address: int, isa: Isa, known: AddressIndex | None, through_conditional: bool,
+    first: np.ndarray | None,
+) -> tuple[np.ndarray, int, int, np.ndarray]:  # fmt: skip
+    """The block at the start of `code` (see `blocks.decode_block`), decoded in one compiled call.
+
+    `first`: columns decoded before (left over from another block) that it starts with.
+    Returns its columns, why it ends (an `ends` code, or GOES_ON when the bytes ran out),
+    where its branch is (-1: none), and what was decoded past its end (its columns).
+    """
+    engine = _engine(isa)
+    index = known if known is not None else _NO_INDEX
+    first = np.zeros((0, C_COUNT), np.int64) if first is None else first
+    # every row comes from `first` or from the bytes (two or more each), or is the undefined one
+    out = np.empty((len(first) + len(code) // 2 + 1, C_COUNT), np.int64)
+    scratch = np.empty((LARGEST_CHUNK, _O_COUNT), np.int64)
+    n, why, branch, left = _block(
+        engine.entry, np.frombuffer(code, np.uint8), address, int(isa), engine.layout, *_tables(isa),
+        index.keys, index.values, through_conditional, first, scratch, out,
+    )  # fmt: skip
+    return out[:n].copy(), why, branch, out[n : n + left].copy()
+
+
+@numba.njit(cache=True, nogil=True)
+def _block(entry, code, address, isa, layout, classes, sizes, widths, keys, values, through_conditional,
+           first, scratch, out):  # fmt: skip
+    """`arm_block`'s loop: the chunks of `arm_runs`, each taken up to where the block ends.
+
+    Returns the block's length (its rows at the start of `out`), why it ends, where its
+    branch is, and how many rows decoded past its end follow them in `out`.
+    """
+    insns = np.zeros(1, np.uint64)
+    n, branch = 0, -1
+    kept, why, at = _keep(first, len(first), keys, values, isa, n, through_conditional, out)
+    if at >= 0:
+        branch = at
+    n += kept
+    if why != GOES_ON:
+        return n, why, branch, _leave(first, kept, len(first), out, n)
+    offset = 0
+    for i in range(len(first)):
+        offset += first[i, C_SIZE]
+    count = FIRST_CHUNK
+    while offset < len(code):
+        size = min(count * 4, len(code) - offset)
+        decoded = np.int64(raw.disasm(entry, code, offset, size, address + offset, count, insns))
+        cut = 0
+        if decoded:
+            cut = _read_facts(insns[0], decoded, isa, layout, classes, sizes, widths, scratch)
+            raw.free(entry, insns[0], decoded)
+        complete = decoded == count
+        run = cut if complete else decoded
+        kept, why, at = _keep(scratch, run, keys, values, isa, n, through_conditional, out)
+        if at >= 0:
+            branch = n + at
+        n += kept
+        if why != GOES_ON:
+            return n, why, branch, _leave(scratch, kept, run, out, n) if why == BRANCH else 0
+        for i in range(run):
+            offset += scratch[i, C_SIZE]
+        if not complete:
+            break
+        count = min(count * 2, LARGEST_CHUNK)
+    if _undefined_at(code, offset, address + offset, isa, scratch):
+        kept, why, at = _keep(scratch, 1, keys, values, isa, n, through_conditional, out)
+        n += kept
+        return n, why, branch, 0
+    return n, GOES_ON, branch, 0
+
+
+@numba.njit(cache=True, nogil=True)
+def _keep(run, count, keys, values, isa, before, through_conditional, out):
+    """Copy the first `count` rows of `run` to out[before:] up to where the block ends (ends.end_in)."""
+    known = np.zeros(count, np.bool_)
+    for i in range(count):
+        known[i] = lookup(keys, values, (run[i, C_ADDRESS] << 3) | isa) != MISSING
+    kept, why, at = end_in(run[:count, C_FACTS], known, before, through_conditional)
+    out[before : before + kept] = run[:kept, :C_COUNT]
+    return kept, why, at
+
+
+@numba.njit(cache=True, nogil=True)
+def _leave(run, used, count, out, at):
+    """Copy the rows of `run` after the first `used` (of `count`) to out[at:]; how many."""
+    left = count - used
+    out[at : at + left] = run[used:count, :C_COUNT]
+    return left
+
+
+@numba.njit(cache=True, nogil=True)
+def _undefined_at(code, offset, address, isa, out) -> bool:
+    """Write the undecodable instruction at code[offset] to out[0] (as `_undefined`); False when
+    the bytes end before it does."""
+    if isa == _T32:
+        if offset + 2 > len(code):
+            return False
+        size = 4 if (code[offset + 1] >> 3) in (0b11101, 0b11110, 0b11111) else 2
+    else:
+        size = 4
+    if offset + size > len(code):
+        return False
+    if isa == _T32 and size == 4:
+        opcode = (code[offset + 1] << 24) | (code[offset] << 16) | (code[offset + 3] << 8) | code[offset + 2]
+    else:
+        opcode = read(code, offset, size)
+    out[0, :] = 0
+    out[0, C_ADDRESS], out[0, C_SIZE], out[0, C_OPCODE], out[0, C_FACTS] = address, size, opcode, F_UNDEFINED
+    out[0, C_NEXT_ISA], out[0, C_KIND] = isa, _K_NONE
+    return True
 
 
 def arm_runs(code: bytes, address: int, isa: Isa) -> Iterator[Decoded]:

@@ -13,28 +13,15 @@ import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-import numba
 import numpy as np
 
 from ..image import Image, ImageError
 from ..model import Isa
+from .arm import ARM_ISAS, arm_block, arm_rows
 from .dispatch import decode_runs
-from .insn import (
-    C_ADDRESS,
-    C_FACTS,
-    C_OPCODE,
-    C_SIZE,
-    F_BRANCH,
-    F_CONDITIONAL,
-    F_DELAY,
-    F_UNDEFINED,
-    Decoded,
-    InsnInfo,
-    Row,
-)  # fmt: skip
-
-MAX_BLOCK = 1024
-"""Instructions in a block without a branch; a longer straight run continues in the next."""
+from .ends import MAX_BLOCK, end_in
+from .index import AddressIndex
+from .insn import C_ADDRESS, C_COUNT, C_FACTS, C_OPCODE, C_SIZE, F_DELAY, Decoded, InsnInfo, Row
 
 _WINDOW = MAX_BLOCK * 4 + 32  # bytes read per block: the cap, plus an IT block or delay slot
 
@@ -140,36 +127,80 @@ def decode_block(
     image: Image,
     address: int,
     isa: Isa,
-    known: Callable[[np.ndarray], np.ndarray] | None = None,
+    known: AddressIndex | None = None,
     *,
     through_conditional: bool = False,
     leftovers: dict[int, Decoded] | None = None,
 ) -> Block:
     """The block from `address` up to and including the next branch (and its delay slot).
 
-    `known(addresses)` (int64; returns a mask of them) lets a caller with its own index stop
-    the block before an instruction it has decoded already (never between a branch and its
-    delay slot). With `through_conditional`, the block goes on past conditional branches without
-    a delay slot (what follows them is code: it runs when they are not taken), for a caller
-    that links instructions itself; `branch` is then the branch that ends the block.
+    `known` (keys address << 3 | ISA) lets a caller with its own index stop the block before
+    an instruction it has decoded already (never between a branch and its delay slot). With
+    `through_conditional`, the block goes on past conditional branches without a delay slot
+    (what follows them is code: it runs when they are not taken), for a caller that links
+    instructions itself; `branch` is then the branch that ends the block.
 
     `leftovers` (address << 3 | ISA of their first instruction -> instructions) keeps what was
     decoded past the end of blocks that end at a branch, and is where a block looks first:
     the block after a call, where the call returns, then costs no decoding. (No IT block
     spans a branch's end, so the instructions are what decoding from there would give.)
+
+    A32, T32 and A64 blocks are decoded in one compiled call (`arm_block`); the others a run
+    at a time.
     """
     code = image.read_upto(address, _WINDOW)
+    first = leftovers.pop((address << 3) | isa, None) if leftovers is not None else None
+    if isa in ARM_ISAS:
+        columns, ends, branch, rest = arm_block(
+            code, address, isa, known, through_conditional, None if first is None else first.columns
+        )
+        stop = _STOPS[ends] or Stop.NO_MEMORY
+        if leftovers is not None and len(rest):
+            leftovers[(int(rest[0, C_ADDRESS]) << 3) | isa] = Decoded(
+                isa, rest, _rows_at(code, address, rest, isa)
+            )
+        make_rows = _rows_at(code, address, columns, isa)
+    else:
+        columns, stop, branch, make_rows = _decode_runs(
+            code, address, isa, known, through_conditional, first, leftovers
+        )
+    if not len(columns):
+        raise ImageError(
+            f"0x{address:x}: no {isa.name} instruction in the program image there"
+            + (" (it runs past the end of the image)" if code else "")
+        )
+    return Block(
+        isa=isa,
+        columns=_frozen(columns),
+        stop=stop,
+        branch_index=branch if branch >= 0 else None,
+        make_rows=make_rows,
+    )
+
+
+def _rows_at(code: bytes, address: int, columns: np.ndarray, isa: Isa) -> Callable[[], tuple[Row, ...]]:
+    """The rows of instructions decoded from `code` (at `address`): decoded again when asked
+    for, as the text of the instructions is not kept."""
+    offset = int(columns[0, C_ADDRESS]) - address if len(columns) else 0
+    return lambda: tuple(itertools.islice(arm_rows(code[offset:], address + offset, isa), len(columns)))
+
+
+def _decode_runs(
+    code: bytes, address: int, isa: Isa, known: AddressIndex | None, through_conditional: bool,
+    first: Decoded | None, leftovers: dict[int, Decoded] | None,
+) -> tuple[np.ndarray, Stop, int, Callable[[], tuple[Row, ...]]]:  # fmt: skip
+    """`decode_block` a run at a time (`decode_runs`): the block's columns, stop, branch and rows."""
     parts: list[Decoded] = []
-    length, stop, branch, delay_slot_due = 0, Stop.NO_MEMORY, None, False
-    for run in _runs(code, address, isa, leftovers):
+    length, stop, branch, delay_slot_due = 0, Stop.NO_MEMORY, -1, False
+    for run in _runs(code, address, isa, first):
         if delay_slot_due:  # the delay slot of a SPARC branch
             parts.append(run.head(1))
             stop, delay_slot_due = Stop.BRANCH, False
             _leave(run, 1, leftovers)
             break
         addresses = run.columns[:, C_ADDRESS]
-        known_here = np.zeros(len(run), np.bool_) if known is None else known(addresses)
-        kept, ends, at = _end_in(run.columns[:, C_FACTS], known_here, length, through_conditional)
+        known_here = np.zeros(len(run), np.bool_) if known is None else known.contains(addresses, int(isa))
+        kept, ends, at = end_in(run.columns[:, C_FACTS], known_here, length, through_conditional)
         parts.append(run.head(kept))
         if at >= 0:
             branch = length + at
@@ -183,24 +214,16 @@ def decode_block(
                 break
     if delay_slot_due:
         stop = Stop.NO_MEMORY  # the delay slot is missing from the image
-    if not any(len(part) for part in parts):
-        raise ImageError(
-            f"0x{address:x}: no {isa.name} instruction in the program image there"
-            + (" (it runs past the end of the image)" if code else "")
-        )
-    columns = parts[0].columns if len(parts) == 1 else np.concatenate([part.columns for part in parts])
-    return Block(
-        isa=isa,
-        columns=_frozen(columns),
-        stop=stop,
-        branch_index=branch,
-        make_rows=lambda: tuple(itertools.chain.from_iterable(part.rows() for part in parts)),
-    )
+    columns = (
+        parts[0].columns if len(parts) == 1
+        else np.concatenate([part.columns for part in parts]) if parts
+        else np.zeros((0, C_COUNT), np.int64)
+    )  # fmt: skip
+    return columns, stop, branch, lambda: tuple(itertools.chain.from_iterable(part.rows() for part in parts))
 
 
-def _runs(code: bytes, address: int, isa: Isa, leftovers: dict[int, Decoded] | None) -> Iterator[Decoded]:
+def _runs(code: bytes, address: int, isa: Isa, first: Decoded | None) -> Iterator[Decoded]:
     """The instructions from `address` on: those left over from another block, then decoded."""
-    first = leftovers.pop((address << 3) | isa, None) if leftovers is not None else None
     offset = 0
     if first is not None:
         yield first
@@ -215,31 +238,7 @@ def _leave(run: Decoded, used: int, leftovers: dict[int, Decoded] | None) -> Non
         leftovers[(int(rest.columns[0, C_ADDRESS]) << 3) | rest.isa] = rest
 
 
-_STOPS = (None, Stop.KNOWN, Stop.LIMIT, Stop.UNDEFINED, Stop.BRANCH)
-
-
-@numba.njit(cache=True, nogil=True)
-def _end_in(
-    facts: np.ndarray, known: np.ndarray, before: int, through_conditional: bool
-) -> tuple[int, int, int]:
-    """Where a block whose first `before` instructions precede these ends in them.
-
-    Returns how many of them it keeps, why it ends (an index of _STOPS; 0: it goes on past
-    them) and where its branch is among them (-1: none). A block ends before an instruction
-    decoded already or past MAX_BLOCK (never inside an IT block), and after an undefined
-    instruction or a branch (and its delay slot, when the slot is among them).
-    """
-    for i in range(len(facts)):
-        fact, position = facts[i], before + i
-        if known[i] and position > 0:
-            return i, 1, -1
-        if position >= MAX_BLOCK and not fact & F_CONDITIONAL:
-            return i, 2, -1
-        if fact & F_UNDEFINED:
-            return i + 1, 3, -1
-        if fact & F_BRANCH and not (through_conditional and fact & F_CONDITIONAL and not fact & F_DELAY):
-            return min(len(facts), i + (2 if fact & F_DELAY else 1)), 4, i
-    return len(facts), 0, -1
+_STOPS = (None, Stop.KNOWN, Stop.LIMIT, Stop.UNDEFINED, Stop.BRANCH)  # by ends code
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:

@@ -18,6 +18,7 @@ import capstone
 import numba
 import numpy as np
 from capstone import arm, arm64
+from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
@@ -107,13 +108,77 @@ def read(bytes_: np.ndarray, at: int, size: int) -> int:
     return value
 
 
+_DISASM_ADDRESS = ctypes.cast(_LIB.cs_disasm, ctypes.c_void_p).value
+_FREE_ADDRESS = ctypes.cast(_LIB.cs_free, ctypes.c_void_p).value
+E_HANDLE, E_DISASM, E_FREE = range(3)  # what RawDisassembler.entry holds
+
+
+@intrinsic
+def _call_disasm(typingctx, function, handle, code, size, address, count, insns):
+    """cs_disasm(handle, code, size, address, count, insns) at the address `function`."""
+
+    def codegen(context, builder, signature, args):
+        word = ir.IntType(64)
+        bytes_ = ir.IntType(8).as_pointer()
+        kind = ir.FunctionType(word, [word, bytes_, word, word, word, word.as_pointer()])
+        function, handle, code, size, address, count, insns = args
+        return builder.call(
+            builder.inttoptr(function, kind.as_pointer()),
+            [
+                handle,
+                builder.inttoptr(code, bytes_),
+                size,
+                address,
+                count,
+                builder.inttoptr(insns, word.as_pointer()),
+            ],
+        )
+
+    return types.uint64(*[types.uint64] * 7), codegen
+
+
+@intrinsic
+def _call_free(typingctx, function, insns, count):
+    """cs_free(insns, count) at the address `function`."""
+
+    def codegen(context, builder, signature, args):
+        word = ir.IntType(64)
+        kind = ir.FunctionType(ir.VoidType(), [word, word])
+        function, insns, count = args
+        builder.call(builder.inttoptr(function, kind.as_pointer()), [insns, count])
+        return context.get_dummy_value()
+
+    return types.none(types.uint64, types.uint64, types.uint64), codegen
+
+
+@numba.njit(cache=True, nogil=True)
+def disasm(entry: np.ndarray, code: np.ndarray, start: int, size: int, address: int, count: int,
+           insns: np.ndarray) -> int:  # fmt: skip
+    """Compiled `RawDisassembler.disasm`: up to `count` instructions of code[start : start + size],
+    their records' address in insns[0]; returns how many (free them with `free`)."""
+    return _call_disasm(
+        entry[E_DISASM], entry[E_HANDLE], np.uint64(code.ctypes.data + start), np.uint64(size),
+        np.uint64(address), np.uint64(count), np.uint64(insns.ctypes.data),
+    )  # fmt: skip
+
+
+@numba.njit(cache=True, nogil=True)
+def free(entry: np.ndarray, insns: int, count: int) -> None:
+    _call_free(entry[E_FREE], np.uint64(insns), np.uint64(count))
+
+
 class RawDisassembler:
-    """Decodes A32, T32 or A64 code a chunk per capstone call, for a compiled reader."""
+    """Decodes A32, T32 or A64 code a chunk per capstone call, for a compiled reader.
+
+    `entry` (uint64: E_*) lets compiled code call capstone itself (`disasm`, `free`).
+    """
 
     def __init__(self, arch: int, mode: int) -> None:
         self._engine = capstone.Cs(arch, mode)
         self._engine.detail = True
         self.layout = LAYOUT_ARM64 if arch == capstone.CS_ARCH_ARM64 else LAYOUT_ARM
+        self.entry = np.zeros(3, np.uint64)
+        self.entry[[E_HANDLE, E_DISASM, E_FREE]] = (self._engine.csh.value, _DISASM_ADDRESS, _FREE_ADDRESS)
 
     def disasm(
         self, code: bytes, address: int, count: int, reader: Callable[[int, int], Any]
