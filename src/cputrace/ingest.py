@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -72,18 +73,21 @@ encode faster, and each costs the writing thread a wait for the interpreter lock
 
 
 class _BackgroundWrites:
-    """Row groups checked, summed into `stats` and written on their own thread, a few behind
+    """Row groups checked, summed into `stats` and written on a thread per table, a few behind
     decoding.
 
     Batches are gathered into row groups on the decoding thread; all else is done once per row
-    group on the writing thread, in Arrow's kernels and Parquet's encoder (which release the
-    interpreter lock): decoding is what an ingest waits for.
+    group on the writing threads, in Arrow's kernels and Parquet's encoder (which release the
+    interpreter lock): decoding is what an ingest waits for. A thread per table keeps each
+    table's row groups in order, and lets the last ones of all tables, written once decoding
+    has ended, be written side by side.
     """
 
     def __init__(self, writer: StoreWriter, stats: _Stats, depth: int = 2) -> None:
         self._writer = writer
         self._stats = stats
-        self._pool = ThreadPoolExecutor(max_workers=1)
+        self._stats_lock = threading.Lock()
+        self._pools = {table: ThreadPoolExecutor(max_workers=1) for table in TABLES}
         self._pending: deque[Future[None]] = deque()
         self._depth = depth
         self._held: dict[str, list[pa.Table]] = {table: [] for table in TABLES}
@@ -104,17 +108,21 @@ class _BackgroundWrites:
             self._pending.popleft().result()
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        for pool in self._pools.values():
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def _check_and_write(self, table: str, group: pa.Table) -> None:
         group = self._writer.checked(table, group)
-        self._stats.add(table, group)
+        with self._stats_lock:
+            self._stats.add(table, group)
         self._writer.write(table, group)
 
     def _write(self, table: str) -> None:
         held, self._held[table] = self._held[table], []
         if held:
-            self._pending.append(self._pool.submit(self._check_and_write, table, pa.concat_tables(held)))
+            self._pending.append(
+                self._pools[table].submit(self._check_and_write, table, pa.concat_tables(held))
+            )
         while len(self._pending) > self._depth:
             self._pending.popleft().result()
 
