@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from .image import Image, ImageError
 from .isa import Block, BlockCache, decode_block
-from .isa.index import MISSING, AddressIndex, lookup
+from .isa.index import MISSING, AddressIndex, lookup, put
 from .isa.insn import (
     C_ADDRESS,
     C_FACTS,
@@ -211,11 +211,8 @@ class Program:
         end = start + n
         if end > len(self.pc):
             self._grow(max(2 * len(self.pc), end))
-        self.isa[start:end] = block.isa
-        _fill(block.columns, start, self.pc, self.size, self.opcode, self.flags, self.target, self.next_isa,
-              self.next_idx, self.target_idx)  # fmt: skip
-        keys = (block.columns[:, C_ADDRESS] << 3) | int(block.isa)
-        self.index.add(keys, np.arange(start, end, dtype=np.int64))
+        _fill(block.columns, start, int(block.isa), self.pc, self.size, self.opcode, self.isa, self.flags,
+              self.target, self.next_isa, self.next_idx, self.target_idx, *self.index.claim(n))  # fmt: skip
         self.count = end
 
     def _grow(self, capacity: int) -> None:
@@ -228,11 +225,15 @@ class Program:
 
 @numba.njit(cache=True, nogil=True)
 def _fill(
-    columns: np.ndarray, start: int, pc: np.ndarray, size: np.ndarray, opcode: np.ndarray, flags: np.ndarray,
-    target: np.ndarray, next_isa: np.ndarray, next_idx: np.ndarray, target_idx: np.ndarray,
+    columns: np.ndarray, start: int, block_isa: int, pc: np.ndarray, size: np.ndarray, opcode: np.ndarray,
+    isa: np.ndarray, flags: np.ndarray, target: np.ndarray, next_isa: np.ndarray, next_idx: np.ndarray,
+    target_idx: np.ndarray, keys: np.ndarray, values: np.ndarray,
 ) -> None:  # fmt: skip
-    """Program arrays of a block's instructions from its decoded columns, from index `start`."""
+    """Program arrays of a block's instructions from its decoded columns, from index `start`,
+    and their index entries (in arrays with room for them)."""
     for i in range(len(columns)):
+        put(keys, values, (columns[i, C_ADDRESS] << 3) | block_isa, start + i)
+        isa[start + i] = block_isa
         facts, at = columns[i, C_FACTS], start + i
         flag = facts & _FLAGS
         if facts & F_TRAP:

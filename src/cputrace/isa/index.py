@@ -42,11 +42,17 @@ def _contains(keys: np.ndarray, values: np.ndarray, addresses: np.ndarray, isa: 
 
 
 @numba.njit(cache=True, nogil=True)
+def put(keys: np.ndarray, values: np.ndarray, key: int, value: int) -> None:
+    """Set `key` in an index's arrays, which must have room (`AddressIndex.claim`)."""
+    slot = _slot(keys, key)
+    keys[slot] = key
+    values[slot] = value
+
+
+@numba.njit(cache=True, nogil=True)
 def _insert(keys: np.ndarray, values: np.ndarray, new_keys: np.ndarray, new_values: np.ndarray) -> None:
     for i in range(len(new_keys)):
-        slot = _slot(keys, new_keys[i])
-        keys[slot] = new_keys[i]
-        values[slot] = new_values[i]
+        put(keys, values, new_keys[i], new_values[i])
 
 
 class AddressIndex:
@@ -65,14 +71,18 @@ class AddressIndex:
         return _contains(self.keys, self.values, addresses, isa)
 
     def add(self, keys: np.ndarray, values: np.ndarray) -> None:
-        if 2 * (self.count + len(keys)) > len(self.keys):  # keep probes short: at most half full
+        _insert(*self.claim(len(keys)), keys, values)
+
+    def claim(self, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """Room for `count` new keys: the arrays to `put` them in."""
+        if 2 * (self.count + count) > len(self.keys):  # keep probes short: at most half full
             old_keys, old_values = self.keys, self.values
             used = old_keys != _EMPTY
             capacity = len(old_keys)
-            while 2 * (self.count + len(keys)) > capacity:
+            while 2 * (self.count + count) > capacity:
                 capacity *= 2
             self.keys = np.full(capacity, _EMPTY, np.int64)
             self.values = np.zeros(capacity, np.int64)
             _insert(self.keys, self.values, old_keys[used], old_values[used])
-        _insert(self.keys, self.values, keys, values)
-        self.count += len(keys)
+        self.count += count
+        return self.keys, self.values
