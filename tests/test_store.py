@@ -107,6 +107,34 @@ def test_writes_gather_batches_into_row_groups(tmp_path: Path, monkeypatch: pyte
     assert stats.counts["instructions"] == 3000 and stats.cpus == {0} and stats.isas == {"A32"}
 
 
+def test_batches_of_a_row_group_may_differ_in_schema(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches already in the stored schema (required columns not nullable) join those in the
+    model's schema in one row group."""
+    monkeypatch.setattr(INGEST, "ROW_GROUP_ROWS", 1000)
+    writer = StoreWriter(tmp_path / "s.ctrace")
+    writes = INGEST._BackgroundWrites(writer, INGEST._Stats())
+    writes.submit("instructions", _instructions(0, 300))
+    writes.submit("instructions", writer.checked("instructions", _instructions(300, 300)))
+    writes.drain()
+    writes.close()
+    stored = pq.read_table(writer.commit({}) / "instructions.parquet")
+    assert stored.column("seq").to_pylist() == list(range(600))
+
+
+def test_a_null_in_a_batch_fails_the_ingest_when_written(tmp_path: Path) -> None:
+    """Row groups are checked on the writing thread: the error comes back to the caller."""
+    writer = StoreWriter(tmp_path / "s.ctrace")
+    writes = INGEST._BackgroundWrites(writer, INGEST._Stats())
+    table = _instructions(0, 3)
+    pc = table.schema.get_field_index("pc")
+    writes.submit("instructions", table.set_column(pc, "pc", pa.array([1, None, 3], pa.uint64())))
+    with pytest.raises(StoreError, match=r"instructions\.pc has nulls"):
+        writes.drain()
+    writes.close()
+    writer.abort()
+    assert not list(tmp_path.iterdir())
+
+
 def test_a_null_in_a_column_every_row_has_is_refused(tmp_path: Path) -> None:
     writer = StoreWriter(tmp_path / "s.ctrace")
     table = _instructions(0, 3)

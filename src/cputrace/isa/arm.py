@@ -520,7 +520,7 @@ def _block(entry, code, address, isa, layout, classes, sizes, widths, keys, valu
         branch = at
     n += kept
     if why != GOES_ON:
-        return n, why, branch, _leave(first, kept, len(first), out, n)
+        return n, why, branch, _leave(first, kept, len(first), out, n) if why == BRANCH else 0
     offset = 0
     for i in range(len(first)):
         offset += first[i, C_SIZE]
