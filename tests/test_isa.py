@@ -541,3 +541,30 @@ def test_decoded_columns_agree_with_their_rows(code: bytes, isa: Isa) -> None:
     assert np.array_equal(columns, columns_of(rows))
     addresses = [row[0] for row in rows]
     assert addresses == [0x8000 + sum(row[2] for row in rows[:i]) for i in range(len(rows))]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    code=st.binary(min_size=0, max_size=300),
+    isa=st.sampled_from([Isa.A32, Isa.T32, Isa.A64]),
+    known_at=st.lists(st.integers(0, 150), max_size=3),
+    through_conditional=st.booleans(),
+)
+def test_compiled_arm_blocks_agree_with_blocks_decoded_run_by_run(
+    code: bytes, isa: Isa, known_at: list[int], through_conditional: bool
+) -> None:
+    """Over any bytes (undefined instructions, IT blocks cut by a chunk, code that ends
+    mid-instruction) a block decoded in one compiled call is the one built run by run."""
+    image = Image([Region(0x8000, code, "code")])
+    index = AddressIndex()
+    keys = [(0x8000 + 2 * at) << 3 | isa for at in known_at]
+    index.add(np.array(keys, np.int64), np.zeros(len(keys), np.int64))
+    run_by_run = blocks._decode_runs(code, 0x8000, isa, index, through_conditional, None, None)
+    columns, stop, branch, rows = run_by_run
+    if not len(columns):
+        with pytest.raises(ImageError):
+            decode_block(image, 0x8000, isa, index, through_conditional=through_conditional)
+        return
+    block = decode_block(image, 0x8000, isa, index, through_conditional=through_conditional)
+    assert np.array_equal(block.columns, columns)
+    assert (block.stop, block.branch_index, block.rows) == (stop, None if branch < 0 else branch, rows())
