@@ -232,9 +232,9 @@ def _fill(
     """Program arrays of a block's instructions from its decoded columns, from index `start`,
     and their index entries (in arrays with room for them)."""
     for i in range(len(columns)):
-        put(keys, values, (columns[i, C_ADDRESS] << 3) | block_isa, start + i)
-        isa[start + i] = block_isa
         facts, at = columns[i, C_FACTS], start + i
+        put(keys, values, (columns[i, C_ADDRESS] << 3) | block_isa, at)
+        isa[at] = block_isa
         flag = facts & _FLAGS
         if facts & F_TRAP:
             flag &= ~_UNDEFINED  # a trap by design is defined
