@@ -119,9 +119,9 @@ class _BackgroundWrites:
 
     def _write(self, table: str) -> None:
         held, self._held[table] = self._held[table], []
-        if any(part.schema != held[0].schema for part in held[1:]):  # one schema to concatenate
-            held = [self._writer.checked(table, part) for part in held]
         if held:
+            if any(part.schema != held[0].schema for part in held[1:]):  # one schema to concatenate
+                held = [self._writer.checked(table, part) for part in held]
             self._pending.append(
                 self._pools[table].submit(self._check_and_write, table, pa.concat_tables(held))
             )
