@@ -65,6 +65,21 @@ def test_store_files_and_manifest(tmp_path: Path) -> None:
     assert manifest["isas"] == ["A32"] and manifest["cpus"] == [0]
 
 
+def test_columns_are_stored_in_their_encodings(tmp_path: Path) -> None:
+    """The encodings docs/model.md names: positions delta-encoded, addresses split into byte
+    streams, few-valued columns in a dictionary, opcodes and `executed` plain."""
+    src = tmp_path / "a.tarmac"
+    src.write_text(TRACE)
+    group = pq.ParquetFile(ingest([src]).store / "instructions.parquet").metadata.row_group(0)
+    columns = (group.column(i) for i in range(group.num_columns))
+    encodings = {column.path_in_schema: set(column.encodings) for column in columns}
+    assert "DELTA_BINARY_PACKED" in encodings["seq"] and "DELTA_BINARY_PACKED" in encodings["src"]
+    assert "BYTE_STREAM_SPLIT" in encodings["pc"]
+    assert "RLE_DICTIONARY" in encodings["isa"] and "RLE_DICTIONARY" in encodings["size"]
+    assert "RLE_DICTIONARY" not in encodings["executed"] and "PLAIN" in encodings["executed"]
+    assert "RLE_DICTIONARY" not in encodings["opcode"]
+
+
 def test_failed_ingest_leaves_nothing_and_keeps_the_old_store(tmp_path: Path) -> None:
     good = tmp_path / "a.tarmac"
     good.write_text(TRACE)

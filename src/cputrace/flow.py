@@ -704,8 +704,8 @@ class Walker:
 
     def run(self, ops: Ops) -> Iterator[dict[str, pa.Table]]:
         """Apply `ops`; yields batches of `instructions` and `events` (trace_gap) rows."""
-        self.op_first = np.zeros(len(ops), np.int64)
-        self.op_end = np.zeros(len(ops), np.int64)
+        self.op_first = np.empty(len(ops), np.int64)  # the walk sets both for every op
+        self.op_end = np.empty(len(ops), np.int64)
         state = self.state
         state[_S_OP] = state[_S_STEP] = state[_S_BEGUN] = state[_S_CHECKED] = state[_S_RESUMED] = 0
         p = self.program

@@ -104,9 +104,10 @@ _SPLIT = ("pc", "addr", "paddr", "cycles")
 # Columns with few distinct values: dictionary-encoded. Register and memory values are not:
 # their dictionaries overflow and zstd does better on the plain values; nor are opcodes. Nor
 # are `cpu` and `flags`, nearly constant: zstd shrinks their plain values as well, and hashing
-# each value into a dictionary took a tenth of an instruction table's write time.
+# each value into a dictionary took a tenth of an instruction table's write time. Nor is
+# `executed`: Parquet keeps booleans as plain bits, and a dictionary asked for is not used.
 _REPEATING = frozenset(
-    ("size", "isa", "mode", "executed", "disasm", "reg", "op", "source", "attrs", "kind", "number", "name")
+    ("size", "isa", "mode", "disasm", "reg", "op", "source", "attrs", "kind", "number", "name")
 )
 # Columns whose row-group min/max let queries skip data (positions, cores, addresses); the
 # others' statistics cost a third of the write time and serve no filter.
