@@ -16,7 +16,8 @@ instruction goes through capstone); those rows written to a store on one thread 
 writing thread of an `ingest` has to do); a whole `ingest` of a snapshot whose buffer is
 the repeated one, to a Parquet store; then, with the buffer repeated `--steady` times more
 (the fixed cost of decoding the program spread over more trace), from scratch to rows and
-to a store.
+to a store. These lines give the median of the runs too: on a shared machine the best run
+and the typical one can be a third apart.
 """
 
 from __future__ import annotations
@@ -45,13 +46,19 @@ SNAPSHOT = HERE.parents[1] / "shared" / "data" / "tc2-etmv3"
 
 def best(runs: int, work) -> tuple[float, int]:
     """Best wall time of `runs` calls of work(), and what the last call returned."""
+    times, result = timed(runs, work)
+    return times[0], result
+
+
+def timed(runs: int, work) -> tuple[list[float], int]:
+    """Wall times of `runs` calls of work(), fastest first, and what the last call returned."""
     times = []
     result = 0
     for _ in range(runs):
         start = time.perf_counter()
         result = work()
         times.append(time.perf_counter() - start)
-    return min(times), result
+    return sorted(times), result
 
 
 def main() -> None:
@@ -146,15 +153,15 @@ def instructions(capture: Capture, buffer: Path, longer: Capture, runs: int, rep
     """Buffer to instruction rows, warm and cold, of the buffer and a longer one; buffer to store."""
     programs: dict[object, Program] = {}
     _decode(capture, programs)  # compile, and decode the kernel code once
-    warm, count = best(runs, lambda: _decode(capture, programs))
-    cold, _ = best(runs, lambda: _decode(capture, {}))
-    steady, steady_count = best(max(1, runs // 2), lambda: _decode(longer, {}))
+    warm, count = timed(runs, lambda: _decode(capture, programs))
+    cold, _ = timed(runs, lambda: _decode(capture, {}))
+    steady, steady_count = timed(max(1, runs // 2), lambda: _decode(longer, {}))
     batches = list(decode_captures([capture], DecodeContext(), programs))
-    written, _ = best(runs, lambda: _write(batches))
-    stored, _ = best(runs, lambda: _ingest(buffer))
-    stored_longer, _ = best(max(1, runs // 2), lambda: _ingest(longer.path))
-    print(f"instructions: {count:,} ({count // repeat:,} per copy of the buffer)")
-    for label, took, rows in (
+    written, _ = timed(runs, lambda: _write(batches))
+    stored, _ = timed(runs, lambda: _ingest(buffer))
+    stored_longer, _ = timed(max(1, runs // 2), lambda: _ingest(longer.path))
+    print(f"instructions: {count:,} ({count // repeat:,} per copy of the buffer); best run, and median")
+    for label, times, rows in (
         ("buffer to rows, kernel code already decoded", warm, count),
         ("buffer to rows, from scratch", cold, count),
         ("the rows written alone (Parquet, one thread)", written, count),
@@ -162,7 +169,11 @@ def instructions(capture: Capture, buffer: Path, longer: Capture, runs: int, rep
         (f"buffer to rows from scratch, {steady_count:,}", steady, steady_count),
         (f"ingest to a store, {steady_count:,}", stored_longer, steady_count),
     ):
-        print(f"{label:<45} {took * 1e3:7.1f} ms  {rows / took / 1e6:6.2f} M instructions/s")
+        took, median = times[0], times[len(times) // 2]
+        print(
+            f"{label:<45} {took * 1e3:7.1f} ms  {rows / took / 1e6:6.2f} M instructions/s"
+            f"  (median {median * 1e3:7.1f} ms, {rows / median / 1e6:5.2f} M/s)"
+        )
 
 
 if __name__ == "__main__":
