@@ -29,7 +29,7 @@ from ..model import Isa
 from . import capstone_raw as raw
 from .capstone_raw import RawDisassembler, memory, read
 from .ends import BRANCH, GOES_ON, end_in
-from .index import MISSING, AddressIndex, lookup
+from .index import AddressIndex, holds
 from .insn import (
     C_ACCESS,
     C_ADDRESS,
@@ -555,9 +555,7 @@ def _block(entry, code, address, isa, layout, classes, sizes, widths, keys, valu
 @numba.njit(cache=True, nogil=True)
 def _keep(run, count, keys, values, isa, before, through_conditional, out):
     """Copy the first `count` rows of `run` to out[before:] up to where the block ends (ends.end_in)."""
-    known = np.zeros(count, np.bool_)
-    for i in range(count):
-        known[i] = lookup(keys, values, (run[i, C_ADDRESS] << 3) | isa) != MISSING
+    known = holds(keys, values, run[:count, C_ADDRESS], isa)
     kept, why, at = end_in(run[:count, C_FACTS], known, before, through_conditional)
     out[before : before + kept] = run[:kept, :C_COUNT]
     return kept, why, at

@@ -34,7 +34,8 @@ def lookup(keys: np.ndarray, values: np.ndarray, key: int) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
-def _contains(keys: np.ndarray, values: np.ndarray, addresses: np.ndarray, isa: int) -> np.ndarray:
+def holds(keys: np.ndarray, values: np.ndarray, addresses: np.ndarray, isa: int) -> np.ndarray:
+    """Which of these addresses (int64) an index's arrays hold in `isa`."""
     found = np.zeros(len(addresses), np.bool_)
     for i in range(len(addresses)):
         found[i] = lookup(keys, values, (addresses[i] << 3) | isa) != MISSING
@@ -68,7 +69,7 @@ class AddressIndex:
 
     def contains(self, addresses: np.ndarray, isa: int) -> np.ndarray:
         """Which of these addresses (int64) the index holds in `isa`."""
-        return _contains(self.keys, self.values, addresses, isa)
+        return holds(self.keys, self.values, addresses, isa)
 
     def add(self, keys: np.ndarray, values: np.ndarray) -> None:
         _insert(*self.claim(len(keys)), keys, values)
