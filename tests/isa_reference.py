@@ -37,6 +37,7 @@ from cputrace.isa.arm import (
 from cputrace.model import Isa
 
 _MASK32 = (1 << 32) - 1
+_BRANCH_GROUPS = frozenset({capstone.CS_GRP_JUMP, capstone.CS_GRP_CALL, capstone.CS_GRP_RET})
 
 
 def _opcode(raw_bytes: bytes, isa: Isa) -> int:
@@ -48,7 +49,6 @@ def _opcode(raw_bytes: bytes, isa: Isa) -> int:
 
 def _t32_size(first_halfword: int) -> int:
     return 4 if first_halfword >> 11 in (0b11101, 0b11110, 0b11111) else 2
-_BRANCH_GROUPS = frozenset({capstone.CS_GRP_JUMP, capstone.CS_GRP_CALL, capstone.CS_GRP_RET})
 
 
 @functools.cache
