@@ -80,6 +80,18 @@ def test_columns_are_stored_in_their_encodings(tmp_path: Path) -> None:
     assert "RLE_DICTIONARY" not in encodings["opcode"]
 
 
+def test_manifest_lists_the_values_every_chunk_of_a_dictionary_column_uses() -> None:
+    """One value, several, none (all null) and an empty chunk: the manifest's isas and modes."""
+    names = pa.array(["A32", "T32", "A64"])
+    chunks = [
+        pa.DictionaryArray.from_arrays(pa.array(indices, pa.int32()), names)
+        for indices in ([1, 1, 1], [0, 2, None, 0], [None, None], [])
+    ]
+    assert INGEST._distinct(pa.chunked_array(chunks)) == {"A32", "T32", "A64"}
+    assert INGEST._distinct(pa.chunked_array(chunks[2:])) == set()
+    assert INGEST._distinct(pa.chunked_array(chunks[:1])) == {"T32"}
+
+
 def test_failed_ingest_leaves_nothing_and_keeps_the_old_store(tmp_path: Path) -> None:
     good = tmp_path / "a.tarmac"
     good.write_text(TRACE)

@@ -130,11 +130,19 @@ class _BackgroundWrites:
 
 
 def _distinct(column: pa.ChunkedArray) -> set[str]:
-    """Distinct values of a dictionary column, without decoding every row."""
+    """Distinct values of a dictionary column, without decoding every row.
+
+    Most chunks use one value, or none (a column a decoder leaves empty): their indices'
+    min and max say so in a tenth of the time finding the distinct indices takes."""
     values: set[str] = set()
     for chunk in column.chunks:
-        used = pc.unique(chunk.indices.drop_null()) if len(chunk) else []
-        values.update(chunk.dictionary.take(used).to_pylist())
+        bounds = pc.min_max(chunk.indices)
+        low, high = bounds["min"].as_py(), bounds["max"].as_py()
+        if low is not None and low == high:
+            values.add(chunk.dictionary[low].as_py())
+        elif low is not None:
+            used = pc.unique(chunk.indices.drop_null())
+            values.update(chunk.dictionary.take(used).to_pylist())
     return values
 
 
