@@ -22,6 +22,7 @@ from cputrace.isa import (
     blocks,
     decode,
     decode_block,
+    decode_columns,
     it_conditions,
     sparc_insn,
 )
@@ -440,11 +441,13 @@ def test_block_through_conditional_branches() -> None:
 )  # fmt: skip
 def test_blocks_from_leftovers_equal_blocks_decoded_afresh(program: str, isa: Isa | None) -> None:
     """A block that starts where another ended (after a call) takes the instructions decoded
-    past that end; they must be the ones decoding from its start gives."""
+    past that end; they must be the ones decoding from its start gives. The same for a walk's
+    program, which keeps the columns alone (`decode_columns`)."""
     image = load_elf(Path(__file__).parent / program)
     leftovers: dict = {}
+    column_leftovers: dict = {}
     pending = [(s.address, isa or s.isa) for s in image.symbols if isa or s.kind == "func"]
-    seen, reused = set(), 0
+    seen, reused, columns_reused = set(), 0, 0
     while pending:
         address, block_isa = pending.pop()
         if (address, block_isa) in seen:
@@ -457,6 +460,9 @@ def test_blocks_from_leftovers_equal_blocks_decoded_afresh(program: str, isa: Is
             continue
         fresh = decode_block(image, address, block_isa, through_conditional=True)
         assert np.array_equal(block.columns, fresh.columns), hex(address)
+        columns_reused += ((address << 3) | block_isa) in column_leftovers
+        alone = decode_columns(image, address, block_isa, AddressIndex(), column_leftovers)
+        assert np.array_equal(alone, fresh.columns), hex(address)
         assert block.insns == fresh.insns
         code = image.read_upto(address, blocks._WINDOW)  # run by run, as SPARC blocks are decoded
         columns, stop, branch, rows = blocks._decode_runs(code, address, block_isa, None, True, None, None)
@@ -464,7 +470,7 @@ def test_blocks_from_leftovers_equal_blocks_decoded_afresh(program: str, isa: Is
         assert (fresh.stop, fresh.branch_index, fresh.rows) == (stop, None if branch < 0 else branch, rows())
         if block.stop is Stop.BRANCH:
             pending.append((block.next_address, block_isa))
-    assert reused >= 3
+    assert reused >= 3 and columns_reused == reused
 
 
 def test_instruction_cut_by_end_of_image() -> None:

@@ -6,7 +6,7 @@ control went. A decoder turns its records into a column of *waypoint ops* (`Ops`
 RECONSTRUCTED, plus `trace_gap` events where the walk cannot go on.
 
 The walk is one compiled loop over ops. Instruction facts come from a `Program`: every
-address the walk reaches is decoded once (a basic block at a time, `isa.decode_block`)
+address the walk reaches is decoded once (a basic block at a time, `isa.decode_columns`)
 into flat arrays, and the links between blocks are cached in those arrays, so a loop that
 runs a million times costs one decode and a million array reads. When the loop meets an
 address not yet decoded it returns to Python, which decodes the block and resumes it.
@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from .image import Image, ImageError
-from .isa import Block, BlockCache, decode_block
+from .isa import BlockCache, decode_columns
 from .isa.index import MISSING, AddressIndex, lookup, put
 from .isa.insn import (
     C_ADDRESS,
@@ -50,7 +50,6 @@ from .isa.insn import (
     F_TRAP,
     F_UNDEFINED,
     NO_ISA,
-    Decoded,
 )
 from .model import ISA_NAMES, SCHEMAS, Flag, Isa
 
@@ -191,28 +190,23 @@ class Program:
         self.target_idx = np.zeros(capacity, np.int64)
         self.index = AddressIndex()
         self.failures: dict[int, str] = {}
-        self._leftovers: dict[int, Decoded] = {}  # see decode_block
+        self._leftovers: dict[int, np.ndarray] = {}  # see decode_columns
 
     def decode(self, key: int) -> None:
         """Decode the block at `key` (address << 3 | ISA) into the arrays."""
         address, isa = key >> 3, Isa(key & 7)
         try:  # up to the next unconditional branch, or to code decoded before from another entry point
-            block = decode_block(
-                self.image, address, isa, self.index, through_conditional=True, leftovers=self._leftovers
-            )
+            columns = decode_columns(self.image, address, isa, self.index, self._leftovers)
         except (ImageError, ValueError) as exc:  # ValueError: an instruction set isa/ cannot decode
             self.index.add(np.array([key], np.int64), np.array([_NO_CODE], np.int64))
             self.failures[key] = str(exc)
             return
-        self._append(block)
-
-    def _append(self, block: Block) -> None:
-        n, start = len(block), self.count
+        n, start = len(columns), self.count
         end = start + n
         if end > len(self.pc):
             self._grow(max(2 * len(self.pc), end))
-        _fill(block.columns, start, int(block.isa), self.pc, self.size, self.opcode, self.isa, self.flags,
-              self.target, self.next_isa, self.next_idx, self.target_idx, *self.index.claim(n))  # fmt: skip
+        _fill(columns, start, int(isa), self.pc, self.size, self.opcode, self.isa, self.flags, self.target,
+              self.next_isa, self.next_idx, self.target_idx, *self.index.claim(n))  # fmt: skip
         self.count = end
 
     def _grow(self, capacity: int) -> None:

@@ -4,7 +4,7 @@ Decoders of compressed traces walk the program image with these; a BlockCache ma
 (address, ISA) cost one decode however often the walk passes it.
 """
 
-from .blocks import Block, BlockCache, Stop, decode_block
+from .blocks import Block, BlockCache, Stop, decode_block, decode_columns
 from .disasm import Disassembler, fill_disasm, opcode_bytes
 from .dispatch import SUPPORTED_ISAS, decode, decode_rows, decode_run
 from .ends import MAX_BLOCK
@@ -26,6 +26,7 @@ __all__ = [
     "condition_name",
     "decode",
     "decode_block",
+    "decode_columns",
     "decode_rows",
     "decode_run",
     "fill_disasm",

@@ -165,16 +165,46 @@ def decode_block(
             code, address, isa, known, through_conditional, first, leftovers
         )
     if not len(columns):
-        raise ImageError(
-            f"0x{address:x}: no {isa.name} instruction in the program image there"
-            + (" (it runs past the end of the image)" if code else "")
-        )
+        raise _no_instruction(address, isa, code)
     return Block(
         isa=isa,
         columns=_frozen(columns),
         stop=stop,
         branch_index=branch if branch >= 0 else None,
         make_rows=make_rows,
+    )
+
+
+def decode_columns(
+    image: Image, address: int, isa: Isa, known: AddressIndex, leftovers: dict[int, np.ndarray]
+) -> np.ndarray:
+    """The columns of `decode_block(image, address, isa, known, through_conditional=True)`, alone.
+
+    For a walk's program, which keeps the facts of the instructions and never their text: no
+    Block, no rows, and `leftovers` (as in decode_block) holds columns. A program decodes
+    hundreds of blocks as a trace starts, and building those objects was a fifth of the cost.
+    """
+    key = (address << 3) | isa
+    code = image.read_upto(address, _WINDOW)
+    first = leftovers.pop(key, None)
+    if isa in ARM_ISAS:
+        columns, _, _, rest = arm_block(code, address, isa, known, True, first)
+        if len(rest):
+            leftovers[(int(rest[0, C_ADDRESS]) << 3) | isa] = rest
+    else:
+        left: dict[int, Decoded] = {}
+        begun = None if first is None else Decoded(isa, first, tuple)  # its rows are never asked for
+        columns = _decode_runs(code, address, isa, known, True, begun, left)[0]
+        leftovers.update((start, rest.columns) for start, rest in left.items())
+    if not len(columns):
+        raise _no_instruction(address, isa, code)
+    return columns
+
+
+def _no_instruction(address: int, isa: Isa, code: bytes) -> ImageError:
+    return ImageError(
+        f"0x{address:x}: no {isa.name} instruction in the program image there"
+        + (" (it runs past the end of the image)" if code else "")
     )
 
 
