@@ -1,6 +1,7 @@
 """ETMv3 speed: packets, and instructions from buffer to store, of a real buffer.
 
     python benchmarks/bench_etmv3.py [--repeat 64] [--runs 5] [--steady 8]
+    python benchmarks/bench_etmv3.py --reference benchmarks/out/opencsd_etmv3 [--rounds 15]
 
 The TC2 snapshot's 32 KiB ETB buffer (../shared/data/tc2-etmv3) repeated `--repeat` times
 (64: 2 MiB, the size the issue's reference figure uses) is written to benchmarks/out, then
@@ -18,17 +19,25 @@ the repeated one, to a Parquet store; then, with the buffer repeated `--steady` 
 (the fixed cost of decoding the program spread over more trace), from scratch to rows and
 to a store. These lines give the median of the runs too: on a shared machine the best run
 and the typical one can be a third apart.
+
+With `--reference`, the OpenCSD program of benchmarks/reference (built as its README says)
+and cputrace take turns on the repeated buffer, `--rounds` times: one muted OpenCSD decode
+of the snapshot to instructions, then one `ingest` of it to a store. The machine's speed
+drifts by a third over minutes, so only figures taken in turn compare the two.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from cputrace.coresight.frames import deformat
 from cputrace.flow import Program
@@ -66,6 +75,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=64)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--steady", type=int, default=8, help="the longer buffer, in copies of the first")
+    parser.add_argument("--reference", type=Path, help="the OpenCSD reference program, to take turns with")
+    parser.add_argument("--rounds", type=int, default=15, help="turns each, with --reference")
     args = parser.parse_args()
     if not (SNAPSHOT / "cstrace.bin").exists():
         sys.exit(f"needs the TC2 snapshot in {SNAPSHOT}")
@@ -74,6 +85,9 @@ def main() -> None:
     out.mkdir(exist_ok=True)
     path = out / f"tc2-etb-x{args.repeat}.bin"
     path.write_bytes(buffer)
+    if args.reference:
+        against_reference(args.reference, path, args.rounds)
+        return
     capture = _capture(path)
     configs = {s.trace_id: s.config for s in capture.sources}
 
@@ -141,12 +155,41 @@ def _write(batches: list[dict[str, pa.Table]]) -> int:
 def _ingest(buffer: Path) -> None:
     """`ingest` of the TC2 snapshot with `buffer` as its trace, to a Parquet store."""
     with tempfile.TemporaryDirectory() as folder:
-        snapshot = Path(folder)
-        for file in SNAPSHOT.iterdir():
-            if file.is_file() and file.name != "cstrace.bin":
-                (snapshot / file.name).symlink_to(file)
-        (snapshot / "cstrace.bin").symlink_to(buffer.resolve())
-        ingest([snapshot / "snapshot.ini"], snapshot / "s.ctrace")
+        ingest([_snapshot_of(buffer, Path(folder))], Path(folder) / "s.ctrace")
+
+
+def _snapshot_of(buffer: Path, folder: Path) -> Path:
+    """The TC2 snapshot in `folder` (links to its files), with `buffer` as its trace; its snapshot.ini."""
+    for file in SNAPSHOT.iterdir():
+        if file.is_file() and file.name != "cstrace.bin":
+            (folder / file.name).symlink_to(file)
+    (folder / "cstrace.bin").symlink_to(buffer.resolve())
+    return folder / "snapshot.ini"
+
+
+def against_reference(program: Path, buffer: Path, rounds: int) -> None:
+    """OpenCSD's muted decode and cputrace's `ingest` of `buffer`, taking turns."""
+    with tempfile.TemporaryDirectory() as folder:
+        snapshot = _snapshot_of(buffer, Path(folder))
+        store = Path(folder) / "s.ctrace"
+        ingest([snapshot], store)  # compile (or load the cached compiled code)
+        reference, ours = [], []
+        for _ in range(rounds):
+            run = subprocess.run([program, snapshot.parent, "1"], capture_output=True, text=True, check=True)
+            reference.append(float(re.search(r"^run 1:\s+([\d.]+) ms", run.stdout, re.M)[1]) / 1e3)
+            start = time.perf_counter()
+            ingest([snapshot], store)
+            ours.append(time.perf_counter() - start)
+        count = pq.ParquetFile(store / "instructions.parquet").metadata.num_rows
+    print(f"buffer: {buffer.stat().st_size / 2**20:.2f} MiB, {count:,} instructions; {rounds} turns each")
+    pairs = (("OpenCSD, muted, to instructions", reference), ("cputrace `ingest`, to a store", ours))
+    for label, times in pairs:
+        times.sort()
+        took, median = times[0], times[len(times) // 2]
+        print(
+            f"{label:<45} {took * 1e3:7.1f} ms  {count / took / 1e6:6.2f} M instructions/s"
+            f"  (median {median * 1e3:7.1f} ms, {count / median / 1e6:5.2f} M/s)"
+        )
 
 
 def instructions(capture: Capture, buffer: Path, longer: Capture, runs: int, repeat: int) -> None:
