@@ -10,6 +10,7 @@ import random
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from ds5_listing import read_ds5_listing
@@ -21,10 +22,13 @@ from paths import DATA
 import cputrace
 from cputrace.cli import cli
 from cputrace.errors import CputraceError
+from cputrace.flow import Op
 from cputrace.formats.base import DecodeContext
 from cputrace.formats.etmv3.capture import open_captures
+from cputrace.formats.etmv3.config import EtmConfig
 from cputrace.formats.etmv3.decoder import decode_captures
-from cputrace.formats.etmv3.packets import HEADER_KINDS
+from cputrace.formats.etmv3.ops import new_state, packet_ops
+from cputrace.formats.etmv3.packets import HEADER_KINDS, decode_packets
 from cputrace.formats.etmv3.protocol import Kind
 from cputrace.image import load_elf
 from cputrace.ingest import ingest
@@ -177,6 +181,19 @@ def test_encoded_runs_decode_to_the_recording(program: str, mode: dict, tmp_path
     assert got == expected.rows
     assert events == expected.events
     assert len(got) > 100
+
+
+def test_p_headers_full_of_atoms_make_more_ops_than_the_first_room() -> None:
+    """Non-cycle-accurate P-headers carry up to 16 atoms: the op columns, made with room for
+    two ops a packet, grow, and the ops and each packet's count of ops before it stay right."""
+    enc = EtmEncoder().a_sync().i_sync(0x8000).atoms(("E" * 15 + "N") * 500)
+    packets = decode_packets(enc.data, EtmConfig(0x10000000, 0x4100F250, 0x10000000))
+    built = packet_ops(packets, new_state(), cycle_accurate=False)
+    atoms = built.ops.kind == Op.ATOM
+    assert atoms.sum() == 16 * 500 > 2 * len(packets.table)
+    assert built.ops.b[atoms].tolist() == ([1] * 15 + [0]) * 500
+    assert (built.ops.kind[0], built.ops.a[0]) == (Op.SYNC, 0x8000)
+    assert built.before.tolist() == np.searchsorted(built.packet, np.arange(len(packets.table))).tolist()
 
 
 def test_context_id_and_vmid_changes_are_events(tmp_path: Path) -> None:
