@@ -183,9 +183,9 @@ def test_encoded_runs_decode_to_the_recording(program: str, mode: dict, tmp_path
     assert len(got) > 100
 
 
-def test_p_headers_full_of_atoms_make_more_ops_than_the_first_room() -> None:
-    """Non-cycle-accurate P-headers carry up to 16 atoms: the op columns, made with room for
-    two ops a packet, grow, and the ops and each packet's count of ops before it stay right."""
+def test_p_headers_full_of_atoms_make_an_op_each() -> None:
+    """Non-cycle-accurate P-headers carry up to 16 atoms: an ATOM op each, in order, and each
+    packet knows how many ops the packets before it made."""
     enc = EtmEncoder().a_sync().i_sync(0x8000).atoms(("E" * 15 + "N") * 500)
     packets = decode_packets(enc.data, EtmConfig(0x10000000, 0x4100F250, 0x10000000))
     built = packet_ops(packets, new_state(), cycle_accurate=False)

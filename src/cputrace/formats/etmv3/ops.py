@@ -66,25 +66,25 @@ def new_state() -> np.ndarray:
 def packet_ops(packets: Packets, state: np.ndarray, cycle_accurate: bool) -> PacketOps:
     """The waypoint ops of `packets`, continuing from `state` (updated in place)."""
     t = packets.table
-    # Room for two ops a packet, which atoms seldom pass; more is made when they do. Unused
-    # room costs nothing: memory from np.empty is not touched until written.
-    columns = tuple(np.empty(2 * len(t) + _MOST_OPS, dtype) for dtype in _COLUMN_TYPES)
+    capacity = _capacity(t)
+    kind, isa = np.empty(capacity, np.uint8), np.empty(capacity, np.uint8)  # _build fills what it uses
+    a, b = np.empty(capacity, np.uint64), np.empty(capacity, np.uint64)
+    cycles, time, packet, src = (np.empty(capacity, np.int64) for _ in range(4))
     before, eventful = np.empty(len(t), np.int64), np.empty(len(t), np.int64)
     pending = np.zeros(len(t), np.int64)
-    n = events = done = 0
-    while True:
-        n, events, done = _build(t, done, n, events, cycle_accurate, state, columns, before, pending,
-                                 eventful)  # fmt: skip
-        if done == len(t):
-            break
-        columns = tuple(np.concatenate([c[:n], np.empty(len(c), c.dtype)]) for c in columns)
-    kind, a, b, isa, cycles, time, packet, src = (c[:n] for c in columns)
-    return PacketOps(Ops(kind, a, b, isa, cycles, time, src), packet, before, pending, eventful[:events])
+    columns = (kind, a, b, isa, cycles, time, packet, src)
+    n, events = _build(t, cycle_accurate, state, columns, before, pending, eventful)
+    ops = Ops(kind[:n], a[:n], b[:n], isa[:n], cycles[:n], time[:n], src[:n])
+    return PacketOps(ops, packet[:n], before, pending, eventful[:events])
 
 
-# _build's columns: kind, a, b, isa, cycles, time, packet (the row of the packet), src.
-_COLUMN_TYPES = (np.uint8, np.uint64, np.uint64, np.uint8, np.int64, np.int64, np.int64, np.int64)
-_MOST_OPS = 16  # one packet's: a P-header's atoms (16 at most), or three for an LSiP I-sync
+@numba.njit(cache=True, nogil=True)
+def _capacity(packets) -> int:
+    """The most ops `packets` can make: one per atom or other packet, three per LSiP I-sync."""
+    total = 0
+    for p in range(len(packets)):
+        total += max(packets[p].count, 1) + (2 if packets[p].flags & _F_LSIP else 0)
+    return total
 
 
 @numba.njit(cache=True, nogil=True)
@@ -100,13 +100,11 @@ def _atom_cycles(form: int, index: int, header_cycles: int) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
-def _build(packets, done, n, events, cycle_accurate, state, columns, before, pending, eventful):
-    """Ops of packets[done:] from op n and event row `events` on; returns both counts and the
-    packets done, fewer than all when the columns have no room for the next one's ops."""
+def _build(packets, cycle_accurate, state, columns, before, pending, eventful):
     kind, a, b, isa, cycles, time, packet, src = columns
-    for p in range(done, len(packets)):
-        if n + _MOST_OPS > len(kind):
-            return n, events, p
+    n = 0
+    events = 0
+    for p in range(len(packets)):
         before[p] = n
         pk = packets[p]
         k = pk.kind
@@ -162,7 +160,7 @@ def _build(packets, done, n, events, cycle_accurate, state, columns, before, pen
             state[S_SYNCED] = 0
             state[S_PENDING] = 0
             n = _add(columns, n, p, pk.offset, _GAP, 0, 0, 0, state[S_TIME])
-    return n, events, len(packets)
+    return n, events
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
