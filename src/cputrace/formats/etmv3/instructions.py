@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
+import numba
 import numpy as np
 import pyarrow as pa
 
-from ...flow import Op, Program, Walker
+from ...flow import Program, Walker
 from ...model import SCHEMAS
 from ..base import Batch
 from .capture import EtmSource
@@ -31,7 +32,6 @@ from .protocol import ERROR_TEXT, I_SYNC_REASONS, KIND_NAMES, Flag, Kind, except
 
 _OVERFLOW = I_SYNC_REASONS.index("overflow")
 _OVERFLOW_TEXT = "the ETM FIFO overflowed: trace was lost before this I-sync"
-_Strings = tuple[np.ndarray, Sequence[str]]  # codes into labels
 
 
 class SourceWalk:
@@ -45,7 +45,7 @@ class SourceWalk:
         config = source.config
         traces_data = config.data_value or config.data_address
         self.data = DataMatcher(program, config, source.cpu) if traces_data else None
-        self.context: dict[str, int | None] = {"context_id": None, "vmid": None}  # the last values seen
+        self._context = np.full(2, -1, np.int64)  # the last context ID and VMID seen (_C_*), -1: none yet
 
     def batch(self, packets: Packets, next_seq: int) -> Iterator[Batch]:
         """Rows of one packet batch, numbered from `next_seq` (then see `next_seq`)."""
@@ -77,141 +77,152 @@ class SourceWalk:
         return self.walker.next_seq
 
     def _events(self, packets: Packets, built: PacketOps, first_seq: int) -> pa.Table:
-        """The events of a batch's packets, built column-wise (there is one per branch or I-sync)."""
+        """The events of a batch's packets (few: one per I-sync, timestamp or exception), in
+        packet order, made in one compiled pass; text is formatted once per distinct value."""
         rows = built.eventful
-        # the few packets that can make events: indices below are into these (np.take: indexing
-        # records with [] copies them one by one, some 25 times slower)
-        t = np.take(packets.table, rows)
-        kind = t["kind"]
-        made = built.before[rows]
-        end = self.walker.op_end
-        seq = np.where(made > 0, end[np.maximum(made - 1, 0)] - 1 if len(end) else 0, first_seq - 1)
-        events = _EventColumns(self.source.cpu, np.maximum(seq, 0), t["offset"])
-        address = t["address"].astype(np.uint64)
-        i_sync = np.flatnonzero(kind == Kind.I_SYNC)
-        reason = t["info"][i_sync].astype(np.int64)
-        timed = t["cycles"][i_sync] >= 0
-        cycles = np.where(timed, t["cycles"][i_sync] + built.pending[rows[i_sync]], 0).astype(np.uint64)
-        events.add(i_sync, "trace_on", (reason, I_SYNC_REASONS), reason, address[i_sync], (cycles, ~timed))
-        overflow = i_sync[reason == _OVERFLOW]
-        events.add(overflow, "overflow", "overflow", text=_OVERFLOW_TEXT)
-        with_exception = (t["flags"] & Flag.EXCEPTION != 0) & (t["exception"] > 0)
-        exception = np.flatnonzero((kind == Kind.BRANCH) & with_exception)
-        number = t["exception"][exception].astype(np.int64)
-        m_profile = self.source.config.m_profile
-        cancels = t["flags"][exception] & Flag.CANCEL != 0
-        names = _distinct(lambda n: exception_name(n, m_profile), number)
-        text = _distinct(
-            lambda n, a, c: f"{exception_name(n, m_profile)} exception to 0x{a:08x}"
-            + (" (cancels the last instruction)" if c else ""),
-            number, address[exception], cancels,
-        )  # fmt: skip
-        events.add(exception, "exception", names, number, address[exception], text=text)
-        exits = np.flatnonzero(kind == Kind.EXCEPTION_EXIT)
-        events.add(exits, "exception_return", "exception_return")
-        carries_context = kind == Kind.CONTEXT_ID
-        if self.source.config.context_id_bytes:
-            carries_context |= kind == Kind.I_SYNC
-        for name, rows_of in (("context_id", carries_context), ("vmid", kind == Kind.VMID)):
-            changed = self._changes(name, np.flatnonzero(rows_of), t["value"])
-            events.add(changed, "context", name, value=t["value"][changed])
-        stamps = np.flatnonzero(kind == Kind.TIMESTAMP)
-        events.add(stamps, "timestamp", "timestamp", value=t["value"][stamps])
-        gaps = np.searchsorted(rows, built.packet[built.ops.kind == Op.GAP])
-        text = _distinct(
-            lambda k, size, info: f"{size} bytes: "
-            f"{ERROR_TEXT.get(info, 'bytes skipped') if k == Kind.ERROR else 'bytes skipped'}; "
-            "no instructions until the next I-sync",
-            kind[gaps], t["size"][gaps], t["info"][gaps],
-        )  # fmt: skip
-        size = t["size"][gaps].astype(np.int64)
-        events.add(gaps, "trace_gap", (kind[gaps].astype(np.int64), KIND_NAMES), size, text=text)
-        return events.table()
-
-    def _changes(self, name: str, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
-        """The rows among `rows` whose value differs from the one before (the first ever counts)."""
         if not len(rows):
-            return rows
-        seen = values[rows].astype(np.int64)
-        last = self.context[name]
-        before = np.concatenate([[seen[0] - 1 if last is None else last], seen[:-1]])
-        self.context[name] = int(seen[-1])
-        return rows[seen != before]
+            return _NO_EVENTS
+        t = packets.table
+        out = np.empty((_R_COUNT, 3 * len(rows)), np.int64)  # a packet makes three at most (an I-sync)
+        config = self.source.config
+        n = _event_rows(t, rows, built.before, len(built.ops), built.pending, self.walker.op_end, first_seq,
+                        config.context_id_bytes > 0, self._context, out)  # fmt: skip
+        seq, kind, name, number, value, value1, present, row = out[:, :n]
+        names = _Labels(_NAMES, name)  # exceptions' names are added to these
+        texts = _Labels((_OVERFLOW_TEXT,), np.where(kind == _E_OVERFLOW, 0, -1))
+        exception = np.flatnonzero(kind == _E_EXCEPTION)
+        if len(exception):
+            at, numbers = row[exception], number[exception]
+            m_profile = config.m_profile
+            names.add(exception, *_distinct(lambda k: exception_name(k, m_profile), numbers))
+            cancels = t["flags"][at] & Flag.CANCEL != 0
+            texts.add(exception, *_distinct(
+                lambda k, a, c: f"{exception_name(k, m_profile)} exception to 0x{a:08x}"
+                + (" (cancels the last instruction)" if c else ""),
+                numbers, value[exception], cancels,
+            ))  # fmt: skip
+        gap = np.flatnonzero(kind == _E_TRACE_GAP)
+        if len(gap):
+            at = row[gap]
+            texts.add(gap, *_distinct(
+                lambda k, size, info: f"{size} bytes: "
+                f"{ERROR_TEXT.get(info, 'bytes skipped') if k == Kind.ERROR else 'bytes skipped'}; "
+                "no instructions until the next I-sync",
+                t["kind"][at], t["size"][at], t["info"][at],
+            ))  # fmt: skip
+        columns = [
+            pa.array(seq),
+            pa.nulls(n, pa.int64()),
+            pa.array(np.full(n, self.source.cpu, np.uint16)),
+            pa.DictionaryArray.from_arrays(pa.array(kind.astype(np.int32)), _EVENT_KINDS),
+            pa.array(number, mask=(present & _HAS_NUMBER) == 0),
+            names.array(),
+            pa.array(value.astype(np.uint64), mask=(present & _HAS_VALUE) == 0),
+            pa.array(value1.astype(np.uint64), mask=(present & _HAS_VALUE1) == 0),
+            texts.array(),
+            pa.array(t["offset"][row]),
+        ]
+        return pa.Table.from_arrays(columns, schema=SCHEMAS["events"])
 
 
-def _distinct(label: Callable[..., str], *keys: np.ndarray) -> _Strings:
-    """Strings that depend only on `keys`, formatted once per distinct key (few, of many events)."""
-    if not len(keys[0]):  # the usual case, and np.unique over rows costs even when there are none
-        return np.zeros(0, np.int64), ()
+def _distinct(label: Callable[..., str], *keys: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Strings that depend only on `keys`, formatted once per distinct key (few, of many events):
+    a code per row into the strings."""
     stacked = np.column_stack([key.astype(np.int64) for key in keys])
     distinct, codes = np.unique(stacked, axis=0, return_inverse=True)
     return codes.reshape(-1), [label(*key) for key in distinct.tolist()]
 
 
-class _EventColumns:
-    """Event rows gathered kind by kind from packet indices, then put in packet order.
+class _Labels:
+    """A string column as codes into a few labels (-1: null), so no Python runs per event."""
 
-    String columns come as one string for all of a kind's rows, or as codes into a few labels,
-    so that no Python runs per event."""
+    def __init__(self, labels: Sequence[str], codes: np.ndarray) -> None:
+        self.labels, self.codes = list(labels), codes
 
-    def __init__(self, cpu: int, seq: np.ndarray, src: np.ndarray) -> None:
-        self.cpu, self.seq, self.src = cpu, seq, src
-        self.parts: list[tuple] = []
+    def add(self, rows: np.ndarray, codes: np.ndarray, labels: Sequence[str]) -> None:
+        """Give `rows` these codes into these labels."""
+        self.codes[rows] = codes + len(self.labels)
+        self.labels.extend(labels)
 
-    def add(self, packets: np.ndarray, kind: str, names: str | _Strings, number: np.ndarray | None = None,
-            value: np.ndarray | None = None, value1: tuple[np.ndarray, np.ndarray] | None = None,
-            text: str | _Strings | None = None) -> None:  # fmt: skip
-        n = len(packets)
-        if not n:
-            return
-        none = np.zeros(n, bool)
-        self.parts.append((
-            packets, kind, names,
-            (np.zeros(n, np.int64), ~none) if number is None else (number, none),
-            (np.zeros(n, np.uint64), ~none) if value is None else (value.astype(np.uint64), none),
-            (np.zeros(n, np.uint64), ~none) if value1 is None else value1,
-            text,
-        ))  # fmt: skip
+    def array(self) -> pa.Array:
+        return pa.array(self.labels, pa.string()).take(pa.array(self.codes, mask=self.codes < 0))
 
-    def table(self) -> pa.Table:
-        if not self.parts:
-            return SCHEMAS["events"].empty_table()
-        packets = np.concatenate([p[0] for p in self.parts])
-        order = np.argsort(packets, kind="stable")
-        packets = packets[order]
 
-        def numbers(i: int) -> pa.Array:
-            values = np.concatenate([p[i][0] for p in self.parts])[order]
-            return pa.array(values, mask=np.concatenate([p[i][1] for p in self.parts])[order])
+# The rows the compiled pass makes (out[_R_*]): `kind` indexes _EVENT_KINDS, `name` _NAMES (an
+# I-sync's reason, then the _N_* labels, then packet kinds; exceptions get theirs after),
+# `present` says which of number, value and value1 the row has, `row` is its packet's row.
+_E_TRACE_ON, _E_OVERFLOW, _E_EXCEPTION, _E_EXCEPTION_RETURN, _E_CONTEXT, _E_TIMESTAMP, _E_TRACE_GAP = range(7)
+_EVENT_KINDS = pa.array(
+    ["trace_on", "overflow", "exception", "exception_return", "context", "timestamp", "trace_gap"]
+)
+_NAMES = (*I_SYNC_REASONS, "exception_return", "context_id", "vmid", "timestamp", *KIND_NAMES)
+_N_EXCEPTION_RETURN, _N_CONTEXT_ID, _N_VMID, _N_TIMESTAMP, _N_KINDS = (
+    _NAMES.index(name) for name in ("exception_return", "context_id", "vmid", "timestamp", KIND_NAMES[0])
+)
+_R_SEQ, _R_KIND, _R_NAME, _R_NUMBER, _R_VALUE, _R_VALUE1, _R_PRESENT, _R_ROW, _R_COUNT = range(9)
+_HAS_NUMBER, _HAS_VALUE, _HAS_VALUE1 = 1, 2, 4
+_NO_EVENTS = SCHEMAS["events"].empty_table()
+# The last context ID and VMID seen (`SourceWalk._context`), -1 before the first.
+_C_CONTEXT_ID, _C_VMID = 0, 1
 
-        def strings(i: int) -> pa.Array:
-            """Codes into all parts' labels (-1: null), taken in row order."""
-            labels: list[str] = []
-            codes = []
-            for part in self.parts:
-                given, rows = part[i], len(part[0])
-                if given is None:
-                    codes.append(np.full(rows, -1, np.int64))
-                    continue
-                own, own_labels = (np.zeros(rows, np.int64), (given,)) if isinstance(given, str) else given
-                codes.append(own + len(labels))
-                labels.extend(own_labels)
-            if not labels:
-                return pa.nulls(len(order), pa.string())
-            ordered = np.concatenate(codes)[order]
-            return pa.array(labels, pa.string()).take(pa.array(ordered, mask=ordered < 0))
+_K_I_SYNC, _K_BRANCH, _K_EXIT = int(Kind.I_SYNC), int(Kind.BRANCH), int(Kind.EXCEPTION_EXIT)
+_K_CONTEXT_ID, _K_VMID, _K_TIMESTAMP = int(Kind.CONTEXT_ID), int(Kind.VMID), int(Kind.TIMESTAMP)
+_K_ERROR, _K_UNSYNCED = int(Kind.ERROR), int(Kind.UNSYNCED)
+_F_EXCEPTION = int(Flag.EXCEPTION)
 
-        n = len(packets)
-        columns = [
-            pa.array(self.seq[packets].astype(np.int64)),
-            pa.nulls(n, pa.int64()),
-            pa.array(np.full(n, self.cpu, np.uint16)),
-            strings(1).dictionary_encode(),
-            numbers(3),
-            strings(2),
-            numbers(4),
-            numbers(5),
-            strings(6),
-            pa.array(self.src[packets].astype(np.int64)),
-        ]
-        return pa.Table.from_arrays(columns, schema=SCHEMAS["events"])
+
+@numba.njit(cache=True, nogil=True)
+def _event_rows(packets, rows, before, ops, pending, op_end, first_seq, context_on_sync, context, out) -> int:
+    """The events of packets[rows], in packet order, into out[_R_*]; returns how many.
+
+    An event's seq is the last instruction's before its packet (before[p] ops came before it;
+    op_end[i] is the seq after op i)."""
+    n = 0
+    for i in range(len(rows)):
+        p = rows[i]
+        pk = packets[p]
+        made = before[p]
+        seq = max(op_end[made - 1] - 1 if made > 0 else first_seq - 1, 0)
+        k = pk.kind
+        if k == _K_I_SYNC:
+            value1 = pk.cycles + pending[p] if pk.cycles >= 0 else 0
+            present = _HAS_NUMBER | _HAS_VALUE | (_HAS_VALUE1 if pk.cycles >= 0 else 0)
+            n = _put(out, n, seq, p, _E_TRACE_ON, pk.info, pk.info, pk.address, value1, present)
+            if pk.info == _OVERFLOW:
+                n = _put(out, n, seq, p, _E_OVERFLOW, _OVERFLOW, 0, 0, 0, 0)
+            if context_on_sync:
+                n = _context(out, n, seq, p, _N_CONTEXT_ID, pk.value, context, _C_CONTEXT_ID)
+        elif k == _K_BRANCH:
+            if pk.flags & _F_EXCEPTION and pk.exception > 0:
+                present = _HAS_NUMBER | _HAS_VALUE
+                n = _put(out, n, seq, p, _E_EXCEPTION, -1, pk.exception, pk.address, 0, present)
+        elif k == _K_EXIT:
+            n = _put(out, n, seq, p, _E_EXCEPTION_RETURN, _N_EXCEPTION_RETURN, 0, 0, 0, 0)
+        elif k == _K_CONTEXT_ID:
+            n = _context(out, n, seq, p, _N_CONTEXT_ID, pk.value, context, _C_CONTEXT_ID)
+        elif k == _K_VMID:
+            n = _context(out, n, seq, p, _N_VMID, pk.value, context, _C_VMID)
+        elif k == _K_TIMESTAMP:
+            n = _put(out, n, seq, p, _E_TIMESTAMP, _N_TIMESTAMP, 0, pk.value, 0, _HAS_VALUE)
+        elif k in (_K_ERROR, _K_UNSYNCED):
+            following = before[p + 1] if p + 1 < len(before) else ops
+            if following > made:  # the packet made a GAP op: the trace was synchronised
+                n = _put(out, n, seq, p, _E_TRACE_GAP, _N_KINDS + k, pk.size, 0, 0, _HAS_NUMBER)
+    return n
+
+
+@numba.njit(cache=True, nogil=True)
+def _context(out, n, seq, p, name, value, context, which) -> int:
+    """A `context` event when the context ID or VMID (`which`) differs from the last seen."""
+    value = np.int64(value)
+    if value == context[which]:
+        return n
+    context[which] = value
+    return _put(out, n, seq, p, _E_CONTEXT, name, 0, value, 0, _HAS_VALUE)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _put(out, n, seq, p, kind, name, number, value, value1, present) -> int:
+    out[_R_SEQ, n], out[_R_KIND, n], out[_R_NAME, n], out[_R_NUMBER, n] = seq, kind, name, number
+    out[_R_VALUE, n], out[_R_VALUE1, n], out[_R_PRESENT, n], out[_R_ROW, n] = value, value1, present, p
+    return n + 1
