@@ -15,7 +15,7 @@ import cputrace
 from cputrace.errors import StoreError, TraceFormatError
 from cputrace.ingest import ingest
 from cputrace.model import MODEL_VERSION, SCHEMAS
-from cputrace.store import StoreWriter, read_manifest
+from cputrace.store import STORED_SCHEMAS, StoreWriter, read_manifest
 
 INGEST = importlib.import_module("cputrace.ingest")  # the package's `ingest` is the function
 
@@ -63,6 +63,8 @@ def test_store_files_and_manifest(tmp_path: Path) -> None:
     assert len(manifest["inputs"][0]["xxh3_128"]) == 32
     assert manifest["time"] == {"min": 0, "max": 1, "unit": "clk"}
     assert manifest["isas"] == ["A32"] and manifest["cpus"] == [0]
+    events = pq.read_table(result.store / "events.parquet")  # a table with no rows still has its schema
+    assert events.num_rows == 0 and events.schema.equals(STORED_SCHEMAS["events"])
 
 
 def test_columns_are_stored_in_their_encodings(tmp_path: Path) -> None:
