@@ -80,7 +80,9 @@ class _BackgroundWrites:
     group on the writing threads, in Arrow's kernels and Parquet's encoder (which release the
     interpreter lock): decoding is what an ingest waits for. A thread per table keeps each
     table's row groups in order, and lets the last ones of all tables, written once decoding
-    has ended, be written side by side.
+    has ended, be written side by side. A table's first row group is a quarter of the others:
+    its writing thread starts sooner, while decoding is slow (a compressed trace's first rows
+    wait for the program's code to be decoded), instead of idling until a whole group is held.
     """
 
     def __init__(self, writer: StoreWriter, stats: _Stats, depth: int = 2) -> None:
@@ -91,13 +93,16 @@ class _BackgroundWrites:
         self._pending: deque[Future[None]] = deque()
         self._depth = depth
         self._held: dict[str, list[pa.Table]] = {table: [] for table in TABLES}
+        self._started: set[str] = set()  # tables whose first row group is written
 
     def submit(self, table: str, data: pa.Table) -> None:
         if data.num_rows == 0:
             return
         held = self._held[table]
         held.append(data)
-        if sum(part.num_rows for part in held) >= ROW_GROUP_ROWS:
+        group = ROW_GROUP_ROWS if table in self._started else ROW_GROUP_ROWS // 4
+        if sum(part.num_rows for part in held) >= group:
+            self._started.add(table)
             self._write(table)
 
     def drain(self) -> None:
