@@ -86,6 +86,8 @@ def main() -> None:
     path = out / f"tc2-etb-x{args.repeat}.bin"
     path.write_bytes(buffer)
     if args.reference:
+        if not args.reference.is_file():
+            sys.exit(f"no {args.reference}: build it as benchmarks/reference/README.md says")
         against_reference(args.reference, path, args.rounds)
         return
     capture = _capture(path)
