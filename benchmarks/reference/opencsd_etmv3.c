@@ -44,6 +44,7 @@
 #define MAX_SOURCES 16
 #define MAX_DUMPS 16
 #define MAX_LINE 512
+#define MAX_KEYS 64 /* keys read from one ini section */
 #define N_ELEM_TYPES 32
 
 /* ------------------------------------------------------------------------------------ */
@@ -70,48 +71,6 @@ static void trim(char *s)
     n = strlen(s);
     while (n && isspace((unsigned char)s[n - 1]))
         s[--n] = '\0';
-}
-
-/* Value of KEY in [SECTION] of DIR/FILE into OUT (size OUTSZ).  A key in the file matches
- * if it equals KEY, or if it is KEY followed by '(' (register keys: "ETMCR(0x000)").
- * Returns 1 if found. */
-static int ini_get(const char *dir, const char *file, const char *section, const char *key,
-                   char *out, size_t outsz)
-{
-    char path[1024], line[MAX_LINE], cur[128] = "";
-    FILE *f;
-    int found = 0;
-    size_t klen = strlen(key);
-
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    f = fopen(path, "r");
-    if (!f)
-        return 0;
-    while (!found && fgets(line, sizeof line, f)) {
-        char *eq;
-        trim(line);
-        if (!line[0] || line[0] == ';' || line[0] == '#')
-            continue;
-        if (line[0] == '[') {
-            char *e = strchr(line, ']');
-            if (e)
-                *e = '\0';
-            copy_str(cur, sizeof cur, line + 1);
-            trim(cur);
-            continue;
-        }
-        if (strcmp(cur, section) != 0 || !(eq = strchr(line, '=')))
-            continue;
-        *eq = '\0';
-        trim(line);
-        if (strncmp(line, key, klen) == 0 && (line[klen] == '\0' || line[klen] == '(')) {
-            copy_str(out, outsz, eq + 1);
-            trim(out);
-            found = 1;
-        }
-    }
-    fclose(f);
-    return found;
 }
 
 /* All "key=value" pairs of [SECTION], in file order; returns the count (at most MAXN). */
@@ -150,6 +109,25 @@ static int ini_section(const char *dir, const char *file, const char *section,
     }
     fclose(f);
     return n;
+}
+
+/* Value of KEY in [SECTION] of DIR/FILE into OUT (size OUTSZ).  A key in the file matches
+ * if it equals KEY, or if it is KEY followed by '(' (register keys: "ETMCR(0x000)").
+ * Returns 1 if found. */
+static int ini_get(const char *dir, const char *file, const char *section, const char *key,
+                   char *out, size_t outsz)
+{
+    static char keys[MAX_KEYS][128], vals[MAX_KEYS][256];
+    size_t klen = strlen(key);
+    int n = ini_section(dir, file, section, keys, vals, MAX_KEYS), i;
+
+    for (i = 0; i < n; i++) {
+        if (strncmp(keys[i], key, klen) == 0 && (keys[i][klen] == '\0' || keys[i][klen] == '(')) {
+            copy_str(out, outsz, vals[i]);
+            return 1;
+        }
+    }
+    return 0;
 }
 
 static int ini_get_u64(const char *dir, const char *file, const char *section, const char *key,
