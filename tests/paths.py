@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import os
 import tempfile
 from pathlib import Path
 
@@ -16,9 +17,12 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def shared(*parts: str) -> Path:
-    """A file of the shared real-trace corpus; the test is skipped where it is absent."""
+    """A file of the shared real-trace corpus. Where it is absent the test is skipped, except
+    in CI (`CI` set), where a green run must include the real traces: there it fails."""
     path = SHARED.joinpath(*parts)
     if not path.exists():
+        if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+            pytest.fail(f"shared data not present in CI: {path}")
         pytest.skip(f"shared data not present: {path}")
     return path
 
