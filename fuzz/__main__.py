@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -74,16 +75,21 @@ def run(argv: list[str]) -> int:
         hang_factor=args.hang_factor, hang_floor=args.hang_floor, crashers=args.crashers,
         progress=None if args.quiet else lambda line: print(line, file=sys.stderr, flush=True),
     )  # fmt: skip
+    signal.signal(signal.SIGTERM, _interrupt)  # a killed campaign cleans up as after Ctrl-C
+    signal.signal(signal.SIGINT, _interrupt)  # even where a shell started it with SIGINT ignored
     try:
         summary = campaign.run(targets, settings)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+    except KeyboardInterrupt:  # during the warm-up: nothing to show
         return 130
     campaign.print_table(summary)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(summary.as_json(), indent=2) + "\n")
-    return 1 if summary.failures() else 0
+    return 130 if summary.interrupted else 1 if summary.failures() else 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def replay(argv: list[str]) -> int:

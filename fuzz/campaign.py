@@ -92,6 +92,7 @@ class Summary:
     seeds: list[dict[str, object]] = field(default_factory=list)
     inputs: int = 0
     flaky: int = 0  # hangs and blow-ups that did not happen again
+    interrupted: bool = False
     warmup_seconds: float = 0.0
     fuzz_seconds: float = 0.0
 
@@ -109,6 +110,7 @@ class Summary:
             },
             "counts": {f: {mode: dict(c) for mode, c in modes.items()} for f, modes in self.counts.items()},
             "flaky": self.flaky,
+            "interrupted": self.interrupted,
             "findings": [f.as_json() for f in sorted(self.findings.values(), key=lambda f: -f.count)],
             "seeds": self.seeds,
         }  # fmt: skip
@@ -128,11 +130,13 @@ def run(targets: Sequence[Target], settings: Settings) -> Summary:
                 run_case(seed_case(target, files[target.name]), MODES[mode], scratch / "warmup")
         gc.freeze()  # what the workers inherit stays shared: no reference counts touched
         campaign = _Campaign(scratch, settings, summary)
-        limits = {t.name: campaign.measure_seed(t, files[t.name]) for t in targets}
-        summary.warmup_seconds = time.monotonic() - started
-        say(f"warm-up done in {summary.warmup_seconds:.0f} s; fuzzing for {settings.seconds:.0f} s")
-        campaign.fuzz(targets, files, donors, limits)
-        campaign.close()
+        try:
+            limits = {t.name: campaign.measure_seed(t, files[t.name]) for t in targets}
+            summary.warmup_seconds = time.monotonic() - started
+            say(f"warm-up done in {summary.warmup_seconds:.0f} s; fuzzing for {settings.seconds:.0f} s")
+            campaign.fuzz(targets, files, donors, limits)
+        finally:
+            campaign.close()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return summary
@@ -192,27 +196,33 @@ class _Campaign:
         started = time.monotonic()
         last_report = started
         turn = 0
-        while time.monotonic() - started < settings.seconds:
-            target = rng.choice(by_family[families[turn % len(families)]])
-            turn += 1
-            case = make_case(
-                target, files[target.name], donors[target.family], settings.seed, index[target.name]
-            )
-            index[target.name] += 1
-            summary.inputs += 1
-            for mode in settings.modes:
-                result = self._confirmed(case, MODES[mode], limits[target.name])
-                summary.counts[target.family][mode][result.outcome] += 1
-                if result.outcome not in (OK, ERROR):
-                    self._record(case, mode, result, target)
-            if settings.progress and time.monotonic() - last_report > 15:
-                last_report = time.monotonic()
-                settings.progress(
-                    f"{last_report - started:4.0f} s: {summary.inputs} inputs, "
-                    f"{summary.failures()} failing ingests, "
-                    f"{len(summary.findings)} distinct findings"
+        try:
+            while time.monotonic() - started < settings.seconds:
+                target = rng.choice(by_family[families[turn % len(families)]])
+                turn += 1
+                case = make_case(
+                    target, files[target.name], donors[target.family], settings.seed, index[target.name]
                 )
+                index[target.name] += 1
+                self._ingest(case, target, limits[target.name])
+                if settings.progress and time.monotonic() - last_report > 15:
+                    last_report = time.monotonic()
+                    settings.progress(
+                        f"{last_report - started:4.0f} s: {summary.inputs} inputs, "
+                        f"{summary.failures()} failing ingests, {len(summary.findings)} distinct findings"
+                    )
+        except KeyboardInterrupt:  # the summary so far is still worth printing
+            summary.interrupted = True
         summary.fuzz_seconds = time.monotonic() - started
+
+    def _ingest(self, case: Case, target: Target, limits: Limits) -> None:
+        """The case in each mode, counted and recorded."""
+        self.summary.inputs += 1
+        for mode in self.settings.modes:
+            result = self._confirmed(case, MODES[mode], limits)
+            self.summary.counts[target.family][mode][result.outcome] += 1
+            if result.outcome not in (OK, ERROR):
+                self._record(case, mode, result, target)
 
     def _confirmed(self, case: Case, strict: bool, limits: Limits) -> Result:
         result = self.run(case, strict, limits)
@@ -290,6 +300,7 @@ def table(summary: Summary) -> str:
     lines.append(
         f"{summary.inputs} inputs in {summary.fuzz_seconds:.0f} s (warm-up {summary.warmup_seconds:.0f} s), "
         f"seed {summary.settings.seed}; {summary.flaky} hangs or blow-ups did not happen again"
+        + ("; interrupted" if summary.interrupted else "")
     )
     bad_seeds = [s for s in summary.seeds if s["outcome"] not in (OK, ERROR)]
     for seed in bad_seeds:

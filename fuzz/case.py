@@ -188,6 +188,9 @@ def store_problem(store: Path, manifest: dict[str, Any]) -> tuple[str, str] | No
             instructions = len(seq)
             if (seq != np.arange(len(seq))).any():
                 return "instructions seq", "instructions: seq is not 0, 1, 2, ..."
-        elif len(seq) and ((seq[1:] < seq[:-1]).any() or seq[0] < 0 or seq[-1] > instructions):
-            return f"{table} seq", f"{table}: seq out of order or past the instructions ({instructions})"
+        elif (seq[1:] < seq[:-1]).any():
+            at = int(np.argmax(seq[1:] < seq[:-1]))
+            return f"{table} seq order", f"{table}: row {at + 1} has seq {seq[at + 1]} after {seq[at]}"
+        elif len(seq) and (seq[0] < 0 or seq[-1] > instructions):
+            return f"{table} seq range", f"{table}: seq {seq[0]} to {seq[-1]}, {instructions} instructions"
     return None

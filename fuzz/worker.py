@@ -85,12 +85,12 @@ class Worker:
                 return self._died(status, started), False
             grown = _resident(self.pid) - baseline
             if grown > limits.memory:
-                return self._stop(BLOWUP, f"resident memory grew by {grown >> 20} MiB", started, grown), False
+                return self._stop(BLOWUP, f"resident memory grew by {grown >> 20} MiB", started), False
             cpu = _cpu_seconds(self.pid) - cpu_start
             wall = time.monotonic() - started
             if cpu > limits.seconds or wall > WALL_FACTOR * limits.seconds:
                 why = f"still running after {cpu:.1f} s of CPU ({wall:.1f} s), limit {limits.seconds:.1f} s"
-                return self._stop(HANG, why, started, grown), False
+                return self._stop(HANG, why, started), False
 
     def close(self) -> None:
         """End the child: gently (it leaves when the pipe closes), then for sure."""
@@ -107,7 +107,8 @@ class Worker:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(self.pid, 0)
 
-    def _stop(self, outcome: str, why: str, started: float, grown: int) -> Result:
+    def _stop(self, outcome: str, why: str, started: float) -> Result:
+        resident = _resident(self.pid)
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGUSR1)  # faulthandler: the stack, as it is now
         time.sleep(STACK_GRACE_SECONDS)
@@ -115,7 +116,7 @@ class Worker:
         self.conn.close()
         stack = self._stack()
         where = where_in_cputrace_text(stack)
-        return Result(outcome, time.monotonic() - started, grown, f"{outcome} at {where}", why, stack)
+        return Result(outcome, time.monotonic() - started, resident, f"{outcome} at {where}", why, stack)
 
     def _died(self, status: int | None, started: float) -> Result:
         self.conn.close()
