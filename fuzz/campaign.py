@@ -157,7 +157,7 @@ class _Campaign:
     def close(self) -> None:
         self.worker.close()
 
-    def run(self, case: Case, strict: bool, limits: Limits) -> Result:
+    def execute(self, case: Case, strict: bool, limits: Limits) -> Result:
         if self.worker.cases >= RECYCLE_CASES:
             self.worker.close()
             self.worker = self._new_worker()
@@ -171,7 +171,7 @@ class _Campaign:
         slowest = 0.0
         for mode in self.settings.modes:
             case = seed_case(target, files)
-            result = self.run(case, MODES[mode], Limits(SEED_LIMIT_SECONDS, self.settings.memory_limit))
+            result = self.execute(case, MODES[mode], Limits(SEED_LIMIT_SECONDS, self.settings.memory_limit))
             slowest = max(slowest, result.seconds)
             self.summary.seeds.append({
                 "target": target.name, "mode": mode, "outcome": result.outcome,
@@ -225,9 +225,9 @@ class _Campaign:
                 self._record(case, mode, result, target)
 
     def _confirmed(self, case: Case, strict: bool, limits: Limits) -> Result:
-        result = self.run(case, strict, limits)
+        result = self.execute(case, strict, limits)
         if result.outcome in (HANG, BLOWUP):
-            again = self.run(case, strict, limits)
+            again = self.execute(case, strict, limits)
             if again.outcome != result.outcome:
                 self.summary.flaky += 1
                 return again

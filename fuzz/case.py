@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from .mutate import Donors, mutate, mutate_options
-from .targets import Target
+from .targets import Seed, Target
 
 OK = "ok"
 ERROR = "error"  # a CputraceError naming the file (or the option) at fault: documented
@@ -35,8 +35,12 @@ FAILURES = (INVALID, CRASH, HANG, BLOWUP)
 
 MUTATE_OPTIONS = 0.12
 """How often a case mutates the options instead of a file (when the decoder reads any)."""
+MAIN_WEIGHT = 3
 IMAGE_WEIGHT = 0.05
-"""A program image's share of the file mutations, relative to 1 for the other files."""
+"""The input file's and a program image's shares of the file mutations, relative to 1 for
+the other files (ini files, sidecars)."""
+SNIFFED = 0.15
+"""How often a case leaves the format to sniffing (when the format is sniffed at all)."""
 
 
 @dataclass
@@ -82,19 +86,21 @@ def make_case(
     rng = random.Random(f"{campaign_seed}/{target.name}/{index}")
     case = seed_case(target, files)
     case.index = index
-    if target.format is not None and rng.random() < 0.15:
+    if target.format is not None and target.sniffable and rng.random() < SNIFFED:
         case.format = None  # left to sniffing, as a user who names no format
     if target.option_keys and rng.random() < MUTATE_OPTIONS:
         case.options, case.mutations = mutate_options(case.options, target.option_keys, rng)
         case.mutated = "options"
         return case
-    seeds = list(target.seeds)
-    weights = [IMAGE_WEIGHT if s.kind == "image" else 3.0 if s.name == target.main else 1.0 for s in seeds]
-    seed = rng.choices(seeds, weights)[0]
+    seed = rng.choices(target.seeds, [_weight(s, target) for s in target.seeds])[0]
     kind_donors = donors.get(seed.kind, Donors(()))
     case.files[seed.name], case.mutations = mutate(files[seed.name], seed.kind, rng, kind_donors)
     case.mutated = seed.name
     return case
+
+
+def _weight(seed: Seed, target: Target) -> float:
+    return IMAGE_WEIGHT if seed.kind == "image" else MAIN_WEIGHT if seed.name == target.main else 1
 
 
 def run_case(case: Case, strict: bool, folder: Path) -> Result:

@@ -67,12 +67,10 @@ class Target:
     options: dict[str, str] = field(default_factory=dict)
     images: tuple[str, ...] = ()  # program images given: seed names, or NAME@ADDRESS for a raw one
     option_keys: tuple[str, ...] = ()  # the options the decoder reads: mutated too
+    sniffable: bool = True  # whether the format is recognised without being named
 
     def load(self) -> dict[str, bytes]:
         return {seed.name: seed.load() for seed in self.seeds}
-
-    def seed(self, name: str) -> Seed:
-        return next(s for s in self.seeds if s.name == name)
 
 
 def _tarmac(path: Path, name: str | None = None) -> Target:
@@ -133,7 +131,7 @@ def _etmv3_targets() -> Iterator[Target]:
     yield Target(
         "etmv3-tc2-bare-buffer", "etmv3", "cstrace.bin",
         (Seed("cstrace.bin", tc2 / "cstrace.bin", "binary", 8 << 10), dump), "etmv3",
-        options=registers, images=("kernel_dump.bin@0xC0008000",), option_keys=ETM_OPTIONS,
+        options=registers, images=("kernel_dump.bin@0xC0008000",), option_keys=ETM_OPTIONS, sniffable=False,
     )  # fmt: skip
 
 
@@ -149,8 +147,10 @@ def _xscale_targets() -> Iterator[Target]:
                      "xscale", images=(elf.name,), option_keys=XSCALE_OPTIONS)  # fmt: skip
     raw = CORPUS / "xscale" / "calls-armv5te-wrap.bin"
     registers = {"xscale_chkpt0": "0x850", "xscale_chkpt1": "0x8c8", "xscale_pc": "0x654"}  # the text form's
-    yield Target("xscale-raw", "xscale", raw.name, (Seed(raw.name, raw, "binary"), image), "xscale",
-                 options=registers, images=(elf.name,), option_keys=XSCALE_OPTIONS)  # fmt: skip
+    yield Target(
+        "xscale-raw", "xscale", raw.name, (Seed(raw.name, raw, "binary"), image), "xscale",
+        options=registers, images=(elf.name,), option_keys=XSCALE_OPTIONS, sniffable=False,
+    )  # fmt: skip
 
 
 def _leon_targets() -> Iterator[Target]:
@@ -161,8 +161,10 @@ def _leon_targets() -> Iterator[Target]:
         seeds = [Seed(name, leon / name, "binary"), Seed(f"{name}.json", leon / f"{name}.json", "json")]
         if image:
             seeds.append(Seed(elf.name, elf, "image"))
-        return Target(f"{family}-{Path(name).stem}", family, name, tuple(seeds), family,
-                      images=(elf.name,) if image else (), option_keys=LEON_OPTIONS)  # fmt: skip
+        return Target(
+            f"{family}-{Path(name).stem}", family, name, tuple(seeds), family,
+            images=(elf.name,) if image else (), option_keys=LEON_OPTIONS, sniffable=False,
+        )  # fmt: skip
 
     yield raw("itb0.bin", "leon-itb")
     yield raw("itb-filtered.bin", "leon-itb", image=True)
