@@ -7,7 +7,7 @@ SECONDS_LONG ?= 3600
 .PHONY: fuzz fuzz-long
 
 fuzz:
-	PYTHONPATH=src $(PYTHON) -m fuzz --seconds 60 --seed $(SEED)
+	PYTHONPATH=src $(PYTHON) -m fuzz --inputs 800 --seconds 900 --seed $(SEED)
 
 fuzz-long:
 	PYTHONPATH=src nice -n 19 $(PYTHON) -m fuzz --seconds $(SECONDS_LONG) --seed $(SEED) \

@@ -39,6 +39,9 @@ def run(argv: list[str]) -> int:
         "--seconds", type=float, default=60.0, help="fuzzing time, after the warm-up (default 60)"
     )
     parser.add_argument(
+        "--inputs", type=int, help="stop after this many inputs, if before the time (the same on any machine)"
+    )
+    parser.add_argument(
         "--seed", type=int, default=0, help="campaign seed: the same seed makes the same inputs"
     )
     parser.add_argument(
@@ -71,8 +74,9 @@ def run(argv: list[str]) -> int:
     if not targets:
         parser.error("no target selected")
     settings = campaign.Settings(
-        seconds=args.seconds, seed=args.seed, modes=modes, memory_limit=args.memory_mib << 20,
-        hang_factor=args.hang_factor, hang_floor=args.hang_floor, crashers=args.crashers,
+        seconds=args.seconds, inputs=args.inputs, seed=args.seed, modes=modes,
+        memory_limit=args.memory_mib << 20, hang_factor=args.hang_factor, hang_floor=args.hang_floor,
+        crashers=args.crashers,
         progress=None if args.quiet else lambda line: print(line, file=sys.stderr, flush=True),
     )  # fmt: skip
     signal.signal(signal.SIGTERM, _interrupt)  # a killed campaign cleans up as after Ctrl-C
