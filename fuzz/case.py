@@ -139,10 +139,13 @@ def _names_the_fault(message: str, case: Case) -> bool:
 
 
 def _exception_result(outcome: str, exc: BaseException, started: float) -> Result:
-    frames = traceback.extract_tb(exc.__traceback__)
+    # A StopIteration leaving a generator becomes a RuntimeError where the generator is
+    # consumed: the StopIteration says where the fault is.
+    cause = exc.__cause__ if isinstance(exc.__cause__, StopIteration) else exc
+    frames = traceback.extract_tb(cause.__traceback__)
     return Result(
         outcome, time.perf_counter() - started,
-        signature=f"{type(exc).__name__} at {where_in_cputrace(frames)}",
+        signature=f"{type(cause).__name__} at {where_in_cputrace(frames)}",
         message=str(exc)[:2000],
         traceback="".join(traceback.format_exception(exc))[-6000:],
     )  # fmt: skip

@@ -83,6 +83,17 @@ def test_an_exception_is_a_crash_located_in_cputrace(tmp_path, monkeypatch) -> N
     assert "in default_store_path" in result.signature
 
 
+def test_a_stopiteration_leaving_a_generator_is_named_for_itself(tmp_path, monkeypatch) -> None:
+    def records():
+        yield next(iter(()))  # StopIteration here becomes a RuntimeError where it is consumed
+
+    monkeypatch.setattr(INGEST, "ingest", lambda *a, **k: list(records()))
+    t = target("armulator-example")
+    result = run_case(seed_case(t, t.load()), False, tmp_path / "case")
+    assert result.outcome == CRASH and result.signature.startswith("StopIteration at ")
+    assert "generator raised StopIteration" in result.message
+
+
 def test_a_fatal_signal_is_a_crash_and_the_worker_is_replaced(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(INGEST, "ingest", lambda *a, **k: os.kill(os.getpid(), signal.SIGSEGV))
     t = target("armulator-example")
