@@ -64,22 +64,22 @@ class Settings:
 
 @dataclass
 class Finding:
-    """Every input that failed one way at one place: the first is saved, the rest counted."""
+    """Every input that failed one way at one place: the first of each family is saved (one
+    place can be reached from several decoders), the rest counted."""
 
     outcome: str
     signature: str
     message: str
     count: int = 0
-    families: set[str] = field(default_factory=set)
+    families: Counter[str] = field(default_factory=Counter)
     modes: set[str] = field(default_factory=set)
-    example: str = ""  # the saved crasher's description (JSON)
+    examples: dict[str, str] = field(default_factory=dict)  # family -> saved crasher (JSON)
 
     def as_json(self) -> dict[str, object]:
         return {
             "outcome": self.outcome, "signature": self.signature, "count": self.count,
-            "families": sorted(self.families), "modes": sorted(self.modes), "message": self.message,
-            "example": self.example,
-            "reproduce": f"python -m fuzz replay {self.example}" if self.example else "",
+            "families": dict(self.families), "modes": sorted(self.modes), "message": self.message,
+            "reproduce": {family: f"python -m fuzz replay {path}" for family, path in self.examples.items()},
         }  # fmt: skip
 
 
@@ -241,10 +241,11 @@ class _Campaign:
             finding = self.summary.findings[key] = Finding(
                 result.outcome, result.signature, result.message[:500]
             )
-            if self.settings.crashers is not None:
-                finding.example = str(save_crasher(self.settings.crashers, case, mode, result, target))
+        folder = self.settings.crashers
+        if folder is not None and case.family not in finding.examples:
+            finding.examples[case.family] = str(save_crasher(folder, case, mode, result, target))
         finding.count += 1
-        finding.families.add(case.family)
+        finding.families[case.family] += 1
         finding.modes.add(mode)
 
 
@@ -308,13 +309,15 @@ def table(summary: Summary) -> str:
         lines.append(f"seed {seed['target']} ({seed['mode']}): {seed['outcome']}")
     if summary.findings:
         lines.append("")
-        lines.append("findings (count, outcome, where; modes, families):")
+        lines.append("findings (count, outcome, where; modes; an example of each family):")
     for finding in sorted(summary.findings.values(), key=lambda f: (f.outcome not in FAILURES, -f.count)):
         lines.append(f"{finding.count:6d}  {finding.outcome}  {finding.signature}")
-        lines.append(f"        {', '.join(sorted(finding.modes))}; {', '.join(sorted(finding.families))}")
+        lines.append(f"        {', '.join(sorted(finding.modes))}")
         lines.append(f"        {finding.message.splitlines()[0][:160] if finding.message else ''}")
-        if finding.example:
-            lines.append(f"        python -m fuzz replay {finding.example}")
+        for family, count in sorted(finding.families.items()):
+            example = finding.examples.get(family)
+            replay = f": python -m fuzz replay {example}" if example else ""
+            lines.append(f"        {family} ({count}){replay}")
     return "\n".join(lines)
 
 
