@@ -67,7 +67,7 @@ class Case:
 class Result:
     outcome: str
     seconds: float = 0.0
-    peak_rss: int = 0  # bytes, as the worker saw it (VmHWM)
+    peak_rss: int = 0  # the worker's peak resident bytes in the case (VmHWM), or at its kill
     signature: str = ""  # what groups findings: exception type and where in cputrace
     message: str = ""
     traceback: str = ""
