@@ -98,33 +98,36 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def replay(argv: list[str]) -> int:
     """Rebuild a saved case's files, ingest them in a watched worker, print what happened and
-    the `cputrace ingest` command that does the same."""
+    the `cputrace ingest` command that does the same (on the files kept with --keep)."""
     parser = argparse.ArgumentParser(prog="python -m fuzz replay")
     parser.add_argument("crasher", type=Path, help="a FAMILY-HASH.json written by a campaign")
-    parser.add_argument("--keep", type=Path, help="write the case's files here (default: a temporary folder)")
+    parser.add_argument("--keep", type=Path, help="keep the case's files and the worker's folder here")
     parser.add_argument("--seconds", type=float, default=60.0, help="CPU time limit (default 60)")
     parser.add_argument("--memory-mib", type=int, default=1024)
     args = parser.parse_args(argv)
     case, mode = load_case(args.crasher)
-    folder = args.keep or Path(tempfile.mkdtemp(prefix="cputrace-replay-"))
-    memory = args.memory_mib << 20
-    worker = Worker(folder / "worker", memory)
-    result, alive = worker.run(case, mode == "strict", Limits(args.seconds, memory))
-    if alive:
-        worker.close()
+    with tempfile.TemporaryDirectory(prefix="cputrace-replay-") as scratch:
+        folder = args.keep or Path(scratch)
+        memory = args.memory_mib << 20
+        worker = Worker(folder / "worker", memory)
+        result, alive = worker.run(case, mode == "strict", Limits(args.seconds, memory))
+        if alive:
+            worker.close()
     print(f"{result.outcome}: {result.signature}\n{result.message}\n{result.traceback}")
-    inputs = folder / "input"
-    inputs.mkdir(parents=True, exist_ok=True)
-    for name, data in case.files.items():
-        (inputs / name).write_bytes(data)
-    command = ["cputrace", "ingest", str(inputs / case.main), "-o", str(folder / "out.ctrace")]
+    inputs = (args.keep or Path("DIR")) / "input"
+    if args.keep:
+        inputs.mkdir(parents=True, exist_ok=True)
+        for name, data in case.files.items():
+            (inputs / name).write_bytes(data)
+    command = ["cputrace", "ingest", str(inputs / case.main), "-o", str(inputs.parent / "out.ctrace")]
     command += ["--format", case.format] if case.format else []
     command += ["--strict"] if mode == "strict" else []
     for key, value in case.options.items():
         command += ["--option", f"{key}={value}"]
     for image in case.ingest_options(inputs).get("images", []):
         command += ["--image", image]
-    print("the same from the command line:\n  " + shlex.join(command))
+    where = "" if args.keep else " (with the files written by --keep DIR)"
+    print(f"the same from the command line{where}:\n  " + shlex.join(command))
     return 1 if result.outcome in FAILURES else 0
 
 
