@@ -13,7 +13,9 @@ blow-ups). atheris is not a dependency of cputrace: install it where it has a wh
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -56,6 +58,7 @@ def main(argv: list[str]) -> None:
             get_decoder(name)
     files = target.load()
     scratch = Path(tempfile.mkdtemp(prefix="cputrace-atheris-"))
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)  # where libFuzzer exits normally
     corpus = [a for a in argv[1:] if not a.startswith("-")]
     if not corpus:  # start from the seed
         corpus = [str(scratch / "corpus")]
