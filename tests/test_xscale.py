@@ -411,10 +411,10 @@ def test_an_unreachable_debug_pc_is_a_gap(armv5, tmp_path) -> None:
 def test_bad_text_and_dump_inputs_name_the_line_or_byte(tmp_path) -> None:
     strict = DecodeContext(strict=True, options={"xscale_input": "text"})
     with pytest.raises(TraceFormatError, match="line 3"):
-        read_buffers(b"chkpt0=0\npc=0x100\n80 81 zz\n", "t", strict)
+        list(read_buffers(b"chkpt0=0\npc=0x100\n80 81 zz\n", "t", strict))
     dump = bytes(12) + (300).to_bytes(4, "big")
     with pytest.raises(TraceFormatError, match="byte 12"):
-        read_buffers(dump, "d", DecodeContext(strict=True, options={"xscale_input": "openocd"}))
+        list(read_buffers(dump, "d", DecodeContext(strict=True, options={"xscale_input": "openocd"})))
 
 
 # -- Thumb BL/BLX pairs: two instructions to an ARMv5 core, one row ------------------------------
@@ -544,11 +544,11 @@ def test_every_cut_of_a_sample_sniffs_and_reads_or_is_a_format_error_at_its_plac
         except TraceFormatError as exc:
             assert (exc.path, exc.where) == ("cut", "0")
         try:
-            read_buffers(cut, "cut", DecodeContext(strict=True))
+            list(read_buffers(cut, "cut", DecodeContext(strict=True)))
         except TraceFormatError as exc:
             assert exc.path == "cut" and re.fullmatch(r"(byte|line) \d+", exc.where), exc
         ctx = DecodeContext()
-        items = read_buffers(cut, "cut", ctx)
+        items = list(read_buffers(cut, "cut", ctx))
         buffers = [b for b in items if isinstance(b, TraceBuffer)]
         unread = [u for u in items if isinstance(u, Unread)]
         assert_warned(ctx, items)
@@ -646,7 +646,7 @@ def test_any_text_or_dump_reads_or_fails_with_a_format_error(text: list[str], du
     for data, form in (("\n".join(text).encode(), "text"), (dump, "openocd"), (dump, None)):
         ctx = DecodeContext(strict=strict, options={"xscale_input": form} if form else {})
         try:
-            items = read_buffers(data, "input", ctx)
+            items = list(read_buffers(data, "input", ctx))
         except TraceFormatError:
             assert strict
             continue

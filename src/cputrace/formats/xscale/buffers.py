@@ -24,6 +24,7 @@ bytes newer than a problem: older ones cannot be lined up with them any more.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +39,7 @@ _REGISTER = re.compile(rb"^\s*(chkpt0|chkpt1|pc)\s*[=:]\s*(?:0x)?([0-9a-f]{1,8})
 _HEX_LINE = re.compile(rb"^[0-9a-f\s]*$", re.IGNORECASE)
 _REGISTER_NAMES = {b"chkpt0": "chkpt0", b"chkpt1": "chkpt1", b"pc": "pc"}
 _TEXT_LINES_SNIFFED = 50
+_HEAD_BYTES = 64 << 10  # what sniffing sees, and all that form detection looks at
 _PRINTABLE = bytes(range(0x20, 0x7F)) + b"\t\n\r"
 MOSTLY = 0.75  # the share of well-formed lines or words that still says which form an input is
 _TEXT_EXPECTED = "hex bytes or chkpt0=/chkpt1=/pc= lines (hex, at most 8 digits)"
@@ -99,7 +101,8 @@ def openocd_share(head: bytes) -> float:
 def text_share(head: bytes) -> float:
     """The share of well-formed lines among `head`'s first lines, if one of them is a register
     line (0 otherwise): hex byte lines alone are no sign of this form."""
-    lines = [line for line in (_strip(raw) for raw in head.splitlines()[:_TEXT_LINES_SNIFFED]) if line]
+    first = head[:_HEAD_BYTES].splitlines()[:_TEXT_LINES_SNIFFED]
+    lines = [line for line in (_strip(raw) for raw in first) if line]
     registers = sum(1 for line in lines if _REGISTER.match(line))
     if not registers:
         return 0.0
@@ -111,9 +114,10 @@ def form_of(data: bytes, options: dict) -> str:
     printable (a raw buffer's branch messages are bytes from 0x80 up), raw when no form fits."""
     form = options.get("xscale_input")
     if form is None:
-        if openocd_share(data) >= MOSTLY:
+        head = data[:_HEAD_BYTES]
+        if openocd_share(head) >= MOSTLY:
             return "openocd"
-        return "text" if text_share(data) >= MOSTLY or not data.translate(None, _PRINTABLE) else "raw"
+        return "text" if text_share(head) >= MOSTLY or not head.translate(None, _PRINTABLE) else "raw"
     if form not in FORMS:
         raise CputraceError(f"option xscale_input: expected {', '.join(FORMS)}, got {form!r}")
     return form
@@ -122,9 +126,10 @@ def form_of(data: bytes, options: dict) -> str:
 # -- reading ---------------------------------------------------------------------------------
 
 
-def read_buffers(data: bytes, path: str, ctx: DecodeContext) -> list[TraceBuffer | Unread]:
-    """The buffers of an input, and in lenient mode what was left out of them, in input order.
-    The register options are checked whatever the form (only a raw buffer uses them)."""
+def read_buffers(data: bytes, path: str, ctx: DecodeContext) -> Iterator[TraceBuffer | Unread]:
+    """The buffers of an input, and in lenient mode what was left out of them, in input order
+    (as they are read: what is left out stays bounded). The register options are checked
+    first, whatever the form (only a raw buffer uses them)."""
     registers = {name: option_number(ctx.options, f"xscale_{name}", bits=ADDRESS_BITS)
                  for name in ("chkpt0", "chkpt1", "pc")}  # fmt: skip
     form = form_of(data, ctx.options)
@@ -132,32 +137,31 @@ def read_buffers(data: bytes, path: str, ctx: DecodeContext) -> list[TraceBuffer
         return read_openocd(data, path, ctx)
     if form == "text":
         return read_text(data, path, ctx)
-    return read_raw(data, path, ctx, registers)
+    return iter(read_raw(data, path, ctx, registers))
 
 
-def read_openocd(data: bytes, path: str, ctx: DecodeContext) -> list[TraceBuffer | Unread]:
-    items: list[TraceBuffer | Unread] = []
+def read_openocd(data: bytes, path: str, ctx: DecodeContext) -> Iterator[TraceBuffer | Unread]:
     offset, count = 0, 0
     while offset < len(data):
         left = len(data) - offset
         if left < _OPENOCD_HEADER:
             ctx.reject(path, f"byte {offset}", "a 16-byte xscale dump_trace record header", f"{left} bytes")
-            items.append(Unread(offset, f"the last {left} bytes: a record header cut short", False))
-            break
+            yield Unread(offset, f"the last {left} bytes: a record header cut short", False)
+            return
         chkpt0, chkpt1, pc, depth = (int.from_bytes(data[offset + 4 * i : offset + 4 * i + 4], "big")
                                      for i in range(4))  # fmt: skip
         if not 0 < depth <= BUFFER_BYTES:
             ctx.reject(path, f"byte {offset + 12}", "a trace depth of 1 to 256", str(depth))
             text = f"bytes {offset} on: a record of depth {depth}, so where the next records start is unknown"
-            items.append(Unread(offset + 12, text, False))
-            break
+            yield Unread(offset + 12, text, False)
+            return
         start = offset + _OPENOCD_HEADER
         if start + 4 * depth > len(data):
             ctx.reject(path, f"byte {start}", f"{depth} entry words", "the end of the file")
             present = (left - _OPENOCD_HEADER) // 4
             text = f"a record of {depth} entry words, cut short by the end of the file after {present}"
-            items.append(Unread(start, text, False, present))
-            break
+            yield Unread(start, text, False, present)
+            return
         count += 1
         label = f"buffer {count}"
         words = np.frombuffer(data, ">u4", count=depth, offset=start)
@@ -168,31 +172,26 @@ def read_openocd(data: bytes, path: str, ctx: DecodeContext) -> list[TraceBuffer
             at = start + 4 * newest
             ctx.reject(path, f"byte {at}", _ENTRY_EXPECTED, f"0x{int(words[newest]):08x}")
             text = f"{label}: entry word at byte {at} malformed: it and the {newest} older are left out"
-            items.append(Unread(at, text, False, newest + 1))
+            yield Unread(at, text, False, newest + 1)
             words, src = words[newest + 1 :], src[newest + 1 :]
         if len(words):
             data_bytes = (words & 0xFF).astype(np.uint8).tobytes()
-            items.append(TraceBuffer(data_bytes, src, chkpt0, chkpt1, pc, label))
+            yield TraceBuffer(data_bytes, src, chkpt0, chkpt1, pc, label)
         offset = start + 4 * depth
-    return items
 
 
-def read_text(data: bytes, path: str, ctx: DecodeContext) -> list[TraceBuffer | Unread]:
-    items: list[TraceBuffer | Unread] = []
+def read_text(data: bytes, path: str, ctx: DecodeContext) -> Iterator[TraceBuffer | Unread]:
     registers: dict[str, int] = {}
     values: list[int] = []
     lines: list[int] = []
     broken: int | None = None  # a line that could not be read, after some bytes of this buffer
     count = 0
 
-    def close() -> None:
+    def buffer() -> TraceBuffer:
         nonlocal count
-        if values:
-            count += 1
-            src = np.array(lines, np.int64)
-            items.append(TraceBuffer(bytes(values), src, label=f"buffer {count}", unit="line", **registers))
-        elif registers:
-            ctx.reject(path, f"line {number}", "trace buffer bytes after the registers", "none")
+        count += 1
+        src = np.array(lines, np.int64)
+        return TraceBuffer(bytes(values), src, label=f"buffer {count}", unit="line", **registers)
 
     number = 0
     for number, raw in enumerate(data.splitlines(), start=1):
@@ -202,20 +201,20 @@ def read_text(data: bytes, path: str, ctx: DecodeContext) -> list[TraceBuffer | 
         register = _REGISTER.match(line)
         if register:
             if values:
-                close()
+                yield buffer()
                 registers, values, lines, broken = {}, [], [], None
             registers[_REGISTER_NAMES[register.group(1).lower()]] = int(register.group(2), 16)
             continue
         if not _is_hex_line(line):
             text = raw.decode("latin-1")
             ctx.reject(path, f"line {number}", _TEXT_EXPECTED, text)
-            items.append(Unread(number, text, True))
+            yield Unread(number, text, True)
             broken = number if values else None
             continue
         if broken is not None:
             text = (f"buffer {count + 1}: its {len(values)} bytes before line {broken} are left out: that "
                     "line, between them and the newer bytes, could not be read")  # fmt: skip
-            items.append(Unread(lines[0], text, False, len(values)))
+            yield Unread(lines[0], text, False, len(values))
             values, lines, broken = [], [], None
         parsed = bytes.fromhex(b"".join(line.split()).decode("ascii"))
         values += parsed
@@ -223,12 +222,14 @@ def read_text(data: bytes, path: str, ctx: DecodeContext) -> list[TraceBuffer | 
         if len(values) > BUFFER_BYTES:
             ctx.reject(path, f"line {number}", "at most 256 bytes per buffer", f"{len(values)}")
             excess = len(values) - BUFFER_BYTES
-            items.append(_too_long(lines[0], excess, f"buffer {count + 1}"))
+            yield _too_long(lines[0], excess, f"buffer {count + 1}")
             values, lines = values[excess:], lines[excess:]
-    close()
-    if not any(isinstance(item, TraceBuffer) for item in items):
+    if values:
+        yield buffer()
+    elif registers:
+        ctx.reject(path, f"line {number}", "trace buffer bytes after the registers", "none")
+    if not count:
         ctx.reject(path, "line 1", "an XScale trace buffer in hex", "no bytes")
-    return items
 
 
 def read_raw(

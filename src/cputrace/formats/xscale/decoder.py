@@ -19,6 +19,8 @@ from .walk import BufferWalk
 
 MAX_INPUT_BYTES = 64 << 20
 """Larger than any series of 256-byte buffers a debugger collects; read whole."""
+UNREAD_BATCH = 4096
+"""Lines or byte runs left out (lenient mode) per batch of events."""
 
 
 class XscaleDecoder:
@@ -41,12 +43,21 @@ class XscaleDecoder:
         finally:
             stream.close()
         walk = BufferWalk(image, vector_base)
+        unread: list[Unread] = []  # what lenient reading left out, as events in batches
         for item in read_buffers(data, source.path, ctx):
             if isinstance(item, Unread):
-                yield walk.unread(item)
+                unread.append(item)
+                if len(unread) == UNREAD_BATCH:
+                    yield walk.unread(unread)
+                    unread = []
                 continue
+            if unread:
+                yield walk.unread(unread)
+                unread = []
             parsed = parse_messages(item)
             bad = parsed.bad_index
             if bad is not None:  # lenient: the walk's gap event says which bytes were dropped
                 ctx.reject(source.path, item.where(bad), "an XScale message byte", f"0x{item.data[bad]:02x}")
             yield from walk.buffer(item, parsed)
+        if unread:
+            yield walk.unread(unread)

@@ -94,14 +94,16 @@ class BufferWalk:
         gaps = [t["events"] for t in tables]
         yield {"events": _concat("events", [*gaps, events.take()]).sort_by("seq")}  # a stable sort
 
-    def unread(self, unread: Unread) -> Batch:
-        """What lenient reading left out: a line as a `text` event, bytes as a gap."""
+    def unread(self, left_out: list[Unread]) -> Batch:
+        """What lenient reading left out before the next buffer: lines as `text` events, bytes
+        as gaps."""
         events, seq = RowBuffer("events"), self.walker.next_seq
-        if unread.is_line:
-            events.append(seq=seq, cpu=CPU, kind="text", text=unread.text, src=unread.src)
-        else:
-            events.append(seq=seq, cpu=CPU, kind="trace_gap", name="dropped_bytes", value=unread.dropped,
-                          text=unread.text, src=unread.src)  # fmt: skip
+        for unread in left_out:
+            if unread.is_line:
+                events.append(seq=seq, cpu=CPU, kind="text", text=unread.text, src=unread.src)
+            else:
+                events.append(seq=seq, cpu=CPU, kind="trace_gap", name="dropped_bytes", value=unread.dropped,
+                              text=unread.text, src=unread.src)  # fmt: skip
         return {"events": events.take()}
 
     # -- parsing results -------------------------------------------------------------------
