@@ -255,7 +255,8 @@ def _fill(
 
 @numba.njit(cache=True, nogil=True)
 def _is_bl_pair(size: int, opcode: int) -> bool:
-    """Whether a T32 encoding is BL/BLX (immediate): halfwords 11110... and 11x1..., 11x0... ."""
+    """Whether a T32 encoding is BL/BLX (immediate): first halfword 11110..., second 11x1... (BL)
+    or 11x0... (BLX)."""
     return size == 4 and opcode >> 27 == 0b11110 and (opcode >> 14) & 0b11 == 0b11
 
 
