@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from paths import DATA, shared
-from xscale_encoder import Buffer, Truth, as_openocd, as_text, encode, fill_once_series, wrap_buffer
+from xscale_encoder import Buffer, Truth, as_openocd, as_text, covered, encode, fill_once_series, wrap_buffer
 
 import cputrace
 from cputrace.cli import cli
 from cputrace.errors import CputraceError, TraceFormatError
 from cputrace.formats import sniff
 from cputrace.formats.base import DecodeContext
-from cputrace.formats.xscale.buffers import TraceBuffer, read_buffers
+from cputrace.formats.xscale.buffers import TraceBuffer, Unread, read_buffers
 from cputrace.formats.xscale.decoder import XscaleDecoder
 from cputrace.formats.xscale.messages import Kind, parse_messages
 from cputrace.image import load_elf
@@ -27,6 +29,8 @@ from cputrace.model import SCHEMAS, Flag
 
 CORPUS = Path(__file__).parent / "corpus"
 ARMV5 = CORPUS / "calls-armv5te.elf"
+THUMB5 = CORPUS / "calls-armv5te-thumb.elf"
+SAMPLES = [DATA / "xscale" / "calls-armv5te-wrap.txt", DATA / "xscale" / "calls-armv5te-fill.dump"]
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +40,15 @@ def armv5(tmp_path_factory) -> tuple[Truth, BlockCache, Path]:
     trace = tmp_path_factory.mktemp("xscale") / "calls-armv5te.tarmac"
     record.record(ARMV5, trace, cpu="pxa270")
     return Truth.of_trace(cputrace.open(trace)), BlockCache(load_elf(ARMV5)), ARMV5
+
+
+@pytest.fixture(scope="module")
+def thumb5(tmp_path_factory) -> tuple[Truth, BlockCache, Path]:
+    """calls-armv5te-thumb recorded on a PXA270 model: Thumb code calling through BL/BLX pairs."""
+    record = pytest.importorskip("cputrace.record")
+    trace = tmp_path_factory.mktemp("xscale") / "calls-armv5te-thumb.tarmac"
+    record.record(THUMB5, trace, cpu="pxa270")
+    return Truth.of_trace(cputrace.open(trace)), BlockCache(load_elf(THUMB5)), THUMB5
 
 
 @pytest.fixture(scope="module")
@@ -60,12 +73,20 @@ def calculator32(open_input) -> tuple[Truth, BlockCache, Path]:
 def decode(path: Path, elf: Path | None, **options) -> dict[str, pa.Table]:
     if elf is not None:
         options["images"] = [str(elf)]
-    ctx = DecodeContext(options=options)
+    return decode_in(path, DecodeContext(options=options))
+
+
+def decode_in(path: Path, ctx: DecodeContext) -> dict[str, pa.Table]:
+    """The tables of decoding `path` in `ctx`, each checked to be in seq order as it came."""
     batches = list(XscaleDecoder().decode(InputFile(path), ctx))
-    return {
+    tables = {
         name: pa.concat_tables([b[name] for b in batches if name in b] + [SCHEMAS[name].empty_table()])
         for name in ("instructions", "events")
     }
+    for table in tables.values():
+        seq = table.column("seq").to_pylist()
+        assert seq == sorted(seq), "rows out of seq order"
+    return tables
 
 
 def write_text(tmp_path: Path, buffers: list[Buffer]) -> Path:
@@ -91,10 +112,11 @@ def assert_tail(tables: dict[str, pa.Table], truth: Truth, first: int, stop: int
 
 
 def anchor_of(buffer: Buffer, truth: Truth, blocks: BlockCache, elf: Path, tables) -> int:
-    """Where the decoded run must start: after the unanchored instructions the gap counts."""
+    """Where the decoded run must start: after the unanchored instructions the gap counts (as
+    the core counts them: a BL/BLX pair is two)."""
     gaps = events_named(tables, "unanchored")
     assert len(gaps) == 1
-    return buffer.covered + gaps[0]["value"]
+    return truth.after_counted(buffer.covered, gaps[0]["value"])
 
 
 @pytest.mark.parametrize("checkpoints", [0, 1, 2])
@@ -328,19 +350,28 @@ def test_inconsistent_checkpoints_are_reported_and_not_used(armv5, tmp_path) -> 
     assert mismatches and all("byte" in m["text"] for m in mismatches)
 
 
-def test_more_checkpointed_messages_than_registers_are_reported(armv5, tmp_path) -> None:
+@pytest.mark.parametrize("stop", [2_000, 9_001, 21_990])
+def test_three_checkpointed_messages_map_the_newest_two(armv5, tmp_path, stop) -> None:
+    """A wrapped buffer can still hold a checkpointed message whose register two newer
+    checkpoints have overwritten (the manual: one is CHKPT0's, of two the older is CHKPT1's)."""
     truth, blocks, elf = armv5
-    buffer = wrap_buffer(truth, blocks, 2_000, checkpoints=2)
-    parsed = parse_messages(TraceBuffer(buffer.data, range(256)))
-    plain = next(m for m in parsed.messages if m.kind is Kind.DIRECT and not m.checkpointed)
-    corrupt = bytearray(buffer.data)
-    corrupt[plain.index] |= 0x40
-    tables = decode(
-        write_text(tmp_path, [Buffer(bytes(corrupt), buffer.chkpt0, buffer.chkpt1, buffer.pc)]), elf
-    )
+    buffer = wrap_buffer(truth, blocks, stop, checkpoints=3)
+    marked = [m for m in parse_messages(TraceBuffer(buffer.data, range(256))).messages if m.checkpointed]
+    assert len(marked) == 3
+    tables = decode(write_text(tmp_path, [buffer]), elf)
+    assert not events_named(tables, "checkpoint_mismatch")
+    checkpoints = events_named(tables, "checkpoint")
+    assert [(e["number"], e["value"]) for e in checkpoints] == [(1, buffer.chkpt1), (0, buffer.chkpt0)]
+    assert_tail(tables, truth, anchor_of(buffer, truth, blocks, elf, tables), stop)
+
+
+def test_with_three_checkpointed_messages_a_wrong_register_is_still_reported(armv5, tmp_path) -> None:
+    truth, blocks, elf = armv5
+    buffer = wrap_buffer(truth, blocks, 9_001, checkpoints=3)
+    wrong = Buffer(buffer.data, buffer.chkpt0 + 0x40, buffer.chkpt1, buffer.pc)
+    tables = decode(write_text(tmp_path, [wrong]), elf)
     (mismatch,) = events_named(tables, "checkpoint_mismatch")
-    assert "3 checkpointed messages" in mismatch["text"]
-    assert not events_named(tables, "checkpoint")
+    assert "CHKPT0" in mismatch["text"]
 
 
 def test_without_the_debug_pc_the_pending_run_is_reported_left_out(armv5, tmp_path) -> None:
@@ -378,13 +409,216 @@ def test_an_unreachable_debug_pc_is_a_gap(armv5, tmp_path) -> None:
 
 
 def test_bad_text_and_dump_inputs_name_the_line_or_byte(tmp_path) -> None:
-    text = tmp_path / "t.txt"
-    text.write_text("chkpt0=0\npc=0x100\n80 81 zz\n")
+    strict = DecodeContext(strict=True, options={"xscale_input": "text"})
     with pytest.raises(TraceFormatError, match="line 3"):
-        read_buffers(text.read_bytes(), str(text), {"xscale_input": "text"})
+        list(read_buffers(b"chkpt0=0\npc=0x100\n80 81 zz\n", "t", strict))
     dump = bytes(12) + (300).to_bytes(4, "big")
     with pytest.raises(TraceFormatError, match="byte 12"):
-        read_buffers(dump, "d", {"xscale_input": "openocd"})
+        list(read_buffers(dump, "d", DecodeContext(strict=True, options={"xscale_input": "openocd"})))
+
+
+# -- Thumb BL/BLX pairs: two instructions to an ARMv5 core, one row ------------------------------
+
+
+def test_a_thumb_program_is_decoded_whole_from_a_fill_once_series(thumb5, tmp_path) -> None:
+    """The messages count each BL/BLX pair as two instructions, and a roll-over can end
+    between its halves; the decode is the recorded run, every instruction."""
+    truth, blocks, elf = thumb5
+    entries = encode(truth, blocks, 5, len(truth.pc) - 1)
+    straddling = [e for e in entries if e.data == b"\xff" and e.end in truth.pairs]
+    assert len(truth.pairs) > 100 and straddling  # what this test is about
+    series = fill_once_series(truth, blocks, 5, 40)
+    assert series[-1].stop == entries[-1].end  # the buffers hold every message
+    series = series[: next(i for i, b in enumerate(series) if b.stop == entries[-1].end) + 1]
+    for path in (write_text(tmp_path, series), tmp_path / "dump.bin"):
+        if path.suffix == ".bin":
+            path.write_bytes(as_openocd(series))
+        tables = decode(path, elf)
+        assert_tail(tables, truth, series[0].covered, series[-1].stop)
+        gaps = [(e["name"], e["value"]) for e in tables["events"].to_pylist() if e["kind"] == "trace_gap"]
+        assert gaps == [("unanchored", 1)]  # only the debugger's return into the first buffer
+        rows = tables["instructions"].select(["isa", "size"]).to_pylist()
+        assert sum(row == {"isa": "T32", "size": 4} for row in rows) == len(truth.pairs)  # a pair: one row
+
+
+@pytest.mark.parametrize("stop", [3_700, 9_000, 15_321, 28_000])
+def test_wrapped_buffers_of_a_thumb_program_give_the_tail_of_the_run(thumb5, tmp_path, stop) -> None:
+    truth, blocks, elf = thumb5
+    buffer = wrap_buffer(truth, blocks, stop, checkpoints=2)
+    tables = decode(write_text(tmp_path, [buffer]), elf)
+    first = anchor_of(buffer, truth, blocks, elf, tables)
+    assert any(first <= pair < stop for pair in truth.pairs)
+    assert_tail(tables, truth, first, stop)
+    assert [e["name"] for e in tables["events"].to_pylist() if e["kind"] == "trace_gap"] == ["unanchored"]
+
+
+# -- options, damaged and cut inputs ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("xscale_pc", -1), ("xscale_pc", "0x100000000"), ("xscale_chkpt0", 1 << 32), ("xscale_chkpt1", "-4"),
+     ("vector_base", "-0x20")],
+)  # fmt: skip
+def test_register_options_must_fit_32_bits(tmp_path, option, value) -> None:
+    raw = tmp_path / "buffer.bin"
+    raw.write_bytes(bytes([0x80, 0x81]))
+    with pytest.raises(CputraceError, match=f"option {option}: expected a number from 0 to 0xffffffff"):
+        decode(raw, ARMV5, **{option: value})
+    args = ["ingest", str(raw), "--format", "xscale", "--image", str(ARMV5), "-o", str(tmp_path / "s.ctrace")]
+    result = CliRunner().invoke(cli, [*args, "--option", f"{option}={value}"])
+    assert result.exit_code == 1 and f"option {option}" in result.output and "Traceback" not in result.output
+
+
+def test_a_text_buffer_with_a_bad_line_is_read_around_it(armv5, tmp_path) -> None:
+    """Sniffed and decoded as text (not taken for a raw buffer): strict names the line; lenient
+    keeps it as a text event with a warning and decodes the bytes newer than it."""
+    truth, blocks, elf = armv5
+    stop, k = 9_001, 10  # the k-th line of 16 bytes goes bad (lines 1-4: a comment and the registers)
+    buffer = wrap_buffer(truth, blocks, stop, checkpoints=2)
+    lines = as_text([buffer]).splitlines()
+    bad = lines[4 + k][:6] + "zz" + lines[4 + k][8:]
+    lines[4 + k] = bad
+    path = tmp_path / "bad.txt"
+    path.write_text("\n".join(lines) + "\n")
+    assert sniff(path.read_bytes(), str(path)).name == "xscale"
+    with pytest.raises(TraceFormatError, match=f":line {5 + k}: expected hex bytes"):
+        decode_in(path, DecodeContext(strict=True, options={"images": [str(elf)]}))
+    ctx = DecodeContext(options={"images": [str(elf)]})
+    tables = decode_in(path, ctx)
+    assert ctx.warnings == 1 and f"line {5 + k}" in ctx.warning_samples[0]
+    (text,) = [e for e in tables["events"].to_pylist() if e["kind"] == "text"]
+    assert (text["text"], text["src"]) == (bad, 5 + k)
+    (dropped,) = events_named(tables, "dropped_bytes")
+    assert dropped["value"] == 16 * k
+    entries = encode(truth, blocks, 0, stop)
+    kept_from = sum(len(e.data) for e in entries) - 256 + 16 * (k + 1)
+    unanchored = events_named(tables, "unanchored")[0]["value"]
+    first = truth.after_counted(covered(entries, kept_from, stop), unanchored)
+    assert_tail(tables, truth, first, stop)
+
+
+def test_a_truncated_dump_keeps_its_whole_records(armv5, tmp_path) -> None:
+    truth, blocks, elf = armv5
+    series = fill_once_series(truth, blocks, 5, 3)
+    data = (DATA / "xscale" / "calls-armv5te-fill.dump").read_bytes()
+    third = sum(16 + 4 * len(b.data) for b in series[:2])
+    path = tmp_path / "cut.dump"
+    path.write_bytes(data[: third + 16 + 4 * 100 + 2])
+    expected = f":byte {third + 16}: expected {len(series[2].data)} entry words"
+    with pytest.raises(TraceFormatError, match=expected):
+        decode_in(path, DecodeContext(strict=True, options={"images": [str(elf)]}))
+    ctx = DecodeContext(options={"images": [str(elf)]})
+    tables = decode_in(path, ctx)
+    assert ctx.warnings == 1
+    assert [e["value"] for e in events_named(tables, "dropped_bytes")] == [100]
+    assert_tail(tables, truth, series[0].covered, series[1].stop)
+
+
+def test_a_malformed_dump_word_drops_only_the_older_bytes_of_its_buffer(armv5, tmp_path) -> None:
+    truth, blocks, elf = armv5
+    series = fill_once_series(truth, blocks, 5, 3)
+    data = bytearray((DATA / "xscale" / "calls-armv5te-fill.dump").read_bytes())
+    word = 16 + 4 * 200  # the 201st entry word of the first buffer
+    data[word + 1] = 0x22  # bits 23:16, the type: 0x22 is none
+    path = tmp_path / "bad.dump"
+    path.write_bytes(bytes(data))
+    with pytest.raises(TraceFormatError, match=f":byte {word}: expected an entry word"):
+        decode_in(path, DecodeContext(strict=True, options={"images": [str(elf)]}))
+    ctx = DecodeContext(options={"images": [str(elf)]})
+    tables = decode_in(path, ctx)
+    assert ctx.warnings == 1 and [e["value"] for e in events_named(tables, "dropped_bytes")] == [201]
+    pcs = tables["instructions"].column("pc").to_pylist()
+    run = truth.pc[series[0].covered : series[-1].stop]
+    assert pcs and pcs == run[len(run) - len(pcs) :]  # the rest of the run, up to its end
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=lambda p: p.name)
+def test_every_cut_of_a_sample_sniffs_and_reads_or_is_a_format_error_at_its_place(sample) -> None:
+    data = sample.read_bytes()
+    whole = [b for b in read_buffers(data, "whole", DecodeContext()) if isinstance(b, TraceBuffer)]
+    for n in range(1, len(data)):
+        cut = data[:n]
+        try:
+            assert sniff(cut, "cut").name == "xscale"
+        except TraceFormatError as exc:
+            assert (exc.path, exc.where) == ("cut", "0")
+        try:
+            list(read_buffers(cut, "cut", DecodeContext(strict=True)))
+        except TraceFormatError as exc:
+            assert exc.path == "cut" and re.fullmatch(r"(byte|line) \d+", exc.where), exc
+        ctx = DecodeContext()
+        items = list(read_buffers(cut, "cut", ctx))
+        buffers = [b for b in items if isinstance(b, TraceBuffer)]
+        unread = [u for u in items if isinstance(u, Unread)]
+        assert_warned(ctx, items)
+        if sample.suffix == ".txt":  # what is left of its one buffer
+            assert len(buffers) <= 1 and whole[0].data.startswith(buffers[0].data if buffers else b"")
+        elif n >= 20:  # the dump's whole records before the cut, as they were
+            ends = np.cumsum([16 + 4 * len(b.data) for b in whole])
+            assert [b.data for b in buffers] == [b.data for b in whole[: len(buffers)]]
+            assert len(buffers) == np.count_nonzero(ends <= n)
+            assert bool(unread) == (n not in ends)
+        else:  # a header and no entry word: nothing says it is a dump, it is read as a raw buffer
+            assert [b.data for b in buffers] == [cut]
+
+
+PLACE = r"(byte|line) \d+|buffer \d+ byte \d+ \((offset|line) \d+\)"
+"""Where a TraceFormatError of an XScale input says it is."""
+
+
+def assert_warned(ctx: DecodeContext, items: list[TraceBuffer | Unread]) -> None:
+    """A warning for each line left out, and at least one when bytes were (a bad line's drop
+    of the older bytes of its buffer has the line's warning)."""
+    unread = [u for u in items if isinstance(u, Unread)]
+    assert ctx.warnings >= max(sum(u.is_line for u in unread), bool(unread))
+
+
+def decode_damaged(path: Path, data: bytes, strict: bool) -> dict[str, pa.Table] | None:
+    """Decode `data` as XScale in strict or lenient mode: rows in the model's schema numbered
+    from 0, events in seq order among them (a walk's gap can be at the instruction that would
+    have come next), a warning for everything kept aside; or, in strict mode only, a
+    TraceFormatError naming the input and the place."""
+    path.write_bytes(data)
+    ctx = DecodeContext(strict=strict, options={"images": [str(ARMV5)]})
+    try:
+        tables = decode_in(path, ctx)
+    except TraceFormatError as exc:
+        assert strict, exc
+        assert exc.path == str(path) and re.fullmatch(PLACE, exc.where), exc
+        return None
+    instructions, events = tables["instructions"], tables["events"]
+    assert instructions.schema == SCHEMAS["instructions"] and events.schema == SCHEMAS["events"]
+    assert instructions.column("seq").to_pylist() == list(range(instructions.num_rows))
+    assert all(0 <= seq <= instructions.num_rows for seq in events.column("seq").to_pylist())
+    rows = events.to_pylist()
+    warned = [e for e in rows if e["kind"] == "text" or e["name"] == "bad_message"]  # a warning each
+    kept_aside = warned + [e for e in rows if e["name"] == "dropped_bytes"]  # a bad line's or its own
+    assert ctx.warnings >= max(len(warned), bool(kept_aside))
+    assert not (strict and kept_aside)
+    return tables
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sample=st.sampled_from(SAMPLES), where=st.floats(0, 1, exclude_max=True), strict=st.booleans())
+def test_a_cut_sample_decodes_or_fails_at_its_place(tmp_path, sample, where, strict) -> None:
+    data = sample.read_bytes()
+    cut = data[: int(where * len(data))]
+    assume(cut)
+    tables = decode_damaged(tmp_path / sample.name, cut, strict)
+    if tables is not None and sample.suffix == ".dump":  # the walk of the whole records before the cut
+        whole = decode(sample, ARMV5)["instructions"].column("pc").to_pylist()
+        pcs = tables["instructions"].column("pc").to_pylist()
+        assert pcs == whole[: len(pcs)]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sample=st.sampled_from(SAMPLES), where=st.floats(0, 1, exclude_max=True), bit=st.integers(0, 7),
+       strict=st.booleans())  # fmt: skip
+def test_a_sample_with_a_flipped_bit_decodes_or_fails_at_its_place(tmp_path, sample, where, bit, strict):
+    data = bytearray(sample.read_bytes())
+    data[int(where * len(data))] ^= 1 << bit
+    decode_damaged(tmp_path / sample.name, bytes(data), strict)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -406,21 +640,33 @@ def test_any_buffer_parses_without_an_exception(data: bytes) -> None:
         max_size=30,
     ),
     dump=st.binary(max_size=300),
+    strict=st.booleans(),
 )
-def test_any_text_or_dump_reads_or_fails_with_a_format_error(text: list[str], dump: bytes) -> None:
+def test_any_text_or_dump_reads_or_fails_with_a_format_error(text: list[str], dump: bytes, strict: bool):
     for data, form in (("\n".join(text).encode(), "text"), (dump, "openocd"), (dump, None)):
+        ctx = DecodeContext(strict=strict, options={"xscale_input": form} if form else {})
         try:
-            buffers = read_buffers(data, "input", {"xscale_input": form} if form else {})
+            items = list(read_buffers(data, "input", ctx))
         except TraceFormatError:
+            assert strict
             continue
+        buffers = [b for b in items if isinstance(b, TraceBuffer)]
         assert all(0 < len(b.data) <= 256 and len(b.src) == len(b.data) for b in buffers)
+        assert_warned(ctx, items)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=st.binary(min_size=1, max_size=256), pc=st.integers(0, 0x3000))
-def test_any_buffer_decodes_to_rows_or_gaps(tmp_path_factory, data: bytes, pc: int) -> None:
+@given(data=st.binary(min_size=1, max_size=256), pc=st.integers(0, 0x3000), strict=st.booleans())
+def test_any_buffer_decodes_to_rows_or_gaps(tmp_path_factory, data: bytes, pc: int, strict: bool) -> None:
     assume(compression_of(data) is None)  # a compressed-looking head is the input layer's business
     path = tmp_path_factory.mktemp("fuzz") / "b.bin"
     path.write_bytes(data)
-    tables = decode(path, ARMV5, xscale_pc=pc, xscale_chkpt0=pc, xscale_chkpt1=pc + 4)
-    assert tables["instructions"].schema == SCHEMAS["instructions"]
+    registers = {"xscale_pc": pc, "xscale_chkpt0": pc, "xscale_chkpt1": pc + 4}
+    ctx = DecodeContext(strict=strict, options={"images": [str(ARMV5)], "xscale_input": "raw", **registers})
+    try:
+        tables = decode_in(path, ctx)
+    except TraceFormatError as exc:
+        assert strict and re.fullmatch(PLACE, exc.where), exc
+        return
+    assert tables["instructions"].column("seq").to_pylist() == list(range(tables["instructions"].num_rows))
+    assert ctx.warnings == len(events_named(tables, "bad_message"))

@@ -1,7 +1,10 @@
 """Test-side XScale trace buffer encoder: what the trace hardware would write for a recorded run.
 
 Follows the 80200 manual's message rules (section 13.13) on a ground-truth instruction
-stream, so decoding the buffers must give back the part of the stream they cover.
+stream, so decoding the buffers must give back the part of the stream they cover. Counts
+are the core's: a Thumb BL/BLX pair (one 32-bit row of the recorded trace) is two 16-bit
+instructions on ARMv5, the second of them the branch. The checkpoint registers work as the
+manual describes them: each checkpoint's target goes to CHKPT0, the one before to CHKPT1.
 """
 
 from __future__ import annotations
@@ -23,14 +26,33 @@ class Truth(Stream):
     """A recorded run: its instructions and the exceptions taken after some of them."""
 
     exceptions: dict[int, int] = field(default_factory=dict)  # instruction index -> vector offset
+    pairs: set[int] = field(default_factory=set)  # instruction indices of Thumb BL/BLX pairs
 
     @classmethod
     def of_trace(cls, trace) -> Truth:
-        stream = Stream.of(trace.sql("SELECT pc, isa, executed FROM instructions ORDER BY seq"))
+        table = trace.sql("SELECT pc, isa, executed, opcode, size FROM instructions ORDER BY seq")
+        stream = Stream.of(table)
         rows = trace.sql(
             "SELECT seq, value1 FROM events WHERE kind = 'exception' AND value1 IS NOT NULL ORDER BY seq"
         ).to_pylist()
-        return cls(stream.pc, stream.isa, stream.executed, {r["seq"]: r["value1"] & 0x1F for r in rows})
+        exceptions = {r["seq"]: r["value1"] & 0x1F for r in rows}
+        columns = table.to_pydict()
+        recorded = enumerate(zip(stream.isa, columns["opcode"], columns["size"], strict=True))
+        pairs = {i for i, (isa, opcode, size) in recorded if isa is Isa.T32 and _bl_pair(opcode, size)}
+        return cls(stream.pc, stream.isa, stream.executed, exceptions, pairs)
+
+    def halves(self, i: int) -> int:
+        """How many instructions the core counts for row i: two for a BL/BLX pair."""
+        return 2 if i in self.pairs else 1
+
+    def after_counted(self, first: int, count: int) -> int:
+        """The row after `count` instructions, as the core counts them, from row `first`."""
+        i = first
+        while count > 0:
+            count -= self.halves(i)
+            i += 1
+        assert count == 0, "the count ends inside a pair"
+        return i
 
 
 @dataclass
@@ -46,6 +68,12 @@ class Entry:
         return Entry(self.data[:-1] + bytes([self.data[-1] | 0x40]), self.first, self.end, self.target)
 
 
+def _bl_pair(opcode: int, size: int) -> bool:
+    """A Thumb BL/BLX (immediate) as the trace prints it: the ARMv5 ARM ARM's prefix halfword
+    11110..., then the suffix 11111... (BL) or 11101... (BLX)."""
+    return size == 4 and opcode >> 27 == 0b11110 and (opcode >> 11) & 0b11111 in (0b11111, 0b11101)
+
+
 def address_of(truth: Truth, i: int, thumb_bit: bool) -> int:
     return truth.pc[i] | (1 if thumb_bit and truth.isa[i] is Isa.T32 else 0)
 
@@ -54,14 +82,22 @@ def encode(truth: Truth, blocks: BlockCache, start: int, stop: int, *, thumb_bit
     """The messages written while instructions start .. stop - 1 ran (the pending count is not)."""
     entries: list[Entry] = []
     count, first = 0, start
+
+    def counted(end: int) -> None:
+        """One more instruction (or the first half of a pair) ran; `end`: the row after it is complete."""
+        nonlocal count, first
+        count += 1
+        if count == 16:  # a roll-over: it may end between the halves of a pair (end = the pair's row)
+            entries.append(Entry(b"\xff", first, end))
+            count, first = 0, end
+
     for i in range(start, stop):
+        if truth.halves(i) == 2:
+            counted(i)  # the first half: the second is the branch
         if i in truth.exceptions:
             vector = truth.exceptions[i] >> 2
             if vector not in FAULTING:
-                count += 1
-                if count == 16:
-                    entries.append(Entry(b"\xff", first, i + 1))
-                    count, first = 0, i + 1
+                counted(i + 1)
             entries.append(Entry(bytes([vector << 4 | count]), first, i + 1))
         elif truth.taken(i, blocks):
             target = address_of(truth, i + 1, thumb_bit)
@@ -70,10 +106,7 @@ def encode(truth: Truth, blocks: BlockCache, start: int, stop: int, *, thumb_bit
             else:
                 entries.append(Entry(bytes([0x80 | count]), first, i + 1, target))
         else:
-            count += 1
-            if count == 16:
-                entries.append(Entry(b"\xff", first, i + 1))
-                count, first = 0, i + 1
+            counted(i + 1)
             continue
         count, first = 0, i + 1
     return entries
@@ -100,40 +133,44 @@ def wrap_buffer(
     entries = _checkpoint(entries, checkpoints)
     data = b"".join(e.data for e in entries)
     window, offset = data[-BUFFER_BYTES:].rjust(BUFFER_BYTES, b"\0"), max(len(data) - BUFFER_BYTES, 0)
-    position, covered = 0, stop
-    for entry in entries:  # the oldest entry whose message byte is inside the window
+    return Buffer(window, *_registers(entries), truth.pc[stop], covered(entries, offset, stop), stop)
+
+
+def covered(entries: list[Entry], offset: int, stop: int) -> int:
+    """The first instruction of the oldest entry whose message byte is at `offset` or after in
+    the bytes of `entries` (`stop` when none is)."""
+    position = 0
+    for entry in entries:
         position += len(entry.data)
         if position - 1 >= offset:
-            covered = entry.first
-            break
-    registers = _registers(entries, offset)
-    return Buffer(window, *registers, truth.pc[stop], covered, stop)
+            return entry.first
+    return stop
+
+
+CHECKPOINTS_BACK = (64, 192, 244)
+"""Where `wrap_buffer` checkpoints: the branch messages ending this many bytes before the newest."""
 
 
 def _checkpoint(entries: list[Entry], wanted: int) -> list[Entry]:
-    """Mark `wanted` branch messages checkpointed, ending 64 and 192 bytes before the newest."""
+    """Mark `wanted` branch messages checkpointed (at CHECKPOINTS_BACK)."""
     ends = list(accumulate(len(e.data) for e in entries))
     total = ends[-1] if ends else 0
     marked = set()
-    for back in (64, 192)[:wanted]:
+    for back in CHECKPOINTS_BACK[:wanted]:
         branches = [j for j, end in enumerate(ends) if end <= total - back and entries[j].target is not None]
         if branches:
             marked.add(branches[-1])
     return [e.checkpointed() if j in marked else e for j, e in enumerate(entries)]
 
 
-def _registers(entries: list[Entry], offset: int) -> tuple[int, int]:
-    """CHKPT0/CHKPT1 for the checkpointed messages inside the window (older: CHKPT1 when two)."""
-    position, targets = 0, []
+def _registers(entries: list[Entry]) -> tuple[int, int]:
+    """CHKPT0 and CHKPT1 after the run: each checkpoint moves CHKPT0 to CHKPT1 and sets CHKPT0
+    to its target, whether or not its message is still in the buffer."""
+    chkpt0 = chkpt1 = 0
     for entry in entries:
-        position += len(entry.data)
-        if position - 1 >= offset and entry.data[-1] >> 4 in (0xC, 0xD):
-            targets.append(entry.target)
-    if len(targets) == 1:
-        return targets[0], 0
-    if len(targets) == 2:
-        return targets[1], targets[0]
-    return 0, 0
+        if entry.data[-1] >> 4 in (0xC, 0xD):
+            chkpt0, chkpt1 = entry.target, chkpt0
+    return chkpt0, chkpt1
 
 
 def fill_once_series(truth: Truth, blocks: BlockCache, start: int, buffers: int) -> list[Buffer]:

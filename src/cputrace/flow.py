@@ -59,13 +59,19 @@ class Op(enum.IntEnum):
 
     SYNC = 0  # the walk (re)starts at address a in `isa` (I-sync, trace on, a resume)
     ATOM = 1  # the next instruction executed (b=1) or failed its condition (b=0); `cycles`
-    RUN = 2  # a instructions ran in sequence; the last was a taken branch when b=1
+    RUN = 2  # a instructions ran in sequence; b: RUN_* bits
     BRANCH = 3  # run in sequence to the branch at a, which was taken to b in `isa` (FD/FI)
     TARGET = 4  # the walk goes on at a in `isa`: where the last taken indirect branch went
     EXCEPTION = 5  # an exception entered the vector a in `isa`; b: EXCEPTION_* bits
     GAP = 6  # the trace stops here (trace off, overflow); the decoder reports why
     TRAP = 7  # run in sequence to the next exception-generating instruction (SVC, UDF, Ticc)
 
+
+RUN_TAKEN = 1
+"""`Ops.b` bit of RUN: its last instruction was a taken branch."""
+RUN_THUMB_PAIRS = 2
+"""`Ops.b` bit of RUN: `a` counts a Thumb BL/BLX pair (one 32-bit T32 row) as two instructions,
+as ARMv4T/ARMv5 cores and their traces do: there the pair is two 16-bit instructions."""
 
 EXCEPTION_CANCELS = 1
 """`Ops.b` bit of EXCEPTION: the exception cancelled the last instruction (it did not complete)."""
@@ -110,9 +116,10 @@ _UNDEFINED = F_UNDEFINED  # and not a trap by design
 _DELAY = F_DELAY  # SPARC: has a delay slot
 _ANNUL = F_ANNUL  # SPARC: the annul bit
 _TRAP = F_TRAP  # raises an exception by design
+_THUMB_PAIR = 1 << 14  # T32 BL/BLX (immediate): before Thumb-2, a pair of 16-bit instructions
 _BLOCK_END = 1 << 15  # the following instruction is found through the index, not at idx + 1
 _FLAGS = _BRANCH | _DIRECT | _CONDITIONAL | _HAS_COND | _UNDEFINED | _DELAY | _ANNUL | _TRAP
-assert not _FLAGS & _BLOCK_END
+assert not _FLAGS & (_THUMB_PAIR | _BLOCK_END)
 
 _UNRESOLVED = MISSING  # a position not known (yet)
 _NO_CODE = -2  # index value: decoding failed there (reason in Program.failures)
@@ -234,6 +241,8 @@ def _fill(
             flag &= ~_UNDEFINED  # a trap by design is defined
         if not facts & F_HAS_TARGET:
             flag &= ~_DIRECT
+        if block_isa == Isa.T32 and _is_bl_pair(columns[i, C_SIZE], columns[i, C_OPCODE]):
+            flag |= _THUMB_PAIR
         pc[at], size[at], opcode[at] = columns[i, C_ADDRESS], columns[i, C_SIZE], columns[i, C_OPCODE]
         flags[at] = flag
         target[at] = columns[i, C_TARGET] if facts & F_HAS_TARGET else 0
@@ -242,6 +251,13 @@ def _fill(
         target_idx[at] = _UNRESOLVED
     flags[start + len(columns) - 1] |= _BLOCK_END
     next_idx[start + len(columns) - 1] = _UNRESOLVED
+
+
+@numba.njit(cache=True, nogil=True)
+def _is_bl_pair(size: int, opcode: int) -> bool:
+    """Whether a T32 encoding is BL/BLX (immediate): first halfword 11110..., second 11x1... (BL)
+    or 11x0... (BLX)."""
+    return size == 4 and opcode >> 27 == 0b11110 and (opcode >> 14) & 0b11 == 0b11
 
 
 # Walker state: one int64 array, so the compiled loop can stop anywhere and resume.
@@ -384,17 +400,23 @@ def _emit(state, out, idx, executed, cycles, time, src, isa) -> None:
 
 
 @numba.njit(cache=True, nogil=True)
-def _ends_op(kind, steps, count, source, taken, pc, f) -> bool:
-    """Whether the instruction with facts `f` at `pc` is the last one of a RUN/BRANCH/TRAP op."""
+def _ends_op(kind, steps, count, source, taken, pc, f, halves) -> bool:
+    """Whether the instruction with facts `f` at `pc` is the last one of a RUN/BRANCH/TRAP op.
+
+    `halves` is _THUMB_PAIR when a RUN counts Thumb BL/BLX pairs as two (RUN_THUMB_PAIRS), else 0.
+    A pair is an unconditional branch, so only a RUN's last instruction can be one (anywhere
+    else the walk is a mismatch): only there does it count twice.
+    """
     if kind == Op.RUN:
-        return steps + 1 >= count
+        return steps + (2 if f & halves else 1) >= count
     if kind == Op.BRANCH:
         return pc == source
     return f & _TRAP != 0
 
 
 @numba.njit(cache=True, nogil=True)
-def _check_run(state, idx, kind, count, source, taken, pc, size, isa, flags, next_idx, keys, values) -> int:
+def _check_run(state, idx, kind, count, source, taken, halves, pc, size, isa, flags, next_idx, keys,
+               values) -> int:  # fmt: skip
     """Walk a RUN/BRANCH/TRAP op's instructions without emitting them: are they all there?
 
     Returns 1 when the walk can be emitted (every fall-through link is then cached), 0 when
@@ -408,7 +430,7 @@ def _check_run(state, idx, kind, count, source, taken, pc, size, isa, flags, nex
         if f & _UNDEFINED:
             _lose(state, GapReason.UNDEFINED, pc[idx])
             return 0
-        if _ends_op(kind, steps, count, source, taken, pc[idx], f):
+        if _ends_op(kind, steps, count, source, taken, pc[idx], f, halves):
             if taken and not f & _BRANCH:
                 _lose(state, GapReason.MISMATCH, pc[idx])  # a taken branch that is not one
                 return 0
@@ -451,7 +473,8 @@ def _in_sequence(f) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
-def _run_checked(state, out, idx, kind, count, source, taken, cycles, time, src, pc, isa, flags, next_idx):
+def _run_checked(state, out, idx, kind, count, source, taken, halves, cycles, time, src, pc, isa, flags,
+                 next_idx):  # fmt: skip
     """Emit a checked RUN/BRANCH/TRAP walk up to (not including) its last instruction.
 
     The hot loop of every flow-only trace, so it keeps its state in locals. Returns where it
@@ -460,7 +483,7 @@ def _run_checked(state, out, idx, kind, count, source, taken, cycles, time, src,
     rows, seq, steps = state[_S_ROWS], state[_S_SEQ], state[_S_STEP]
     room = out.shape[1] - 1  # rows < room: space for a branch and its delay slot
     f = flags[idx]
-    while rows < room and not _ends_op(kind, steps, count, source, taken, pc[idx], f):
+    while rows < room and not _ends_op(kind, steps, count, source, taken, pc[idx], f, halves):
         last = idx + 1 if f & _DELAY else idx  # a branch not taken runs its delay slot too
         for row in range(idx, last + 1):
             if row == idx:
@@ -554,11 +577,11 @@ def _walk(
                 _report_loss(state, gaps)
                 idx = _UNRESOLVED
             count, source = np.int64(op_a[i]), op_a[i]
-            taken = kind == Op.BRANCH or (kind == Op.RUN and op_b[i] == 1)
+            taken = kind == Op.BRANCH or (kind == Op.RUN and op_b[i] & RUN_TAKEN != 0)
+            halves = _THUMB_PAIR if kind == Op.RUN and op_b[i] & RUN_THUMB_PAIRS else 0
             if idx >= 0 and kind != Op.ATOM and state[_S_CHECKED] == 0:
-                checked = _check_run(
-                    state, idx, kind, count, source, taken, pc, size, isa, flags, next_idx, keys, values
-                )
+                checked = _check_run(state, idx, kind, count, source, taken, halves, pc, size, isa, flags,
+                                     next_idx, keys, values)  # fmt: skip
                 if checked == 2:
                     return _NEED
                 state[_S_CHECKED] = checked
@@ -585,10 +608,10 @@ def _walk(
                 else:
                     _fall_through(state, idx, pc, size, isa, next_idx)
             else:  # checked, so every link up to the op's last instruction is cached
-                idx, steps = _run_checked(state, out, idx, kind, count, source, taken, cycles, time, src,
-                                          pc, isa, flags, next_idx)  # fmt: skip
+                idx, steps = _run_checked(state, out, idx, kind, count, source, taken, halves, cycles, time,
+                                          src, pc, isa, flags, next_idx)  # fmt: skip
                 f = flags[idx]
-                if not _ends_op(kind, steps, count, source, taken, pc[idx], f):
+                if not _ends_op(kind, steps, count, source, taken, pc[idx], f, halves):
                     continue  # the output is full: the loop's top hands it over
                 if taken:
                     _emit(state, out, idx, _EXECUTED, cycles, time, src, isa)

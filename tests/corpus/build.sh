@@ -24,5 +24,6 @@ $ARM -march=armv7-a -marm -o calls-a32.elf $C_ARM
 $ARM -march=armv7-a -mthumb -o calls-t32.elf $C_ARM
 $A64 -o calls-a64.elf src/crt0_a64.S src/calls.c src/semihost.c
 $ARM -march=armv5te -marm -Wl,--defsym=LOAD_ADDRESS=0 -o calls-armv5te.elf $C_ARM
+$ARM -march=armv5te -mthumb -Wl,--defsym=LOAD_ADDRESS=0 -o calls-armv5te-thumb.elf $C_ARM
 $ARM -march=armv7-a -o exceptions-a32.elf src/exceptions_a32.S
 $A64 -o exceptions-a64.elf src/exceptions_a64.S

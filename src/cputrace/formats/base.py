@@ -61,15 +61,19 @@ class Decoder(Protocol):
         ...
 
 
-def option_number(options: dict[str, Any], name: str) -> int | None:
-    """A numeric decoder option: an int, or a string in any base Python reads (0x...)."""
+def option_number(options: dict[str, Any], name: str, *, bits: int | None = None) -> int | None:
+    """A numeric decoder option: an int, or a string in any base Python reads (0x...); with
+    `bits`, one that fits in that many bits (0 to 2**bits - 1)."""
     value = options.get(name)
-    if value is None or isinstance(value, int):
-        return value
+    if value is None:
+        return None
     try:
-        return int(str(value), 0)
+        number = value if isinstance(value, int) else int(str(value), 0)
     except ValueError:
         raise CputraceError(f"option {name}: expected a number, got {value!r}") from None
+    if bits is not None and not 0 <= number < 1 << bits:
+        raise CputraceError(f"option {name}: expected a number from 0 to {(1 << bits) - 1:#x}, got {value!r}")
+    return number
 
 
 def option_flag(options: dict[str, Any], name: str) -> bool:
@@ -87,7 +91,7 @@ def option_flag(options: dict[str, Any], name: str) -> bool:
 
 def arm_vector_base(options: dict[str, Any]) -> int:
     """Where ARM exception vectors are: `vector_base`, else high (0xFFFF0000) or low (0)."""
-    base = option_number(options, "vector_base")
+    base = option_number(options, "vector_base", bits=32)
     if base is not None:
         return base
     return HIGH_VECTORS if option_flag(options, "high_vectors") else 0

@@ -14,23 +14,37 @@ OpenOCD does. The three forms:
 
 Each byte keeps where it came from (`src`: byte offset in the file, or line number for the
 text form), so problems are reported at their place in the input.
+
+What does not follow the form is rejected through `DecodeContext.reject`: an error in strict
+mode; in lenient mode a warning, and the reading goes on without it, saying what it left out
+(`Unread`). The parse of a buffer runs from its newest byte back, so a buffer keeps only its
+bytes newer than a problem: older ones cannot be lined up with them any more.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import TraceFormatError
-from ..base import option_number
+from ...errors import CputraceError
+from ..base import DecodeContext, option_number
 
 BUFFER_BYTES = 256
+ADDRESS_BITS = 32
 _OPENOCD_HEADER = 16
 _REGISTER = re.compile(rb"^\s*(chkpt0|chkpt1|pc)\s*[=:]\s*(?:0x)?([0-9a-f]{1,8})\s*$", re.IGNORECASE)
 _HEX_LINE = re.compile(rb"^[0-9a-f\s]*$", re.IGNORECASE)
 _REGISTER_NAMES = {b"chkpt0": "chkpt0", b"chkpt1": "chkpt1", b"pc": "pc"}
+_TEXT_LINES_SNIFFED = 50
+_HEAD_BYTES = 64 << 10  # what sniffing sees, and all that form detection looks at
+_PRINTABLE = bytes(range(0x20, 0x7F)) + b"\t\n\r"
+MOSTLY = 0.75  # the share of well-formed lines or words that still says which form an input is
+_TEXT_EXPECTED = "hex bytes or chkpt0=/chkpt1=/pc= lines (hex, at most 8 digits)"
+_ENTRY_EXPECTED = "an entry word data | type << 16 (type 0 or 1)"
+FORMS = ("raw", "text", "openocd")
 
 
 @dataclass
@@ -50,70 +64,134 @@ class TraceBuffer:
         return f"{self.label} byte {index} ({self.unit} {int(self.src[index])})"
 
 
-def looks_like_openocd(head: bytes) -> bool:
-    """Whether `head` parses as OpenOCD dump records up to its end (or its first 4 records)."""
-    offset, records = 0, 0
-    while offset + _OPENOCD_HEADER <= len(head) and records < 4:
+@dataclass(frozen=True, slots=True)
+class Unread:
+    """Input that lenient reading left out, in input order among the buffers: a text line
+    (kept as a `text` event) or bytes (a `trace_gap` event saying why and how many)."""
+
+    src: int  # line number or byte offset
+    text: str  # the line itself, or what was left out and why
+    is_line: bool
+    dropped: int = 0  # buffer bytes left out
+
+
+# -- which form an input has -----------------------------------------------------------------
+
+
+def openocd_share(head: bytes) -> float:
+    """The share of well-formed entry words in the records `head` starts with (0: no record).
+
+    `head` may end anywhere, inside a record too (a sniffed prefix, or a truncated file);
+    only its whole words are looked at. A record with an impossible depth ends the look.
+    """
+    offset, good, seen = 0, 0, 0
+    while offset + _OPENOCD_HEADER <= len(head) and seen < 4 * BUFFER_BYTES:
         depth = int.from_bytes(head[offset + 12 : offset + 16], "big")
         if not 0 < depth <= BUFFER_BYTES:
-            return False
-        words = np.frombuffer(head[offset + 16 : offset + 16 + 4 * depth], ">u4")
-        if (words >> 8 & 0xFF).any() or (words >> 16 > 1).any():
-            return False
-        offset += _OPENOCD_HEADER + 4 * depth
-        records += 1
-    return records > 0 and (offset == len(head) or records == 4)
+            break
+        start = offset + _OPENOCD_HEADER
+        whole = min(depth, (len(head) - start) // 4)
+        words = np.frombuffer(head, ">u4", count=whole, offset=start)
+        good += whole - int(np.count_nonzero(_bad_entries(words)))
+        seen += whole
+        offset = start + 4 * depth
+    return good / seen if seen else 0.0
 
 
-def looks_like_text(head: bytes) -> bool:
-    lines = [line for line in (_strip(raw) for raw in head.splitlines()[:50]) if line]
-    return (
-        bool(lines)
-        and any(_REGISTER.match(line) for line in lines)
-        and all(_REGISTER.match(line) or _HEX_LINE.match(line) for line in lines)
-    )
+def text_share(head: bytes) -> float:
+    """The share of well-formed lines among `head`'s first lines, if one of them is a register
+    line (0 otherwise): hex byte lines alone are no sign of this form."""
+    first = head[:_HEAD_BYTES].splitlines()[:_TEXT_LINES_SNIFFED]
+    lines = [line for line in (_strip(raw) for raw in first) if line]
+    registers = sum(1 for line in lines if _REGISTER.match(line))
+    if not registers:
+        return 0.0
+    return (registers + sum(1 for line in lines if _is_hex_line(line))) / len(lines)
 
 
-def read_openocd(data: bytes, path: str) -> list[TraceBuffer]:
-    buffers: list[TraceBuffer] = []
-    offset = 0
+def form_of(data: bytes, options: dict) -> str:
+    """The form `xscale_input` names, or the one the bytes have: text when they are all
+    printable (a raw buffer's branch messages are bytes from 0x80 up), raw when no form fits."""
+    form = options.get("xscale_input")
+    if form is None:
+        head = data[:_HEAD_BYTES]
+        if openocd_share(head) >= MOSTLY:
+            return "openocd"
+        return "text" if text_share(head) >= MOSTLY or not head.translate(None, _PRINTABLE) else "raw"
+    if form not in FORMS:
+        raise CputraceError(f"option xscale_input: expected {', '.join(FORMS)}, got {form!r}")
+    return form
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+def read_buffers(data: bytes, path: str, ctx: DecodeContext) -> Iterator[TraceBuffer | Unread]:
+    """The buffers of an input, and in lenient mode what was left out of them, in input order
+    (as they are read: what is left out stays bounded). The register options are checked
+    first, whatever the form (only a raw buffer uses them)."""
+    registers = {name: option_number(ctx.options, f"xscale_{name}", bits=ADDRESS_BITS)
+                 for name in ("chkpt0", "chkpt1", "pc")}  # fmt: skip
+    form = form_of(data, ctx.options)
+    if form == "openocd":
+        return read_openocd(data, path, ctx)
+    if form == "text":
+        return read_text(data, path, ctx)
+    return iter(read_raw(data, path, ctx, registers))
+
+
+def read_openocd(data: bytes, path: str, ctx: DecodeContext) -> Iterator[TraceBuffer | Unread]:
+    offset, count = 0, 0
     while offset < len(data):
-        if offset + _OPENOCD_HEADER > len(data):
-            raise TraceFormatError(path, f"byte {offset}", "a 16-byte xscale dump_trace record header",
-                                   f"{len(data) - offset} bytes")  # fmt: skip
+        left = len(data) - offset
+        if left < _OPENOCD_HEADER:
+            ctx.reject(path, f"byte {offset}", "a 16-byte xscale dump_trace record header", f"{left} bytes")
+            yield Unread(offset, f"the last {left} bytes: a record header cut short", False)
+            return
         chkpt0, chkpt1, pc, depth = (int.from_bytes(data[offset + 4 * i : offset + 4 * i + 4], "big")
                                      for i in range(4))  # fmt: skip
         if not 0 < depth <= BUFFER_BYTES:
-            raise TraceFormatError(path, f"byte {offset + 12}", "a trace depth of 1 to 256", str(depth))
+            ctx.reject(path, f"byte {offset + 12}", "a trace depth of 1 to 256", str(depth))
+            text = f"bytes {offset} on: a record of depth {depth}, so where the next records start is unknown"
+            yield Unread(offset + 12, text, False)
+            return
         start = offset + _OPENOCD_HEADER
         if start + 4 * depth > len(data):
-            raise TraceFormatError(path, f"byte {start}", f"{depth} entry words", "the end of the file")
-        words = np.frombuffer(data[start : start + 4 * depth], ">u4")
-        bad = np.flatnonzero((words >> 8 & 0xFF) | (words >> 16 > 1))
-        if len(bad):
-            at = start + 4 * int(bad[0])
-            raise TraceFormatError(path, f"byte {at}", "an entry word data | type << 16 (type 0 or 1)",
-                                   f"0x{int(words[bad[0]]):08x}")  # fmt: skip
+            ctx.reject(path, f"byte {start}", f"{depth} entry words", "the end of the file")
+            present = (left - _OPENOCD_HEADER) // 4
+            text = f"a record of {depth} entry words, cut short by the end of the file after {present}"
+            yield Unread(start, text, False, present)
+            return
+        count += 1
+        label = f"buffer {count}"
+        words = np.frombuffer(data, ">u4", count=depth, offset=start)
         src = start + 4 * np.arange(depth, dtype=np.int64) + 3
-        label = f"buffer {len(buffers) + 1}"
-        buffers.append(TraceBuffer((words & 0xFF).astype(np.uint8).tobytes(), src, chkpt0, chkpt1, pc, label))
+        bad = np.flatnonzero(_bad_entries(words))
+        if len(bad):
+            newest = int(bad[-1])
+            at = start + 4 * newest
+            ctx.reject(path, f"byte {at}", _ENTRY_EXPECTED, f"0x{int(words[newest]):08x}")
+            text = f"{label}: entry word at byte {at} malformed: it and the {newest} older are left out"
+            yield Unread(at, text, False, newest + 1)
+            words, src = words[newest + 1 :], src[newest + 1 :]
+        if len(words):
+            data_bytes = (words & 0xFF).astype(np.uint8).tobytes()
+            yield TraceBuffer(data_bytes, src, chkpt0, chkpt1, pc, label)
         offset = start + 4 * depth
-    return buffers
 
 
-def read_text(data: bytes, path: str) -> list[TraceBuffer]:
-    buffers: list[TraceBuffer] = []
+def read_text(data: bytes, path: str, ctx: DecodeContext) -> Iterator[TraceBuffer | Unread]:
     registers: dict[str, int] = {}
     values: list[int] = []
     lines: list[int] = []
+    broken: int | None = None  # a line that could not be read, after some bytes of this buffer
+    count = 0
 
-    def close() -> None:
-        if values:
-            src = np.array(lines, np.int64)
-            label = f"buffer {len(buffers) + 1}"
-            buffers.append(TraceBuffer(bytes(values), src, label=label, unit="line", **registers))
-        elif registers:
-            raise TraceFormatError(path, f"line {number}", "trace buffer bytes after the registers", "none")
+    def buffer() -> TraceBuffer:
+        nonlocal count
+        count += 1
+        src = np.array(lines, np.int64)
+        return TraceBuffer(bytes(values), src, label=f"buffer {count}", unit="line", **registers)
 
     number = 0
     for number, raw in enumerate(data.splitlines(), start=1):
@@ -123,46 +201,66 @@ def read_text(data: bytes, path: str) -> list[TraceBuffer]:
         register = _REGISTER.match(line)
         if register:
             if values:
-                close()
-                registers, values, lines = {}, [], []
+                yield buffer()
+                registers, values, lines, broken = {}, [], [], None
             registers[_REGISTER_NAMES[register.group(1).lower()]] = int(register.group(2), 16)
             continue
-        digits = b"".join(line.split())
-        if not _HEX_LINE.match(line) or len(digits) % 2:
-            raise TraceFormatError(path, f"line {number}", "hex bytes or chkpt0=/chkpt1=/pc= lines",
-                                   line.decode("latin-1"))  # fmt: skip
-        parsed = bytes.fromhex(digits.decode("ascii"))
+        if not _is_hex_line(line):
+            text = raw.decode("latin-1")
+            ctx.reject(path, f"line {number}", _TEXT_EXPECTED, text)
+            yield Unread(number, text, True)
+            broken = number if values else None
+            continue
+        if broken is not None:
+            text = (f"buffer {count + 1}: its {len(values)} bytes before line {broken} are left out: that "
+                    "line, between them and the newer bytes, could not be read")  # fmt: skip
+            yield Unread(lines[0], text, False, len(values))
+            values, lines, broken = [], [], None
+        parsed = bytes.fromhex(b"".join(line.split()).decode("ascii"))
         values += parsed
         lines += [number] * len(parsed)
         if len(values) > BUFFER_BYTES:
-            raise TraceFormatError(path, f"line {number}", "at most 256 bytes per buffer", f"{len(values)}")
-    close()
-    if not buffers:
-        raise TraceFormatError(path, "line 1", "an XScale trace buffer in hex", "no bytes")
-    return buffers
+            ctx.reject(path, f"line {number}", "at most 256 bytes per buffer", f"{len(values)}")
+            excess = len(values) - BUFFER_BYTES
+            yield _too_long(lines[0], excess, f"buffer {count + 1}")
+            values, lines = values[excess:], lines[excess:]
+    if values:
+        yield buffer()
+    elif registers:
+        ctx.reject(path, f"line {number}", "trace buffer bytes after the registers", "none")
+    if not count:
+        ctx.reject(path, "line 1", "an XScale trace buffer in hex", "no bytes")
 
 
-def read_raw(data: bytes, path: str, options: dict) -> list[TraceBuffer]:
-    if not 0 < len(data) <= BUFFER_BYTES:
-        raise TraceFormatError(path, "byte 0", "a raw XScale trace buffer of 1 to 256 bytes",
-                               f"{len(data)} bytes")  # fmt: skip
-    registers = {name: option_number(options, f"xscale_{name}") for name in ("chkpt0", "chkpt1", "pc")}
-    return [TraceBuffer(data, np.arange(len(data), dtype=np.int64), **registers)]
+def read_raw(
+    data: bytes, path: str, ctx: DecodeContext, registers: dict[str, int | None]
+) -> list[TraceBuffer | Unread]:  # fmt: skip
+    """One buffer; its registers (`chkpt0`, `chkpt1`, `pc`) are the options'."""
+    if 0 < len(data) <= BUFFER_BYTES:
+        return [TraceBuffer(data, np.arange(len(data), dtype=np.int64), **registers)]
+    expected = "a raw XScale trace buffer of 1 to 256 bytes (or --option xscale_input=text or openocd)"
+    ctx.reject(path, "byte 0", expected, f"{len(data)} bytes")
+    if not data:
+        return []
+    excess = len(data) - BUFFER_BYTES
+    buffer = TraceBuffer(data[excess:], np.arange(excess, len(data), dtype=np.int64), **registers)
+    return [_too_long(0, excess, buffer.label), buffer]
 
 
-def read_buffers(data: bytes, path: str, options: dict) -> list[TraceBuffer]:
-    """The buffers of an input, in the form `xscale_input` names or the one its bytes have."""
-    form = options.get("xscale_input") or (
-        "openocd" if looks_like_openocd(data) else "text" if looks_like_text(data) else "raw"
-    )
-    if form == "openocd":
-        return read_openocd(data, path)
-    if form == "text":
-        return read_text(data, path)
-    if form == "raw":
-        return read_raw(data, path, options)
-    raise TraceFormatError(path, "0", "xscale_input raw, text or openocd", str(form))
+def _too_long(src: int, excess: int, label: str) -> Unread:
+    text = f"{label}: its {excess} oldest bytes, beyond the 256 a buffer holds, are left out"
+    return Unread(src, text, False, excess)
+
+
+def _bad_entries(words: np.ndarray) -> np.ndarray:
+    """Which OpenOCD entry words are not `data | type << 16` with type 0 or 1."""
+    return ((words >> 8) & 0xFF).astype(bool) | (words >> 16 > 1)
+
+
+def _is_hex_line(line: bytes) -> bool:
+    return bool(_HEX_LINE.match(line)) and len(b"".join(line.split())) % 2 == 0
 
 
 def _strip(line: bytes) -> bytes:
     return line.split(b"#", 1)[0].strip()
+

@@ -13,12 +13,14 @@ from typing import ClassVar
 from ...errors import CputraceError, TraceFormatError
 from ...inputs import InputFile, read_exactly
 from ..base import Batch, DecodeContext, arm_vector_base
-from .buffers import read_buffers
+from .buffers import Unread, read_buffers
 from .messages import parse_messages
 from .walk import BufferWalk
 
 MAX_INPUT_BYTES = 64 << 20
 """Larger than any series of 256-byte buffers a debugger collects; read whole."""
+UNREAD_BATCH = 4096
+"""Lines or byte runs left out (lenient mode) per batch of events."""
 
 
 class XscaleDecoder:
@@ -32,6 +34,7 @@ class XscaleDecoder:
                 "the program image is required to recover the instructions: give it with --image PATH "
                 "(PATH@ADDR for a raw binary)"
             )
+        vector_base = arm_vector_base(ctx.options)
         stream = source.open()
         try:
             data = read_exactly(stream, MAX_INPUT_BYTES + 1, source.path)
@@ -39,12 +42,22 @@ class XscaleDecoder:
                 raise TraceFormatError(source.path, "0", "at most 64 MiB of XScale trace buffers", "more")
         finally:
             stream.close()
-        buffers = read_buffers(data, source.path, ctx.options)
-        walk = BufferWalk(image, arm_vector_base(ctx.options))
-        for buffer in buffers:
-            if ctx.strict:
-                bad = parse_messages(buffer).bad_index
-                if bad is not None:
-                    raise TraceFormatError(source.path, buffer.where(bad), "an XScale message byte",
-                                           f"0x{buffer.data[bad]:02x}")  # fmt: skip
-            yield from walk.buffer(buffer)
+        walk = BufferWalk(image, vector_base)
+        unread: list[Unread] = []  # what lenient reading left out, as events in batches
+        for item in read_buffers(data, source.path, ctx):
+            if isinstance(item, Unread):
+                unread.append(item)
+                if len(unread) == UNREAD_BATCH:
+                    yield walk.unread(unread)
+                    unread = []
+                continue
+            if unread:
+                yield walk.unread(unread)
+                unread = []
+            parsed = parse_messages(item)
+            bad = parsed.bad_index
+            if bad is not None:  # lenient: the walk's gap event says which bytes were dropped
+                ctx.reject(source.path, item.where(bad), "an XScale message byte", f"0x{item.data[bad]:02x}")
+            yield from walk.buffer(item, parsed)
+        if unread:
+            yield walk.unread(unread)

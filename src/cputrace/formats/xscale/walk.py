@@ -1,26 +1,35 @@
 """From XScale messages to instructions: waypoint ops walked through the program image.
 
 Each branch message is a RUN of its count plus the branch, ending in a taken branch; an
-indirect one is followed by a TARGET (its address bytes); roll-over is a RUN of 16; an
-exception is a RUN of its count (plus the faulting instruction for undefined instruction,
-SWI and prefetch abort, whose count leaves it out) and an EXCEPTION at the vector (low 0x0,
-high 0xFFFF0000 with `high_vectors`, or `vector_base`), in ARM state. A prefetch or data
-abort cancels the instruction it hit.
+indirect one is followed by a TARGET (its address bytes); an exception is a RUN of its count
+(plus the faulting instruction for undefined instruction, SWI and prefetch abort, whose
+count leaves it out) and an EXCEPTION at the vector (low 0x0, high 0xFFFF0000 with
+`high_vectors`, or `vector_base`), in ARM state. A prefetch or data abort cancels the
+instruction it hit. Counts are the core's: a Thumb BL/BLX pair is two instructions (two
+16-bit halves on ARMv5) in one row, so a roll-over's 16 can end between its halves; a
+roll-over's RUN therefore joins the next message's, where the pair's branch half is.
 
 The walk starts at the first anchor: an indirect branch's address, a checkpointed branch's
 CHKPT register, or an exception vector. What ran before it cannot be placed: one
-`trace_gap` event (`unanchored`) gives how many instructions (`value`). A buffer that
-continues the previous one of a series (its first message returns from the debugger to the
-PC where the previous one stopped) has no such gap. After the last message, the walk runs in
-sequence to the PC at debug entry: those instructions are in no message yet.
+`trace_gap` event (`unanchored`) gives how many instructions, as the core counts them
+(`value`). A buffer that continues the previous one of a series (its first message returns
+from the debugger to the PC where the previous one stopped) has no such gap. After the last
+message, the walk runs in sequence to the PC at debug entry: those instructions are in no
+message yet.
 
 Indirect targets and checkpoints select Thumb by bit 0, as BX does; an address with bit 0
 clear is ARM unless bit 1 is set or the image's mapping symbols say Thumb.
 
-Checkpoints: one checkpointed message maps to CHKPT0; two map, oldest first, to CHKPT1 and
-CHKPT0. More than two, or a checkpoint that disagrees with the address bytes of its indirect
-branch or with the image's target of its direct branch, is reported (`checkpoint_mismatch`)
+Checkpoints: the registers hold the targets of the two newest checkpointed messages (one
+maps to CHKPT0; two, oldest first, to CHKPT1 and CHKPT0), so when a wrapped buffer still
+holds an older checkpointed message, its register has since been overwritten: only the
+newest two are mapped. A checkpoint that disagrees with the address bytes of its indirect
+branch or with the image's target of its direct branch is reported (`checkpoint_mismatch`)
 and not used as an anchor.
+
+Events come in seq order. Those of a buffer's start (and what lenient reading left out
+before it) are at the seq of its first instruction, as the walk's own gaps are at the
+instruction that comes next.
 """
 
 from __future__ import annotations
@@ -31,13 +40,13 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from ...flow import EXCEPTION_CANCELS, Op, OpBuffer, Ops, Program, Walker
+from ...flow import EXCEPTION_CANCELS, RUN_TAKEN, RUN_THUMB_PAIRS, Op, OpBuffer, Ops, Program, Walker
 from ...image import Image, ImageError
 from ...model import SCHEMAS, Isa
 from ...rows import RowBuffer
 from ..base import Batch
-from .buffers import TraceBuffer
-from .messages import VECTOR_NAMES, Kind, Message, Parsed, instructions_of, parse_messages
+from .buffers import TraceBuffer, Unread
+from .messages import VECTOR_NAMES, Kind, Message, Parsed, instructions_of
 
 ABORTS = frozenset({3, 4})  # prefetch and data abort: the instruction hit did not complete
 MAX_PENDING = 16  # instructions after the last message: fewer, or a roll-over would be written
@@ -62,9 +71,8 @@ class BufferWalk:
         self.vector_base = vector_base
         self.stopped_at: int | None = None  # debug-entry PC the walk reached in the last buffer
 
-    def buffer(self, buffer: TraceBuffer) -> Iterator[Batch]:
-        """The instructions and events of one buffer."""
-        parsed = parse_messages(buffer)
+    def buffer(self, buffer: TraceBuffer, parsed: Parsed) -> Iterator[Batch]:
+        """The instructions and events of one buffer, whose messages are `parsed`."""
         events = RowBuffer("events")
         first_seq = self.walker.next_seq
         self._report_parse(buffer, parsed, events, first_seq)
@@ -80,11 +88,23 @@ class BufferWalk:
         ops, op_message = self._ops(buffer, parsed, anchor, checkpoints)
         tables = [*self.walker.run(ops), *self.walker.finish()]
         instructions = _concat("instructions", [t["instructions"] for t in tables])
-        gaps = _concat("events", [t["events"] for t in tables])
         self._message_events(buffer, parsed, op_message, ops, instructions, checkpoints, events)
-        yield {"instructions": instructions, "events": gaps}
-        yield from self._complete(buffer, ops, instructions, events)
-        yield {"events": events.take()}
+        tables += self._complete(buffer, ops, instructions, events)
+        yield {"instructions": _concat("instructions", [t["instructions"] for t in tables])}
+        gaps = [t["events"] for t in tables]
+        yield {"events": _concat("events", [*gaps, events.take()]).sort_by("seq")}  # a stable sort
+
+    def unread(self, left_out: list[Unread]) -> Batch:
+        """What lenient reading left out before the next buffer: lines as `text` events, bytes
+        as gaps."""
+        events, seq = RowBuffer("events"), self.walker.next_seq
+        for unread in left_out:
+            if unread.is_line:
+                events.append(seq=seq, cpu=CPU, kind="text", text=unread.text, src=unread.src)
+            else:
+                events.append(seq=seq, cpu=CPU, kind="trace_gap", name="dropped_bytes", value=unread.dropped,
+                              text=unread.text, src=unread.src)  # fmt: skip
+        return {"events": events.take()}
 
     # -- parsing results -------------------------------------------------------------------
 
@@ -101,14 +121,9 @@ class BufferWalk:
     def _checkpoints(
         self, buffer: TraceBuffer, parsed: Parsed, events: RowBuffer, seq: int
     ) -> dict[int, tuple[int, int]]:  # fmt: skip
-        """Message number -> (register, address), for the checkpointed messages that can have one."""
-        marked = [i for i, m in enumerate(parsed.messages) if m.checkpointed]
+        """Message number -> (register, address), for the newest two checkpointed messages."""
+        marked = [i for i, m in enumerate(parsed.messages) if m.checkpointed][-2:]
         if not marked:
-            return {}
-        if len(marked) > 2:
-            oldest = parsed.messages[marked[0]]
-            text = f"{buffer.where(oldest.index)}: {len(marked)} checkpointed messages, but two registers"
-            self._mismatch(events, seq, buffer, oldest, text)
             return {}
         registers = [(0, buffer.chkpt0)] if len(marked) == 1 else [(1, buffer.chkpt1), (0, buffer.chkpt0)]
         mapped: dict[int, tuple[int, int]] = {}
@@ -176,14 +191,21 @@ class BufferWalk:
             op_message.append(message)
 
         add(Op.SYNC, anchor.address, 0, anchor.isa)
+        rolled = 0  # instructions of roll-overs not yet in a RUN
         for i in range(anchor.message + 1, len(parsed.messages)):
             message = parsed.messages[i]
+            count, rolled = rolled + instructions_of(message), 0
+            if message.kind is Kind.ROLL_OVER:
+                rolled = count
+                if i == len(parsed.messages) - 1:
+                    add(Op.RUN, count, RUN_THUMB_PAIRS, message=i)
+                continue
             if message.kind is Kind.EXCEPTION:
-                add(Op.RUN, instructions_of(message), 0, message=i)
+                add(Op.RUN, count, RUN_THUMB_PAIRS, message=i)
                 flags = EXCEPTION_CANCELS if message.vector in ABORTS else 0
                 add(Op.EXCEPTION, self._vector(message), flags, Isa.A32, message=i)
                 continue
-            add(Op.RUN, instructions_of(message), int(message.kind is not Kind.ROLL_OVER), message=i)
+            add(Op.RUN, count, RUN_TAKEN | RUN_THUMB_PAIRS, message=i)
             target = message.address if message.address is not None else checkpoints.get(i, (0, None))[1]
             if target is not None:
                 address, isa = self._target(target)
@@ -248,7 +270,8 @@ class BufferWalk:
     def _complete(
         self, buffer: TraceBuffer, ops: Ops, instructions: pa.Table, events: RowBuffer
     ) -> Iterator[Batch]:  # fmt: skip
-        """The instructions after the last message, up to the PC at debug entry."""
+        """The instructions after the last message, up to the PC at debug entry (a generator:
+        its events are appended once it has been run through)."""
         src = int(buffer.src[-1])
         seq = max(self.walker.next_seq - 1, 0)
         if buffer.pc is None:
@@ -291,7 +314,7 @@ class BufferWalk:
         pc = int(instructions.column("pc")[-1].as_py())
         isa = Isa[instructions.column("isa")[-1].as_py()]
         info = self.program.blocks.insn_at(pc, isa)
-        if not ops.b[j]:
+        if not ops.b[j] & RUN_TAKEN:
             return info.next_address, isa
         if info.is_direct and info.target is not None and info.next_isa is not None:
             return info.target, info.next_isa
