@@ -1,4 +1,4 @@
-"""LEON3/GR740 trace buffers: decoding encoded ITB dumps of a unicorn run gives the run back."""
+"""LEON3/GR740 trace buffers: decoding encoded ITB dumps of a unicorn or QEMU run gives the run back."""
 
 from __future__ import annotations
 
@@ -249,6 +249,24 @@ def test_filtered_traps_and_couples_without_image_mark_what_was_left_out(tmp_pat
     position = {id(s): i for i, s in enumerate(steps)}
     left_out = [position[id(b)] - position[id(a)] > 1 for a, b in itertools.pairwise(kept)]
     assert filtered_before == {k + 1 for k, out in enumerate(left_out) if out}
+
+
+def test_a_trap_handler_whose_first_instruction_is_not_traced_follows_a_gap(tmp_path: Path) -> None:
+    """Handlers start at trap table entries (16-byte aligned): a line after a trap elsewhere
+    means the filter left the handler's first instructions out, which the walk cannot place."""
+    steps = list(trap_run())
+    kept = enc.control_flow(steps)
+    entries = [k for k in range(1, len(kept)) if kept[k - 1].trap and not kept[k].is_transfer()]
+    assert len(entries) == 2  # the ta 3 handler's `mov %psr, %l0`, in both rounds
+    dropped = {id(kept[k]) for k in entries}
+    lines = enc.entries([s for s in kept if id(s) not in dropped])
+    path = write_raw(tmp_path, lines, 512, tfilt=2)
+    tables = decode(path, "leon-itb", image=True, strict=True, elf=TRAPS_ELF)
+    first = steps.index(kept[0])
+    assert ran(tables) == [(s.pc, s.opcode) for s in steps[first:] if id(s) not in dropped]
+    rows = tables["instructions"].to_pylist()
+    after_entry = kept[entries[0]].pc + 4
+    assert [(rows[e["seq"]]["pc"], e["name"]) for e in gaps(tables)] == [(after_entry, "filtered")] * 2
 
 
 @pytest.mark.parametrize("program", ["demo", "traps"])

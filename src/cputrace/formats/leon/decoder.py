@@ -101,7 +101,7 @@ def _decode_itb(
         )  # fmt: skip
     seq_of = []
     for t, before in zip(traced, _befores(traced, tfilt, anomalies), strict=True):
-        if before.lost or (before.count and code is None):
+        if before.unknown or (before.count and code is None):
             tables.gap(buffer.cpu, t.src, "filtered", _FILTERED)
         elif before.count and code is not None:
             _add_run(tables, code, before, buffer.cpu, t.src)

@@ -60,7 +60,7 @@ class Before(NamedTuple):
 
     start: int  # the first untraced instruction's address
     count: int  # untraced instructions, in sequence from `start`
-    lost: bool  # the walk did not know where it was: how many instructions ran is unknown
+    unknown: bool  # instructions ran before the line that the walk cannot count (or place)
 
 
 def walk(traced: list[Traced], anomalies: Anomalies) -> list[Before]:
@@ -96,8 +96,8 @@ def _arrive(at: Position, line: Traced) -> tuple[Before, Position] | str:
     pc = line.pc
     if at.pc < 0:  # GIVEN, HANDLER, LOST: the line is where the walk is
         npc = pc + STEP if at.npc == SEQUENCE else at.npc
-        lost = at.pc == LOST or (at.pc == HANDLER and pc % TRAP_ENTRY != 0)
-        return Before(pc, 0, lost), Position(pc, npc, True, at.npc_traced)
+        unknown = at.pc == LOST or (at.pc == HANDLER and pc % TRAP_ENTRY != 0)
+        return Before(pc, 0, unknown), Position(pc, npc, True, at.npc_traced)
     if pc == at.pc:
         arrived = at
         before = Before(pc, 0, False)
