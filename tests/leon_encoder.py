@@ -34,6 +34,7 @@ class Step:
     reads: list[tuple[int, int, int]] = field(default_factory=list)  # (addr, size, value)
     writes: list[tuple[int, int, int]] = field(default_factory=list)
     trap: bool = False
+    npc: int | None = None  # where its delay slot is, when the recorder knows (else pc + 4)
 
     @property
     def op(self) -> int:
@@ -147,7 +148,8 @@ def record_qemu(elf: str, log: str) -> list[Step]:
     run = states[start:]
     steps = []
     for (pc, npc, regs), after in zip(run, [*run[1:], None], strict=True):
-        step = Step(pc, int.from_bytes(image.read(pc, 4), "big"), regs=after[2] if after else dict(regs))
+        opcode = int.from_bytes(image.read(pc, 4), "big")
+        step = Step(pc, opcode, regs=after[2] if after else dict(regs), npc=npc)
         step.trap = after is None or after[0] not in (npc, npc + 4)
         steps.append(step)
     return steps
@@ -201,7 +203,7 @@ def _taken(steps: list[Step], t: int) -> bool:
     if step.op != 0 or (step.opcode >> 25) & 0xF == 8:  # CALL, JMPL, RETT, BA
         return True
     if step.opcode >> 29 & 1:  # annulling: the delay slot ran only if taken
-        return after[:1] == [step.pc + 4]
+        return after[:1] == [step.pc + 4 if step.npc is None else step.npc]
     displacement = (step.opcode & 0x3FFFFF) - ((step.opcode & 0x200000) << 1)
     return after[1:2] == [(step.pc + 4 * displacement) & 0xFFFFFFFF]
 
@@ -211,14 +213,17 @@ def control_flow(steps: list[Step]) -> list[Step]:
     the instruction run at each taken transfer's target, which is the step after its delay
     slot (a delay slot may be a transfer itself: a DCTI couple), or right after an annulled
     one; and, as the decoder assumes, the first instruction of a trap handler. Annulled
-    instructions never ran: they are no steps."""
+    instructions never ran: they are no steps, and a target annulled by a couple's second
+    transfer is traced nowhere (a recorder that knows the npc tells the step after it apart)."""
     targets = set()
     for t, step in enumerate(steps):
         if step.trap:
             targets.add(t + 1)
         elif step.is_transfer() and _taken(steps, t):
-            annulled = step.op == 0 and (step.opcode >> 25) & 0xF == 8 and step.opcode >> 29 & 1
-            targets.add(t + 1 if annulled else t + 2)
+            if step.op == 0 and (step.opcode >> 25) & 0xF == 8 and step.opcode >> 29 & 1:  # ba,a
+                targets.add(t + 1)
+            elif t + 2 < len(steps) and steps[t + 1].npc in (None, steps[t + 2].pc):
+                targets.add(t + 2)
     return [s for i, s in enumerate(steps) if s.is_transfer() or s.trap or i in targets]
 
 

@@ -272,19 +272,30 @@ def test_a_trap_handler_whose_first_instruction_is_not_traced_follows_a_gap(tmp_
 @pytest.mark.parametrize("program", ["demo", "traps"])
 def test_every_window_of_a_filtered_buffer_gives_the_run_from_its_oldest_line(tmp_path: Path, program: str):
     """Buffers read out at any moment, holding any number of the newest lines: the oldest
-    line may be anywhere, in a delay slot or between a trap and its return too."""
+    line may be anywhere, in a delay slot or between a trap and its return too. When it ran
+    in a delay slot (its npc not the next word), the trace may fit both readings of what
+    followed it: then the rows from the next traced line on are the run's."""
     steps = list(recording() if program == "demo" else trap_run())
     elf = ELF if program == "demo" else TRAPS_ELF
     kept = enc.control_flow(steps)
     position = {id(s): i for i, s in enumerate(steps)}
+    in_delay_slots = 0
     for end in (len(kept), len(kept) - 7):
         for size in range(2, end, 3):
             window = kept[end - size : end]
             lines = enc.entries(window)
             path = write_raw(tmp_path, lines, len(lines), start=size % len(lines), tfilt=2)  # wrapped
             tables = decode(path, "leon-itb", image=True, elf=elf, strict=True)
-            expected = steps[position[id(window[0])] : position[id(window[-1])] + 1]
-            assert ran(tables) == [(s.pc, s.opcode) for s in expected], (end, size)
+            first, last = position[id(window[0])], position[id(window[-1])]
+            expected = [(s.pc, s.opcode) for s in steps[first : last + 1]]
+            if window[0].npc in (None, window[0].pc + 4):
+                assert ran(tables) == expected, (end, size)
+                continue
+            in_delay_slots += 1
+            flags = tables["instructions"].column("flags").to_pylist()
+            second = [k for k, f in enumerate(flags) if not f & Flag.RECONSTRUCTED][1]
+            assert ran(tables)[second:] == expected[position[id(window[1])] - first :]
+    assert in_delay_slots or program == "demo"  # unicorn's steps have no npc: the demo has no couples
 
 
 def test_buffers_of_two_cpus_in_one_ingest(tmp_path: Path) -> None:

@@ -70,6 +70,21 @@ c16:    add     %o1, 2048, %o1
         ba,a    c17
          ba     c15
 c17:    add     %o1, 3, %o1
+        ! ba with an annulling bne in its delay slot, not taken (Z set): the ba's target is annulled
+        cmp     %g0, %g0
+        ba      c20
+         bne,a  c19
+c19:    add     %o1, 100, %o1           ! never runs
+c20:    add     %o1, 100, %o1           ! annulled
+        add     %o1, 9, %o1
+        ! the same, taken (Z clear): the ba's target runs as the bne's delay slot, then the bne's
+        cmp     %o0, 0
+        ba      c21
+         bne,a  c22
+        add     %o1, 100, %o1           ! never runs
+c21:    add     %o1, 10, %o1
+        add     %o1, 100, %o1           ! never runs
+c22:    add     %o1, 11, %o1
         ! a trap skipped on return (jmp %l2; rett %l2 + 4)
         ta      1
         add     %o1, 5, %o1
