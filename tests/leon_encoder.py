@@ -34,7 +34,7 @@ class Step:
     reads: list[tuple[int, int, int]] = field(default_factory=list)  # (addr, size, value)
     writes: list[tuple[int, int, int]] = field(default_factory=list)
     trap: bool = False
-    npc: int | None = None  # where its delay slot is, when the recorder knows (else pc + 4)
+    npc: int | None = None  # nPC as it ran (its delay slot, if a transfer), when the recorder knows
 
     @property
     def op(self) -> int:

@@ -22,11 +22,14 @@ from paths import DATA
 
 from cputrace.cli import cli
 from cputrace.errors import CputraceError, TraceFormatError
+from cputrace.flow import GapReason
 from cputrace.formats import get_decoder, sniff
 from cputrace.formats.base import DecodeContext
 from cputrace.formats.leon import filtered
+from cputrace.image import Image, Region
 from cputrace.ingest import ingest
 from cputrace.inputs import InputFile
+from cputrace.isa.sparc import sparc_insn, transfers_or_undefined
 from cputrace.model import SCHEMAS, Flag
 from cputrace.trace import Trace
 
@@ -409,8 +412,6 @@ def test_random_text_never_crashes(tmp_path_factory, text: str) -> None:
 
 def test_transfers_or_undefined_agrees_with_the_instruction_facts() -> None:
     """The whole-image check of filtered runs classifies words as sparc_insn does, one by one."""
-    from cputrace.isa.sparc import sparc_insn, transfers_or_undefined
-
     words = np.random.default_rng(7).integers(0, 1 << 32, 20_000, dtype=np.uint64).astype(np.uint32)
     facts = [sparc_insn(int(w), 0x40000000) for w in words]
     assert transfers_or_undefined(words).tolist() == [i.is_branch or i.is_undefined for i in facts]
@@ -538,6 +539,7 @@ from pathlib import Path
 from cputrace.formats import get_decoder
 from cputrace.formats.base import DecodeContext
 from cputrace.inputs import InputFile
+from cputrace.isa.sparc import sparc_insn, transfers_or_undefined
 path = Path(sys.argv[1])
 long = 4 << 20
 path.write_text("# " + "a" * long + "\\n" + "b" * long + "\\n0c000010 40001018 40001014 01000000\\n")
@@ -592,3 +594,22 @@ def test_corrupt_lines_cost_a_bounded_walk_each(tmp_path: Path, monkeypatch: pyt
     assert calls["arrive"] <= 40 * lines
     assert calls["scans"] == 1
     assert calls["words"] == rebuilt
+
+
+def test_straight_code_finds_what_a_run_cannot_pass() -> None:
+    nop, ba, unimp = 0x01000000, 0x10800003, 0x00000000
+    words = [nop, nop, ba, nop, unimp, nop]
+    code = b"".join(w.to_bytes(4, "big") for w in words)
+    image = Image([
+        Region(0x1000, code, "text"), Region(0x1018, nop.to_bytes(4, "big") * 2, "adjacent"),
+        Region(0x2002, b"\x00\x00" + nop.to_bytes(4, "big"), "unaligned"),
+    ])  # fmt: skip
+    straight = filtered.StraightCode(image)
+    assert straight.check(0x1000, 2) is None
+    assert straight.check(0x1000, 3) == (GapReason.MISMATCH, 0x1008)
+    assert straight.check(0x100C, 2) == (GapReason.UNDEFINED, 0x1010)
+    assert straight.check(0x1014, 3) is None  # on into the adjacent region
+    assert straight.check(0x1014, 4) == (GapReason.NO_CODE, 0x1020)
+    assert straight.check(0x0FFC, 1) == (GapReason.NO_CODE, 0x0FFC)
+    assert straight.check(0x2004, 1) is None and straight.check(0x2004, 2) == (GapReason.NO_CODE, 0x2008)
+    assert straight.words(0x1014, 3).tolist() == [nop, nop, nop]

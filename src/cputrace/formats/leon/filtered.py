@@ -169,32 +169,32 @@ class StraightCode:
 
     def __init__(self, image: Image) -> None:
         self.image = image
-        self._barriers: np.ndarray | None = None  # sorted addresses
-        self._ends: np.ndarray | None = None  # whether each is the end of the code, not an instruction
+        self._barriers: tuple[np.ndarray, np.ndarray] | None = None  # found on first use
 
     def _find_barriers(self) -> tuple[np.ndarray, np.ndarray]:
-        addresses, ends = [], []
+        """The barriers' addresses, sorted, and whether each is the end of the code."""
+        addresses, ends = [np.zeros(0, np.int64)], [np.zeros(0, bool)]
         regions = self.image.regions
         for k, region in enumerate(regions):
-            first = region.start + -region.start % STEP
-            count = (region.end - first) // STEP
-            data = region.data[first - region.start : first - region.start + STEP * count]
-            stops = np.flatnonzero(transfers_or_undefined(np.frombuffer(data, ">u4")))
+            skip = min(-region.start % STEP, len(region.data))  # to the first whole word
+            first, count = region.start + skip, (len(region.data) - skip) // STEP
+            words = np.frombuffer(region.data, ">u4", count, skip)
+            stops = np.flatnonzero(transfers_or_undefined(words))
             addresses.append(first + STEP * stops.astype(np.int64))
             ends.append(np.zeros(len(stops), bool))
             if k + 1 == len(regions) or regions[k + 1].start != region.end:
                 addresses.append(np.array([first + STEP * count], np.int64))
                 ends.append(np.ones(1, bool))
-        self._barriers = np.concatenate([np.zeros(0, np.int64), *addresses])
-        self._ends = np.concatenate([np.zeros(0, bool), *ends])
-        return self._barriers, self._ends
+        return np.concatenate(addresses), np.concatenate(ends)
 
     def check(self, start: int, count: int) -> tuple[GapReason, int] | None:
         """Why the `count` instructions from `start` cannot all have run in sequence (the
         reason and the address), or None when they can."""
         if not self.image.contains(start, STEP):
             return GapReason.NO_CODE, start
-        barriers, ends = (self._barriers, self._ends) if self._barriers is not None else self._find_barriers()
+        if self._barriers is None:
+            self._barriers = self._find_barriers()
+        barriers, ends = self._barriers
         k = int(np.searchsorted(barriers, start))
         if k == len(barriers) or barriers[k] >= start + STEP * count:
             return None
