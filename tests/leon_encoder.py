@@ -1,5 +1,5 @@
-"""Ground truth for the LEON decoders: a SPARC program run under unicorn, and the ITB lines
-a LEON3 would have written for that run (full, wrapped, filtered, text form, AHB lines).
+"""Ground truth for the LEON decoders: SPARC programs run under unicorn or QEMU, and the ITB
+lines a LEON3 would have written for those runs (full, wrapped, filtered, text form, AHB lines).
 
 The encoder decides the multi-cycle entries from the recording itself (which memory
 accesses each instruction made), not from the decoder's tables, so a decoder that misreads
@@ -8,6 +8,7 @@ them cannot agree with it by construction.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import unicorn
@@ -33,6 +34,7 @@ class Step:
     reads: list[tuple[int, int, int]] = field(default_factory=list)  # (addr, size, value)
     writes: list[tuple[int, int, int]] = field(default_factory=list)
     trap: bool = False
+    npc: int | None = None  # nPC as it ran (its delay slot, if a transfer), when the recorder knows
 
     @property
     def op(self) -> int:
@@ -50,11 +52,11 @@ class Step:
         return self.op == 2 and self.op3 == 0x38
 
     def is_transfer(self) -> bool:
-        """CALL, Bicc/FBfcc, JMPL, RETT: what the control-flow filter keeps."""
+        """CALL, Bicc/FBfcc/CBccc, JMPL, RETT: what the control-flow filter keeps."""
         if self.op == 1:
             return True
         if self.op == 0:
-            return (self.opcode >> 22) & 7 in (2, 6)
+            return (self.opcode >> 22) & 7 in (2, 6, 7)
         return self.op == 2 and self.op3 in (0x38, 0x39)
 
 
@@ -120,6 +122,39 @@ def record(elf: str, limit: int = 10_000) -> list[Step]:
     return steps
 
 
+_QEMU_STATE = re.compile(r"^pc: ([0-9a-f]+)  npc: ([0-9a-f]+)$")
+_QEMU_BANK = re.compile(r"^%([goli])0-7:((?: [0-9a-f]{8}){8})")
+
+
+def record_qemu(elf: str, log: str) -> list[Step]:
+    """The run of `elf` that QEMU logged (`-singlestep -d exec,cpu,nochain`, see
+    data/leon/build.sh), from the ELF's entry point: one Step per logged instruction.
+
+    Each block of the log is the state before one instruction (pc, npc, the registers of the
+    current window). An instruction trapped when the next pc is neither its npc nor, past an
+    annulled delay slot, npc + 4. The log ends at `ta 0` with traps off, which stops QEMU: a
+    trap too. The program makes no loads or stores, so steps have no memory accesses.
+    """
+    image = load_image_spec(elf)
+    states: list[tuple[int, int, dict[str, int]]] = []
+    with open(log) as lines:
+        for line in lines:
+            if m := _QEMU_STATE.match(line):
+                states.append((int(m[1], 16), int(m[2], 16), {}))
+            elif m := _QEMU_BANK.match(line):
+                bank = states[-1][2]
+                bank.update({f"{m[1]}{n}": int(v, 16) for n, v in enumerate(m[2].split())})
+    start = next(i for i, (pc, _, _) in enumerate(states) if pc == image.entry)
+    run = states[start:]
+    steps = []
+    for (pc, npc, regs), after in zip(run, [*run[1:], None], strict=True):
+        opcode = int.from_bytes(image.read(pc, 4), "big")
+        step = Step(pc, opcode, regs=after[2] if after else dict(regs), npc=npc)
+        step.trap = after is None or after[0] not in (npc, npc + 4)
+        steps.append(step)
+    return steps
+
+
 def _words(accesses: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
     """Accesses split into (at most) 32-bit pieces, in address order."""
     pieces = []
@@ -168,19 +203,27 @@ def _taken(steps: list[Step], t: int) -> bool:
     if step.op != 0 or (step.opcode >> 25) & 0xF == 8:  # CALL, JMPL, RETT, BA
         return True
     if step.opcode >> 29 & 1:  # annulling: the delay slot ran only if taken
-        return after[:1] == [step.pc + 4]
+        return after[:1] == [step.pc + 4 if step.npc is None else step.npc]
     displacement = (step.opcode & 0x3FFFFF) - ((step.opcode & 0x200000) << 1)
     return after[1:2] == [(step.pc + 4 * displacement) & 0xFFFFFFFF]
 
 
 def control_flow(steps: list[Step]) -> list[Step]:
-    """The steps TFILT 2 keeps: transfers, traps, and the first instruction after each taken
-    transfer (its delay slot aside)."""
+    """The steps TFILT 2 keeps (LEON3 iu3.vhd, `itfilt`): transfers, trapped instructions, and
+    the instruction run at each taken transfer's target, which is the step after its delay
+    slot (a delay slot may be a transfer itself: a DCTI couple), or right after an annulled
+    one; and, as the decoder assumes, the first instruction of a trap handler. Annulled
+    instructions never ran: they are no steps, and a target annulled by a couple's second
+    transfer is traced nowhere (a recorder that knows the npc tells the step after it apart)."""
     targets = set()
     for t, step in enumerate(steps):
-        if step.is_transfer() and _taken(steps, t):
-            annulled = step.op == 0 and (step.opcode >> 25) & 0xF == 8 and step.opcode >> 29 & 1
-            targets.add(t + 1 if annulled else t + 2)
+        if step.trap:
+            targets.add(t + 1)
+        elif step.is_transfer() and _taken(steps, t):
+            if step.op == 0 and (step.opcode >> 25) & 0xF == 8 and step.opcode >> 29 & 1:  # ba,a
+                targets.add(t + 1)
+            elif t + 2 < len(steps) and steps[t + 1].npc in (None, steps[t + 2].pc):
+                targets.add(t + 2)
     return [s for i, s in enumerate(steps) if s.is_transfer() or s.trap or i in targets]
 
 

@@ -1,9 +1,10 @@
 """Instructions that a compressed trace leaves out, recovered by walking the program image.
 
-ETM atoms, XScale messages, Tarmac FD/FI records and filtered LEON buffers say only where
-control went. A decoder turns its records into a column of *waypoint ops* (`Ops`); a
-`Walker` follows them through the image and yields `instructions` rows flagged
-RECONSTRUCTED, plus `trace_gap` events where the walk cannot go on.
+ETM atoms, XScale messages and Tarmac FD/FI records say only where control went (filtered
+LEON buffers, whose delay slots may hold transfers, have their own walk in formats/leon). A
+decoder turns its records into a column of *waypoint ops* (`Ops`); a `Walker` follows them
+through the image and yields `instructions` rows flagged RECONSTRUCTED, plus `trace_gap`
+events where the walk cannot go on.
 
 The walk is one compiled loop over ops. Instruction facts come from a `Program`: every
 address the walk reaches is decoded once (a basic block at a time, `isa.decode_columns`)

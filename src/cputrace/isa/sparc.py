@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 import capstone
+import numpy as np
 
 from ..model import Isa
 from .insn import InsnInfo, Kind
@@ -265,3 +266,30 @@ def decode_sparc(code: bytes, address: int) -> Iterator[InsnInfo]:
     """The instructions of `code` (big-endian words) from `address`, one per whole word."""
     for offset in range(0, len(code) - 3, 4):
         yield sparc_insn(int.from_bytes(code[offset : offset + 4], "big"), address + offset)
+
+
+def _op3_table(valid) -> np.ndarray:
+    return np.array([op3 in valid for op3 in range(64)])
+
+
+_DEFINED_ARITHMETIC = _op3_table(_ARITHMETIC)
+_DEFINED_MEMORY = _op3_table(_MEMORY)
+_ALTERNATE_MEMORY = _op3_table({op3 for op3 in _MEMORY if op3 & _ALTERNATE})
+_TRANSFER_OP2 = np.array([op2 in _BRANCH_CONDITIONS for op2 in range(8)])
+_DEFINED_OP2 = _TRANSFER_OP2 | (np.arange(8) == _SETHI)
+
+
+def transfers_or_undefined(words: np.ndarray) -> np.ndarray:
+    """Per instruction word: is it a control transfer or undefined (`sparc_insn`'s is_branch
+    or is_undefined), for many words at once. Instructions run in sequence pass neither."""
+    words = words.astype(np.uint32)
+    op, op2 = words >> 30, (words >> 22) & 7
+    op3, immediate = (words >> 19) & 0x3F, (words >> 13) & 1 == 1
+    arithmetic, memory = op == 2, op == 3
+    transfer = (op == 1) | ((op == 0) & _TRANSFER_OP2[op2]) | (arithmetic & ((op3 == _JMPL) | (op3 == _RETT)))
+    undefined = (
+        ((op == 0) & ~_DEFINED_OP2[op2])
+        | (arithmetic & ~_DEFINED_ARITHMETIC[op3])
+        | (memory & (~_DEFINED_MEMORY[op3] | (_ALTERNATE_MEMORY[op3] & immediate)))
+    )
+    return transfer | undefined

@@ -16,22 +16,32 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ...errors import TraceFormatError
+from ...errors import CputraceError, TraceFormatError
 from ...inputs import InputFile, read_exactly
+from ..base import DecodeContext, option_number
 
 LINE_BYTES = 16
 MAX_BUFFER_BYTES = 64 << 20
 """Far above any DSU buffer (GR740: 256 lines per CPU); a larger input is not a buffer dump."""
+MAX_SETTINGS_BYTES = 1 << 20
+"""Far above any `DUMP.json`; a larger file is not one."""
 KINDS = ("itb", "ahb")
+MAX_CPU = 0xFFFF  # the model's cpu column is 16 bits
+MAX_CONTROL = 0xFFFFFFFF  # a 32-bit DSU register
 TEXT_MAGIC = b"# leon-trace"
-_WORDS = re.compile(rb"^\s*([0-9a-fA-F]{8})\s+([0-9a-fA-F]{8})\s+([0-9a-fA-F]{8})\s+([0-9a-fA-F]{8})\s*$")
-_SETTING = re.compile(r"(\w+)=(\S+)")
+_WORDS = re.compile(rb"\s*([0-9a-fA-F]{8})\s+([0-9a-fA-F]{8})\s+([0-9a-fA-F]{8})\s+([0-9a-fA-F]{8})\s*")
+_LINE = "four 8-digit hex words (or a # header line)"
+_EXPECTED = {
+    "cpu": f"a CPU number from 0 to {MAX_CPU}",
+    "control": f"a 32-bit control register value (0 to 0x{MAX_CONTROL:x})",
+}
+_LIMITS = {"cpu": MAX_CPU, "control": MAX_CONTROL}
 
 
 @dataclass
@@ -44,37 +54,58 @@ class Buffer:
     words: np.ndarray  # uint32, shape (lines, 4)
     src: np.ndarray  # int64: byte offset (raw dump) or 1-based line number (text) of each line
     src_unit: str  # "byte" or "line", for messages
+    unparsed: list[tuple[int, str]] = field(default_factory=list)  # (line number, text): kept as text
 
 
-def _number(value: Any, path: str, key: str) -> int:
+def _number(value: Any, key: str) -> int | None:
+    """`value` as a setting's number (an int, or a string in any base Python reads), in range."""
     if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    try:
-        return int(str(value), 0)
-    except ValueError:
-        raise TraceFormatError(path, key, "a number (0x20000012 or 536870930)", str(value)) from None
+        number = value
+    else:
+        try:
+            number = int(str(value), 0)
+        except ValueError:
+            return None
+    return number if 0 <= number <= _LIMITS[key] else None
 
 
-def _settings(found: dict[str, Any], path: str, base: dict[str, Any]) -> dict[str, Any]:
-    """kind, cpu and control from `found` (a header or a JSON file), falling back to `base`."""
+def _settings(found: dict[str, Any], base: dict[str, Any], path: str, where: str) -> dict[str, Any]:
+    """kind, cpu and control from `found` (a header line or a JSON file), falling back to `base`.
+
+    A value out of its range is an error in every mode: settings say how to read the whole
+    buffer, so there is no record to keep as text instead. `where` names the line, if any.
+    """
     settings = dict(base)
     for key, value in found.items():
         key = key.lower()
+        at = f"{where}, {key}" if where else key
         if key == "kind":
             if str(value).lower() not in KINDS:
-                raise TraceFormatError(path, "kind", "kind itb or ahb", str(value))
+                raise TraceFormatError(path, at, "kind itb or ahb", str(value))
             settings["kind"] = str(value).lower()
         elif key in ("cpu", "itbc0", "control"):
-            settings["control" if key == "itbc0" else key] = _number(value, path, key)
+            name = "control" if key == "itbc0" else key
+            number = _number(value, name)
+            if number is None:
+                raise TraceFormatError(path, at, _EXPECTED[name], str(value))
+            settings[name] = number
     return settings
 
 
 def option_settings(options: dict[str, Any]) -> dict[str, Any]:
-    """The settings given to the ingest itself (Python API: `itbc0`, `cpu`)."""
-    return _settings({k: v for k, v in options.items() if k in ("itbc0", "cpu")}, "options", _DEFAULTS)
+    """The settings given to the ingest itself (`--option itbc0=... cpu=...`, or the Python API)."""
+    settings = dict(_DEFAULTS)
+    for name, key in (("itbc0", "control"), ("cpu", "cpu")):
+        number = option_number(options, name)
+        if number is None:
+            continue
+        if not 0 <= number <= _LIMITS[key]:
+            raise CputraceError(f"option {name}: expected {_EXPECTED[key]}, got {number}")
+        settings[key] = number
+    return settings
 
 
-_SETTINGS_FILE = "a JSON object of trace buffer settings"
+_SETTINGS_FILE = f"a JSON object of trace buffer settings (at most {MAX_SETTINGS_BYTES >> 20} MiB)"
 _DEFAULTS: dict[str, Any] = {"kind": "itb", "cpu": 0, "control": None}
 
 
@@ -84,12 +115,16 @@ def sidecar_settings(path: str, base: dict[str, Any]) -> dict[str, Any]:
     if not sidecar.is_file():
         return base
     try:
-        loaded = json.loads(sidecar.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        with sidecar.open("rb") as stream:
+            data = stream.read(MAX_SETTINGS_BYTES + 1)
+        if len(data) > MAX_SETTINGS_BYTES:
+            raise TraceFormatError(str(sidecar), f"byte {MAX_SETTINGS_BYTES}", _SETTINGS_FILE)
+        loaded = json.loads(data.decode("utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad UTF-8 or JSON, huge numbers
         raise TraceFormatError(str(sidecar), "0", _SETTINGS_FILE, str(exc)) from None
     if not isinstance(loaded, dict):
         raise TraceFormatError(str(sidecar), "0", _SETTINGS_FILE, type(loaded).__name__)
-    return _settings(loaded, str(sidecar), base)
+    return _settings(loaded, base, str(sidecar), "")
 
 
 def _read_capped(source: InputFile, expected: str) -> bytes:
@@ -117,40 +152,58 @@ def read_raw(source: InputFile, settings: dict[str, Any]) -> Buffer:
     return Buffer(settings["kind"], settings["cpu"], settings["control"], words, src, "byte")
 
 
-def read_text(source: InputFile, base: dict[str, Any]) -> list[Buffer]:
-    """The text form: `# leon-trace key=value ...` headers and four hex words per line."""
+def _header_settings(text: str) -> dict[str, str]:
+    """The `key=value` words of a `#` line (split, not a pattern: time linear in the line)."""
+    found = {}
+    for word in text.lstrip("#").split():
+        key, equals, value = word.partition("=")
+        if equals and key and value:
+            found[key.lower()] = value
+    return found
+
+
+def read_text(source: InputFile, base: dict[str, Any], ctx: DecodeContext) -> list[Buffer]:
+    """The text form: `# leon-trace key=value ...` headers and four hex words per line.
+
+    A line that is neither is an error with --strict; otherwise it is kept as text, and its
+    place in the buffer stays, as an unwritten (all-zero) line, so the pointer still counts
+    the buffer's lines right.
+    """
     data = _read_capped(source, "a trace buffer listing of at most 64 MiB")
     buffers: list[Buffer] = []
     settings = dict(base)
     rows: list[tuple[int, ...]] = []
     lines: list[int] = []
+    unparsed: list[tuple[int, str]] = []
 
     def close() -> None:
-        if rows:
+        if rows or unparsed:
             words = np.array(rows, np.uint32).reshape(-1, 4)
             src = np.array(lines, np.int64)
-            buffers.append(Buffer(settings["kind"], settings["cpu"], settings["control"], words, src, "line"))
+            buffers.append(Buffer(settings["kind"], settings["cpu"], settings["control"], words, src, "line",
+                                  list(unparsed)))  # fmt: skip
         rows.clear()
         lines.clear()
+        unparsed.clear()
 
     for number, line in enumerate(data.splitlines(), 1):
         stripped = line.strip()
         if not stripped:
             continue
         if stripped.startswith(b"#"):
-            text = stripped.decode("latin-1")
-            found = dict(_SETTING.findall(text))
+            found = _header_settings(stripped.decode("latin-1"))
             if found.keys() & {"kind", "cpu"}:
                 close()
-            settings = _settings(found, source.path, settings) if found else settings
+            settings = _settings(found, settings, source.path, f"line {number}")
             continue
-        m = _WORDS.match(line)
+        m = _WORDS.fullmatch(line)
         if m is None:
-            raise TraceFormatError(
-                source.path, f"line {number}", "four 8-digit hex words (or a # header line)",
-                line.decode("latin-1"),
-            )  # fmt: skip
-        rows.append(tuple(int(w, 16) for w in m.groups()))
+            text = line.decode("utf-8", "replace")
+            ctx.reject(source.path, f"line {number}", _LINE, text)
+            unparsed.append((number, text))
+            rows.append((0, 0, 0, 0))
+        else:
+            rows.append(tuple(int(w, 16) for w in m.groups()))
         lines.append(number)
     close()
     return buffers
@@ -161,6 +214,6 @@ def text_score(head: bytes) -> int:
     if head.startswith(TEXT_MAGIC):
         return 95
     body = [line for line in head.splitlines()[:20] if line.strip() and not line.lstrip().startswith(b"#")]
-    if len(body) >= 2 and all(_WORDS.match(line) for line in body[:-1]):
+    if len(body) >= 2 and all(_WORDS.fullmatch(line) for line in body[:-1]):
         return 40
     return 0

@@ -1,21 +1,19 @@
 """The `leon-itb`, `leon-ahb` and `leon-text` input formats: buffers to model rows."""
 
-
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-import pyarrow as pa
-import pyarrow.compute as pc
+import numpy as np
 
-from ...flow import Program
-from ...model import SCHEMAS
+from ...flow import GAP_TEXT
+from ...model import Flag
 from ...rows import RowBuffer
 from ..base import Batch, DecodeContext
 from .ahb import ahb_rows
 from .buffers import Buffer, option_settings, read_raw, read_text, sidecar_settings
-from .filtered import reconstruct
+from .filtered import Before, StraightCode, walk
 from .itb import Anomalies, Traced, add_rows, fold, insn
 from .lines import trace_filter
 
@@ -37,20 +35,22 @@ class _Tables:
         self.registers = RowBuffer("registers")
         self.memory = RowBuffer("memory")
         self.events = RowBuffer("events")
-        self.extra_events: list[pa.Table] = []
 
     @property
     def seq(self) -> int:
         return len(self.instructions)
 
     def batch(self) -> Batch:
-        events = pa.concat_tables([self.events.to_table(), *self.extra_events])
+        events = self.events.to_table()  # added in passes, each in seq order: a stable sort merges them
         return {
             "instructions": self.instructions.to_table(),
             "registers": self.registers.to_table(),
             "memory": self.memory.to_table(),
-            "events": events,
+            "events": events.take(np.argsort(events.column("seq").to_numpy(), kind="stable")),
         }
+
+    def gap(self, cpu: int, src: int, reason: str, text: str, **values: Any) -> None:
+        self.events.append(seq=self.seq, cpu=cpu, kind="trace_gap", name=reason, text=text, src=src, **values)
 
 
 def _add_instruction(tables: _Tables, t: Traced, cpu: int) -> None:
@@ -60,76 +60,71 @@ def _add_instruction(tables: _Tables, t: Traced, cpu: int) -> None:
     )  # fmt: skip
 
 
+def _add_run(tables: _Tables, code: StraightCode, before: Before, cpu: int, src: int) -> None:
+    """The instructions that ran untraced in sequence before a traced line, from the image;
+    a trace_gap instead when the image has no such run."""
+    problem = code.check(before.start, before.count)
+    if problem is not None:
+        reason, address = problem
+        tables.gap(cpu, src, reason.name.lower(), f"{GAP_TEXT[reason]} at 0x{address:x}", number=int(reason),
+                   value=address)  # fmt: skip
+        return
+    for k, opcode in enumerate(code.words(before.start, before.count).tolist()):
+        address = before.start + 4 * k
+        tables.instructions.append(
+            seq=tables.seq, cpu=cpu, pc=address, opcode=opcode, size=4, isa="SPARC", executed=True,
+            flags=Flag.RECONSTRUCTED, disasm=insn(opcode, address).disasm, src=src,
+        )  # fmt: skip
+
+
+def _befores(traced: list[Traced], tfilt: int, anomalies: Anomalies) -> list[Before]:
+    """What ran untraced before each traced line: the control-flow walk, or, under the other
+    filters, an unknown number of instructions wherever a line does not follow the last."""
+    if tfilt == CONTROL_FLOW_FILTER:
+        return walk(traced, anomalies)
+    return [
+        Before(t.pc, 0, bool(tfilt) and i > 0 and t.pc != traced[i - 1].pc + 4) for i, t in enumerate(traced)
+    ]
+
+
 def _decode_itb(
-    buffer: Buffer, path: str, ctx: DecodeContext, tables: _Tables, program: Program | None
+    buffer: Buffer, path: str, ctx: DecodeContext, tables: _Tables, code: StraightCode | None
 ) -> None:
     anomalies = Anomalies(ctx, path, buffer)
+    first = int(buffer.src[0]) if len(buffer.src) else None
     traced = fold(buffer, anomalies)
     tfilt = trace_filter(buffer.control)
-    seq_of: list[int | None]
     if tfilt:
         tables.events.append(
             seq=tables.seq, cpu=buffer.cpu, kind="header", number=tfilt, name="itb_filter",
-            text=f"instruction trace filter {tfilt:#x}: {_FILTERS.get(tfilt, 'unknown filter')}",
-            src=int(buffer.src[0]) if len(buffer.src) else None,
+            text=f"instruction trace filter {tfilt:#x}: {_FILTERS.get(tfilt, 'unknown filter')}", src=first,
         )  # fmt: skip
-    if tfilt == CONTROL_FLOW_FILTER and program is not None:
-        seq_of = _walked(traced, program, buffer.cpu, anomalies, tables)
-    else:
-        seq_of = []
-        for i, t in enumerate(traced):
-            if tfilt and i and not _follows(traced[i - 1], t):
-                _gap(tables, buffer.cpu, t.src, "filtered", _FILTERED)
-            seq_of.append(tables.seq)
-            _add_instruction(tables, t, buffer.cpu)
+    seq_of = []
+    for t, before in zip(traced, _befores(traced, tfilt, anomalies), strict=True):
+        if before.unknown or (before.count and code is None):
+            tables.gap(buffer.cpu, t.src, "filtered", _FILTERED)
+        elif before.count and code is not None:
+            _add_run(tables, code, before, buffer.cpu, t.src)
+        seq_of.append(tables.seq)
+        _add_instruction(tables, t, buffer.cpu)
     for t, seq in zip(traced, seq_of, strict=True):
-        if seq is not None:
-            add_rows(t, seq, buffer.cpu, tables.registers, tables.memory, tables.events)
+        add_rows(t, seq, buffer.cpu, tables.registers, tables.memory, tables.events)
     for position, text, src in anomalies.gaps:
-        seq = next((s for s in seq_of[position:] if s is not None), tables.seq)
+        seq = seq_of[position] if position < len(seq_of) else tables.seq
         tables.events.append(seq=seq, cpu=buffer.cpu, kind="trace_gap", name="corrupt", text=text, src=src)
-
-
-def _follows(before: Traced, after: Traced) -> bool:
-    return after.pc == before.pc + 4
-
-
-def _gap(tables: _Tables, cpu: int, src: int, name: str, text: str) -> None:
-    tables.events.append(seq=tables.seq, cpu=cpu, kind="trace_gap", name=name, text=text, src=src)
-
-
-def _walked(
-    traced: list[Traced], program: Program, cpu: int, anomalies: Anomalies, tables: _Tables
-) -> list[int | None]:
-    """Rows for a control-flow filtered buffer: the walk, with the traced lines in their places."""
-    rows, placed, gaps = reconstruct(traced, program, cpu, anomalies)
-    first = tables.seq
-    by_row = {row: i for i, row in enumerate(placed) if row is not None}
-    for k, row in enumerate(rows):
-        i = by_row.get(k)
-        if i is not None:
-            _add_instruction(tables, traced[i], cpu)
-            continue
-        address, opcode = row["pc"], row["opcode"]
-        tables.instructions.append(
-            seq=tables.seq, cpu=cpu, pc=address, opcode=opcode, size=4, isa="SPARC", executed=row["executed"],
-            flags=row["flags"], disasm=insn(opcode, address).disasm, src=row["src"],
-        )  # fmt: skip
-    if gaps is not None and gaps.num_rows:
-        seq = pc.add(gaps.column("seq"), pa.scalar(first - rows[0]["seq"] if rows else first))
-        tables.extra_events.append(gaps.set_column(0, "seq", seq).cast(SCHEMAS["events"]))
-    return [None if row is None else first + row for row in placed]
 
 
 def _decode(buffers: list[Buffer], path: str, ctx: DecodeContext) -> Iterator[Batch]:
     tables = _Tables()
     image = ctx.image()
-    program = Program(image) if image is not None else None
+    code = StraightCode(image) if image is not None else None
     for buffer in buffers:
+        for line, text in buffer.unparsed:
+            tables.events.append(seq=tables.seq, cpu=buffer.cpu, kind="text", text=text, src=line)
         if buffer.kind == "ahb":
             ahb_rows(buffer, tables.memory, tables.events)
         else:
-            _decode_itb(buffer, path, ctx, tables, program)
+            _decode_itb(buffer, path, ctx, tables, code)
     ctx.notes.setdefault("time_unit", "cycles")
     yield tables.batch()
 
@@ -152,5 +147,4 @@ class LeonTextDecoder:
     name: ClassVar[str] = "leon-text"
 
     def decode(self, source: Any, ctx: DecodeContext) -> Iterator[Batch]:
-        yield from _decode(read_text(source, option_settings(ctx.options)), source.path, ctx)
-
+        yield from _decode(read_text(source, option_settings(ctx.options), ctx), source.path, ctx)
