@@ -14,8 +14,8 @@ import pytest
 import cputrace
 from cputrace.errors import StoreError, TraceFormatError
 from cputrace.ingest import ingest
-from cputrace.model import MODEL_VERSION, SCHEMAS
-from cputrace.store import STORED_SCHEMAS, StoreWriter, read_manifest
+from cputrace.model import MODEL_VERSION, SCHEMAS, TABLES
+from cputrace.store import STORED_SCHEMAS, StoreWriter, read_manifest, table_path
 
 INGEST = importlib.import_module("cputrace.ingest")  # the package's `ingest` is the function
 
@@ -52,18 +52,20 @@ def test_store_files_and_manifest(tmp_path: Path) -> None:
     src.write_text(TRACE)
     result = ingest([src])
     assert result.store == tmp_path / "a.tarmac.ctrace"
-    assert sorted(p.name for p in result.store.iterdir()) == [
-        "events.parquet", "instructions.parquet", "manifest.json", "memory.parquet",
-        "registers.parquet",
-    ]  # fmt: skip
     manifest = json.loads((result.store / "manifest.json").read_text())
+    version = manifest["data"]
+    assert sorted(p.name for p in result.store.iterdir()) == ["manifest.json", version]
+    assert sorted(p.name for p in (result.store / version).iterdir()) == [
+        "events.parquet", "instructions.parquet", "memory.parquet", "registers.parquet",
+    ]  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.tarmac", "a.tarmac.ctrace"]
     assert manifest["model_version"] == MODEL_VERSION
     assert manifest["counts"] == {"instructions": 2, "registers": 1, "memory": 1, "events": 0}
     assert manifest["inputs"][0]["size"] == len(TRACE)
     assert len(manifest["inputs"][0]["xxh3_128"]) == 32
     assert manifest["time"] == {"min": 0, "max": 1, "unit": "clk"}
     assert manifest["isas"] == ["A32"] and manifest["cpus"] == [0]
-    events = pq.read_table(result.store / "events.parquet")  # a table with no rows still has its schema
+    events = pq.read_table(table_path(result.store, "events"))  # a table with no rows still has its schema
     assert events.num_rows == 0 and events.schema.equals(STORED_SCHEMAS["events"])
 
 
@@ -72,7 +74,7 @@ def test_columns_are_stored_in_their_encodings(tmp_path: Path) -> None:
     streams, few-valued columns in a dictionary, opcodes and `executed` plain."""
     src = tmp_path / "a.tarmac"
     src.write_text(TRACE)
-    group = pq.ParquetFile(ingest([src]).store / "instructions.parquet").metadata.row_group(0)
+    group = pq.ParquetFile(table_path(ingest([src]).store, "instructions")).metadata.row_group(0)
     columns = (group.column(i) for i in range(group.num_columns))
     encodings = {column.path_in_schema: set(column.encodings) for column in columns}
     assert "DELTA_BINARY_PACKED" in encodings["seq"] and "DELTA_BINARY_PACKED" in encodings["src"]
@@ -119,6 +121,15 @@ def _instructions(first: int, count: int) -> pa.Table:
     return pa.table([columns.get(f.name, pa.nulls(count, f.type)) for f in schema], schema=schema)
 
 
+def _manifest() -> dict:
+    """The fields a manifest must have, for stores written directly with a StoreWriter."""
+    return {
+        "format": "test", "inputs": [], "counts": dict.fromkeys(TABLES, 0),
+        "time": {"min": None, "max": None, "unit": None}, "cpus": [], "isas": [], "modes": [],
+        "event_kinds": {}, "warnings": {"count": 0, "samples": []},
+    }  # fmt: skip
+
+
 def test_writes_gather_batches_into_row_groups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(INGEST, "ROW_GROUP_ROWS", 1000)
     writer = StoreWriter(tmp_path / "s.ctrace")
@@ -128,8 +139,8 @@ def test_writes_gather_batches_into_row_groups(tmp_path: Path, monkeypatch: pyte
         writes.submit("instructions", _instructions(first, 300))
     writes.drain()
     writes.close()
-    path = writer.commit({})
-    stored = pq.ParquetFile(path / "instructions.parquet")
+    path = writer.commit(_manifest())
+    stored = pq.ParquetFile(table_path(path, "instructions"))
     groups = [stored.metadata.row_group(i).num_rows for i in range(stored.metadata.num_row_groups)]
     assert groups == [300, 1200, 1200, 300]  # the first is written once a quarter of a group is held
     assert stored.read().column("seq").to_pylist() == list(range(3000))
@@ -146,7 +157,7 @@ def test_batches_of_a_row_group_may_differ_in_schema(tmp_path: Path, monkeypatch
     writes.submit("instructions", writer.checked("instructions", _instructions(300, 300)))
     writes.drain()
     writes.close()
-    stored = pq.read_table(writer.commit({}) / "instructions.parquet")
+    stored = pq.read_table(table_path(writer.commit(_manifest()), "instructions"))
     assert stored.column("seq").to_pylist() == list(range(600))
 
 
@@ -191,8 +202,8 @@ def test_damaged_store_is_refused(tmp_path: Path) -> None:
     src = tmp_path / "a.tarmac"
     src.write_text(TRACE)
     store = ingest([src]).store
-    (store / "memory.parquet").unlink()
-    with pytest.raises(StoreError, match=r"memory\.parquet is missing"):
+    table_path(store, "memory").unlink()
+    with pytest.raises(StoreError, match=r"damaged store: .*memory\.parquet: missing"):
         cputrace.open(store)
 
 
