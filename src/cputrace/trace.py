@@ -52,9 +52,9 @@ class Trace:
 
     A Trace reads one version of its store for its whole life: the store can be re-ingested
     meanwhile, and the version this Trace holds stays until it is closed (storedir.py). Its
-    files are checked as they are used (storecheck.py): sizes and Parquet footers on opening,
-    page CRCs as Arrow reads pages, and each file's whole hash before DuckDB first reads it.
-    A file found damaged raises StoreError ("damaged store: FILE: ...").
+    files are checked against the checksums written with them (storecheck.py): sizes and
+    Parquet footers on opening, and each file's whole hash before it is first read. A file
+    found damaged raises StoreError ("damaged store: FILE: ...").
 
     `untrusted=True` is for SQL that comes from someone else (a service, a browser): `sql`
     then runs one SELECT statement only, in a DuckDB connection that can read the four tables
@@ -83,8 +83,8 @@ class Trace:
         return f"<Trace {self.path} {self.manifest['counts']['instructions']} instructions>"
 
     def file(self, table: str) -> Path:
-        """The table's file, its whole hash checked (once): for readers that check nothing
-        themselves, DuckDB's `read_parquet` among them."""
+        """The table's file, its whole hash checked (once per Trace: the file of a version
+        never changes), for any reader: DuckDB's `read_parquet`, Arrow, other tools."""
         path = self._file(table)
         if table not in self._hashed:
             problem = file_problem(self.data, self.manifest, table, whole=True)
@@ -94,10 +94,11 @@ class Trace:
         return path
 
     def parquet_file(self, table: str) -> pq.ParquetFile:
-        """The table's file for reading through Arrow, which checks each page's CRC as it is
-        read (errors: `damaged`)."""
+        """The table's file (see `file`) opened for reading through Arrow, which also checks
+        each page's CRC as it reads it (errors: `damaged`)."""
+        path = self.file(table)
         try:
-            return pq.ParquetFile(self._file(table), page_checksum_verification=True)
+            return pq.ParquetFile(path, page_checksum_verification=True)
         except (OSError, pa.ArrowException) as exc:
             raise self.damaged(table, exc) from None
 
