@@ -161,6 +161,52 @@ def test_batches_of_a_row_group_may_differ_in_schema(tmp_path: Path, monkeypatch
     assert stored.column("seq").to_pylist() == list(range(600))
 
 
+def _with_seq(table: pa.Table, seq: list[int]) -> pa.Table:
+    return table.set_column(table.schema.get_field_index("seq"), "seq", pa.array(seq, pa.int64()))
+
+
+def _registers(seq: list[int]) -> pa.Table:
+    count = len(seq)
+    columns = {
+        "seq": pa.array(seq, pa.int64()), "cpu": pa.array([0] * count, pa.uint16()),
+        "reg": pa.array(["r0"] * count).dictionary_encode(), "src": pa.array(range(count), pa.int64()),
+    }  # fmt: skip
+    schema = SCHEMAS["registers"]
+    return pa.table([columns.get(f.name, pa.nulls(count, f.type)) for f in schema], schema=schema)
+
+
+def test_rows_out_of_seq_order_are_refused(tmp_path: Path) -> None:
+    """Every table is stored in seq order, each instruction with a seq of its own (issue 18:
+    a decoder wrote the last instruction of each source at the end): the writer refuses
+    anything else, naming the table and the row, within a row group and across them."""
+    writer = StoreWriter(tmp_path / "s.ctrace")
+    writer.write("instructions", writer.checked("instructions", _instructions(0, 5)))
+    with pytest.raises(StoreError, match=r"internal error: instructions row 5 has seq 4 after seq 4"):
+        writer.write("instructions", writer.checked("instructions", _instructions(4, 2)))
+    backwards = _with_seq(_instructions(5, 3), [5, 7, 6])
+    with pytest.raises(StoreError, match=r"instructions row 7 has seq 6 after seq 7; .* increasing"):
+        writer.write("instructions", writer.checked("instructions", backwards))
+    writer.write("registers", writer.checked("registers", _registers([0, 0, 3, 3])))  # a seq may repeat
+    writer.write("registers", writer.checked("registers", _registers([3, 4])))
+    with pytest.raises(StoreError, match=r"registers row 6 has seq 2 after seq 4; .* non-decreasing"):
+        writer.write("registers", writer.checked("registers", _registers([2])))
+    writer.abort()
+    assert not list(tmp_path.iterdir())
+
+
+def test_an_ingest_writing_rows_out_of_order_fails_and_leaves_nothing(tmp_path: Path) -> None:
+    """The order is checked where rows are written, on the writing threads of an ingest."""
+    writer = StoreWriter(tmp_path / "s.ctrace")
+    writes = INGEST._BackgroundWrites(writer, INGEST._Stats())
+    writes.submit("instructions", _instructions(0, 3))
+    writes.submit("instructions", _with_seq(_instructions(0, 1), [2]))  # the last one again, at the end
+    with pytest.raises(StoreError, match=r"internal error: instructions row 3 has seq 2 after seq 2"):
+        writes.drain()
+    writes.close()
+    writer.abort()
+    assert not list(tmp_path.iterdir())
+
+
 def test_a_null_in_a_batch_fails_the_ingest_when_written(tmp_path: Path) -> None:
     """Row groups are checked on the writing thread: the error comes back to the caller."""
     writer = StoreWriter(tmp_path / "s.ctrace")
