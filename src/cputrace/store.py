@@ -70,15 +70,18 @@ class StoreWriter:
         self._rows[table] += data.num_rows
 
     def _check_order(self, table: str, seq: np.ndarray) -> None:
-        """StoreError naming the first row whose seq goes back (or, for instructions, repeats)."""
+        """StoreError naming the first row whose seq goes back (or, for instructions, repeats).
+
+        One vectorised comparison of each row with the one before, on the writing thread: little
+        beside what encoding the row group costs there."""
         strict = table == "instructions"
         last = self._last_seq.get(table)
-        steps = np.diff(seq)
-        wrong = np.flatnonzero(steps <= 0 if strict else steps < 0)
+        in_order = seq[1:] > seq[:-1] if strict else seq[1:] >= seq[:-1]
         if last is not None and (seq[0] <= last if strict else seq[0] < last):
             row, before = 0, last
-        elif len(wrong):
-            row, before = int(wrong[0]) + 1, int(seq[wrong[0]])
+        elif not in_order.all():
+            row = int(np.argmin(in_order)) + 1
+            before = int(seq[row - 1])
         else:
             self._last_seq[table] = int(seq[-1])
             return
