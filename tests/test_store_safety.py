@@ -252,6 +252,17 @@ def test_ingests_killed_at_random_moments(tmp_path: Path) -> None:
         assert leftovers(store) == []
 
 
+def test_ingests_of_one_store_at_once(tmp_path: Path, inputs: dict[str, Path]) -> None:
+    """Four processes create and replace the same store at once: each one's version is
+    whole, the last switch wins, and nothing is left of the others."""
+    store = tmp_path / "s.ctrace"
+    command = [sys.executable, "-m", "cputrace", "ingest", "-o", str(store)]
+    children = [subprocess.Popen([*command, str(source)]) for source in [inputs["A"], inputs["B"]] * 2]
+    assert [child.wait() for child in children] == [0] * 4
+    assert rows_of(cputrace.open(store)) in (A_ROWS, B_ROWS)
+    assert leftovers(store) == []
+
+
 # -- leftovers of killed ingests (item 3) --------------------------------------------------
 
 

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from .errors import StoreError
 from .manifest import MANIFEST, data_dir, load_manifest, table_file
 from .model import MODEL_VERSION, SCHEMAS, TABLES
-from .storecheck import describe, file_problem
+from .storecheck import check_on_opening, describe
 from .storedir import Staging, check_output, is_store
 
 __all__ = [
@@ -178,11 +178,7 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The manifest of a store, refusing stores this code cannot read correctly: another
     model version, a damaged manifest, or a table file missing or not of its recorded size."""
     manifest = load_manifest(path)
-    data = data_dir(path, manifest)
-    for table in TABLES:
-        problem = file_problem(data, manifest, table, whole=False)
-        if problem is not None:
-            raise StoreError(f"damaged store: {problem}")
+    check_on_opening(data_dir(path, manifest), manifest)
     return manifest
 
 

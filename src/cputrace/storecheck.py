@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import xxhash
 
+from .errors import StoreError
 from .manifest import recorded_files, table_file
 from .model import TABLES
 
@@ -87,6 +88,15 @@ def file_problem(data: Path, manifest: dict[str, Any], table: str, *, whole: boo
     except OSError as exc:
         return f"{path}: unreadable: {exc.strerror}"
     return None
+
+
+def check_on_opening(data: Path, manifest: dict[str, Any]) -> None:
+    """StoreError for the first table file missing, or of another size or footer than the
+    manifest records: the checks cheap enough for every opening of a store."""
+    for table in TABLES:
+        problem = file_problem(data, manifest, table, whole=False)
+        if problem is not None:
+            raise StoreError(f"damaged store: {problem}")
 
 
 def decode_problem(data: Path, manifest: dict[str, Any], table: str) -> str | None:

@@ -18,7 +18,7 @@ from .errors import StoreError, UsageError
 from .ingest import ProgressHook, default_store_path, ingest, store_is_current
 from .manifest import load_manifest, table_file
 from .model import TABLES
-from .storecheck import file_problem
+from .storecheck import check_on_opening, file_problem
 from .storedir import Pin, collect, is_store, pin
 
 _SQL_QUOTED = re.compile(r"('(?:[^']|'')*'|\"(?:[^\"]|\"\")*\")")
@@ -66,11 +66,11 @@ class Trace:
         self.path = Path(store)
         self.untrusted = untrusted
         held = pin(self.path)
-        for table in TABLES:
-            problem = file_problem(held.data, held.manifest, table, whole=False)
-            if problem is not None:
-                held.release()
-                raise StoreError(f"damaged store: {problem}")
+        try:
+            check_on_opening(held.data, held.manifest)
+        except StoreError:
+            held.release()
+            raise
         self._pin: Pin | None = held
         self.manifest: dict[str, Any] = held.manifest
         self.data = held.data
@@ -106,10 +106,14 @@ class Trace:
         """The error to raise when reading the table's file failed (`problem`: the exception,
         or what `storecheck` found, which names the file)."""
         if not self.data.is_dir():
-            return StoreError(f"{self.path}: the store's files were removed while it was open ({self.data})")
+            return self._removed()
         if isinstance(problem, str):
             return StoreError(f"damaged store: {problem}")
         return StoreError(f"damaged store: {self.data / table_file(table)}: {problem}")
+
+    def _removed(self) -> StoreError:
+        """The version's folder is gone: removed by hand (no ingest removes a held version)."""
+        return StoreError(f"{self.path}: the store's files were removed while it was open ({self.data})")
 
     def _file(self, table: str) -> Path:
         if table not in TABLES:
@@ -178,9 +182,9 @@ class Trace:
                 raise UsageError("untrusted SQL must be one SELECT statement")
         try:
             return self.db.sql(query, params=params).to_arrow_table()
-        except duckdb.IOException as exc:
+        except duckdb.IOException:
             if not self.data.is_dir():
-                raise self.damaged("instructions", exc) from None
+                raise self._removed() from None
             raise
 
     def close(self) -> None:
