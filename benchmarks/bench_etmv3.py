@@ -47,7 +47,7 @@ from cputrace.formats.etmv3.decoder import decode_captures
 from cputrace.formats.etmv3.packets import PacketDecoder
 from cputrace.ingest import ROW_GROUP_ROWS, ingest
 from cputrace.model import TABLES
-from cputrace.store import StoreWriter
+from cputrace.store import StoreWriter, table_path
 
 HERE = Path(__file__).parent
 SNAPSHOT = HERE.parents[1] / "shared" / "data" / "tc2-etmv3"
@@ -182,7 +182,7 @@ def against_reference(program: Path, buffer: Path, rounds: int) -> None:
             start = time.perf_counter()
             ingest([snapshot], store)
             ours.append(time.perf_counter() - start)
-        count = pq.ParquetFile(store / "instructions.parquet").metadata.num_rows
+        count = pq.ParquetFile(table_path(store, "instructions")).metadata.num_rows
     print(f"buffer: {buffer.stat().st_size / 2**20:.2f} MiB, {count:,} instructions; {rounds} turns each")
     pairs = (("OpenCSD, muted, to instructions", reference), ("cputrace `ingest`, to a store", ours))
     for label, times in pairs:

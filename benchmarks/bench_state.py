@@ -52,8 +52,9 @@ def main() -> None:
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
     store = prepared_store(args.lines)
-    shutil.rmtree(store / "index", ignore_errors=True)
-    instructions = cputrace.open(store).manifest["counts"]["instructions"]
+    trace = cputrace.open(store)
+    shutil.rmtree(trace.data / "index", ignore_errors=True)
+    instructions = trace.manifest["counts"]["instructions"]
     middle = instructions // 2
     state = [
         sys.executable,

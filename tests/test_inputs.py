@@ -16,6 +16,7 @@ from cputrace import inputs
 from cputrace.ingest import ingest
 from cputrace.inputs import InputFile, compression_of, line_chunks
 from cputrace.model import TABLES
+from cputrace.store import table_path
 
 
 @settings(max_examples=300, deadline=None)
@@ -56,7 +57,7 @@ def test_mapped_chunks_are_whole_lines_and_hash_the_file(
 
 
 def _tables(store: Path) -> dict[str, list[dict]]:
-    return {name: pq.read_table(store / f"{name}.parquet").to_pylist() for name in TABLES}
+    return {name: pq.read_table(table_path(store, name)).to_pylist() for name in TABLES}
 
 
 @pytest.mark.parametrize(

@@ -192,12 +192,12 @@ def test_index_is_built_once_and_rebuilt_for_a_new_store(tmp_path: Path, monkeyp
     first = StateIndex.open(cputrace.open(store)).directory
     again = StateIndex.open(cputrace.open(store)).directory
     assert first == again and len(builds) == 1
-    assert first.parent == store / "index" and not list(first.parent.glob(".*"))
+    assert first.parent == cputrace.open(store).data / "index" and not list(first.parent.glob(".*"))
     source.write_text(MULTICORE.replace("0000000000000007", "0000000000000009"))
     ingest([source], store)
     index = StateIndex.open(cputrace.open(store))
     assert len(builds) == 2 and index.directory != first
-    assert [p.name for p in (store / "index").iterdir()] == [index.directory.name]
+    assert [p.name for p in (cputrace.open(store).data / "index").iterdir()] == [index.directory.name]
     assert index.memory(4, 0x1000, 1).data == b"\x09"
 
 

@@ -14,8 +14,8 @@ import pytest
 import cputrace
 from cputrace.errors import StoreError, TraceFormatError
 from cputrace.ingest import ingest
-from cputrace.model import MODEL_VERSION, SCHEMAS
-from cputrace.store import STORED_SCHEMAS, StoreWriter, read_manifest
+from cputrace.model import MODEL_VERSION, SCHEMAS, TABLES
+from cputrace.store import STORED_SCHEMAS, StoreWriter, read_manifest, table_path
 
 INGEST = importlib.import_module("cputrace.ingest")  # the package's `ingest` is the function
 
@@ -52,18 +52,20 @@ def test_store_files_and_manifest(tmp_path: Path) -> None:
     src.write_text(TRACE)
     result = ingest([src])
     assert result.store == tmp_path / "a.tarmac.ctrace"
-    assert sorted(p.name for p in result.store.iterdir()) == [
-        "events.parquet", "instructions.parquet", "manifest.json", "memory.parquet",
-        "registers.parquet",
-    ]  # fmt: skip
     manifest = json.loads((result.store / "manifest.json").read_text())
+    version = manifest["data"]
+    assert sorted(p.name for p in result.store.iterdir()) == ["manifest.json", version]
+    assert sorted(p.name for p in (result.store / version).iterdir()) == [
+        "events.parquet", "instructions.parquet", "memory.parquet", "registers.parquet",
+    ]  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.tarmac", "a.tarmac.ctrace"]
     assert manifest["model_version"] == MODEL_VERSION
     assert manifest["counts"] == {"instructions": 2, "registers": 1, "memory": 1, "events": 0}
     assert manifest["inputs"][0]["size"] == len(TRACE)
     assert len(manifest["inputs"][0]["xxh3_128"]) == 32
     assert manifest["time"] == {"min": 0, "max": 1, "unit": "clk"}
     assert manifest["isas"] == ["A32"] and manifest["cpus"] == [0]
-    events = pq.read_table(result.store / "events.parquet")  # a table with no rows still has its schema
+    events = pq.read_table(table_path(result.store, "events"))  # a table with no rows still has its schema
     assert events.num_rows == 0 and events.schema.equals(STORED_SCHEMAS["events"])
 
 
@@ -72,7 +74,7 @@ def test_columns_are_stored_in_their_encodings(tmp_path: Path) -> None:
     streams, few-valued columns in a dictionary, opcodes and `executed` plain."""
     src = tmp_path / "a.tarmac"
     src.write_text(TRACE)
-    group = pq.ParquetFile(ingest([src]).store / "instructions.parquet").metadata.row_group(0)
+    group = pq.ParquetFile(table_path(ingest([src]).store, "instructions")).metadata.row_group(0)
     columns = (group.column(i) for i in range(group.num_columns))
     encodings = {column.path_in_schema: set(column.encodings) for column in columns}
     assert "DELTA_BINARY_PACKED" in encodings["seq"] and "DELTA_BINARY_PACKED" in encodings["src"]
@@ -119,6 +121,15 @@ def _instructions(first: int, count: int) -> pa.Table:
     return pa.table([columns.get(f.name, pa.nulls(count, f.type)) for f in schema], schema=schema)
 
 
+def _manifest() -> dict:
+    """The fields a manifest must have, for stores written directly with a StoreWriter."""
+    return {
+        "format": "test", "inputs": [], "counts": dict.fromkeys(TABLES, 0),
+        "time": {"min": None, "max": None, "unit": None}, "cpus": [], "isas": [], "modes": [],
+        "event_kinds": {}, "warnings": {"count": 0, "samples": []},
+    }  # fmt: skip
+
+
 def test_writes_gather_batches_into_row_groups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(INGEST, "ROW_GROUP_ROWS", 1000)
     writer = StoreWriter(tmp_path / "s.ctrace")
@@ -128,8 +139,8 @@ def test_writes_gather_batches_into_row_groups(tmp_path: Path, monkeypatch: pyte
         writes.submit("instructions", _instructions(first, 300))
     writes.drain()
     writes.close()
-    path = writer.commit({})
-    stored = pq.ParquetFile(path / "instructions.parquet")
+    path = writer.commit(_manifest())
+    stored = pq.ParquetFile(table_path(path, "instructions"))
     groups = [stored.metadata.row_group(i).num_rows for i in range(stored.metadata.num_row_groups)]
     assert groups == [300, 1200, 1200, 300]  # the first is written once a quarter of a group is held
     assert stored.read().column("seq").to_pylist() == list(range(3000))
@@ -146,8 +157,54 @@ def test_batches_of_a_row_group_may_differ_in_schema(tmp_path: Path, monkeypatch
     writes.submit("instructions", writer.checked("instructions", _instructions(300, 300)))
     writes.drain()
     writes.close()
-    stored = pq.read_table(writer.commit({}) / "instructions.parquet")
+    stored = pq.read_table(table_path(writer.commit(_manifest()), "instructions"))
     assert stored.column("seq").to_pylist() == list(range(600))
+
+
+def _with_seq(table: pa.Table, seq: list[int]) -> pa.Table:
+    return table.set_column(table.schema.get_field_index("seq"), "seq", pa.array(seq, pa.int64()))
+
+
+def _registers(seq: list[int]) -> pa.Table:
+    count = len(seq)
+    columns = {
+        "seq": pa.array(seq, pa.int64()), "cpu": pa.array([0] * count, pa.uint16()),
+        "reg": pa.array(["r0"] * count).dictionary_encode(), "src": pa.array(range(count), pa.int64()),
+    }  # fmt: skip
+    schema = SCHEMAS["registers"]
+    return pa.table([columns.get(f.name, pa.nulls(count, f.type)) for f in schema], schema=schema)
+
+
+def test_rows_out_of_seq_order_are_refused(tmp_path: Path) -> None:
+    """Every table is stored in seq order, each instruction with a seq of its own (issue 18:
+    a decoder wrote the last instruction of each source at the end): the writer refuses
+    anything else, naming the table and the row, within a row group and across them."""
+    writer = StoreWriter(tmp_path / "s.ctrace")
+    writer.write("instructions", writer.checked("instructions", _instructions(0, 5)))
+    with pytest.raises(StoreError, match=r"internal error: instructions row 5 has seq 4 after seq 4"):
+        writer.write("instructions", writer.checked("instructions", _instructions(4, 2)))
+    backwards = _with_seq(_instructions(5, 3), [5, 7, 6])
+    with pytest.raises(StoreError, match=r"instructions row 7 has seq 6 after seq 7; .* increasing"):
+        writer.write("instructions", writer.checked("instructions", backwards))
+    writer.write("registers", writer.checked("registers", _registers([0, 0, 3, 3])))  # a seq may repeat
+    writer.write("registers", writer.checked("registers", _registers([3, 4])))
+    with pytest.raises(StoreError, match=r"registers row 6 has seq 2 after seq 4; .* non-decreasing"):
+        writer.write("registers", writer.checked("registers", _registers([2])))
+    writer.abort()
+    assert not list(tmp_path.iterdir())
+
+
+def test_an_ingest_writing_rows_out_of_order_fails_and_leaves_nothing(tmp_path: Path) -> None:
+    """The order is checked where rows are written, on the writing threads of an ingest."""
+    writer = StoreWriter(tmp_path / "s.ctrace")
+    writes = INGEST._BackgroundWrites(writer, INGEST._Stats())
+    writes.submit("instructions", _instructions(0, 3))
+    writes.submit("instructions", _with_seq(_instructions(0, 1), [2]))  # the last one again, at the end
+    with pytest.raises(StoreError, match=r"internal error: instructions row 3 has seq 2 after seq 2"):
+        writes.drain()
+    writes.close()
+    writer.abort()
+    assert not list(tmp_path.iterdir())
 
 
 def test_a_null_in_a_batch_fails_the_ingest_when_written(tmp_path: Path) -> None:
@@ -191,8 +248,8 @@ def test_damaged_store_is_refused(tmp_path: Path) -> None:
     src = tmp_path / "a.tarmac"
     src.write_text(TRACE)
     store = ingest([src]).store
-    (store / "memory.parquet").unlink()
-    with pytest.raises(StoreError, match=r"memory\.parquet is missing"):
+    table_path(store, "memory").unlink()
+    with pytest.raises(StoreError, match=r"damaged store: .*memory\.parquet: missing"):
         cputrace.open(store)
 
 

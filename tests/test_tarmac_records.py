@@ -6,10 +6,11 @@ import pyarrow.parquet as pq
 from paths import DATA
 
 from cputrace.ingest import ingest
+from cputrace.store import table_path
 
 
 def rows(store, table: str) -> list[dict]:
-    return pq.read_table(store / f"{table}.parquet").to_pylist()
+    return pq.read_table(table_path(store, table)).to_pylist()
 
 
 def test_documentation_example(tmp_path) -> None:

@@ -19,6 +19,7 @@ import pytest
 from paths import DATA
 
 from cputrace.ingest import ingest
+from cputrace.store import table_path
 
 # (reference name, cputrace name): cputrace keeps banked suffixes and producers' names.
 REGISTER_ALIASES = {
@@ -79,7 +80,7 @@ def ingest_lines(tmp_path: Path, lines: list[str], **options) -> dict[str, list[
     result = ingest([path], tmp_path / "lines.ctrace", format="tarmac", strict=True, options=options)
     rows: dict[str, list[dict]] = {}
     for table in ("instructions", "registers", "memory", "events"):
-        for row in pq.read_table(result.store / f"{table}.parquet").to_pylist():
+        for row in pq.read_table(table_path(result.store, table)).to_pylist():
             rows.setdefault(row["src"], []).append({"table": table, **row})
     return rows
 

@@ -13,6 +13,7 @@ from paths import SHARED, shared
 from cputrace.formats.tarmac.lines import Rows, TarmacLineParser
 from cputrace.formats.tarmac.scan import KIND_INSN, KIND_MEM, KIND_REG, scan_chunk
 from cputrace.ingest import ingest
+from cputrace.store import table_path
 
 UTILS = "tarmac-trace-utilities"
 CALCULATOR = {
@@ -29,7 +30,7 @@ ALL_TARMAC = sorted(
 
 
 def table(store: Path, name: str):
-    return pq.read_table(store / f"{name}.parquet")
+    return pq.read_table(table_path(store, name))
 
 
 @pytest.mark.parametrize("relative", ALL_TARMAC)

@@ -30,3 +30,8 @@ class TraceFormatError(CputraceError):
 
 class StoreError(CputraceError):
     """A store that cannot be opened: missing, damaged, or of a newer model version."""
+
+
+class UsageError(CputraceError):
+    """A request that cannot be carried out as asked (an output that is not a store, SQL that
+    is not one expression): the caller's to change, exit 2 on the command line."""

@@ -14,12 +14,13 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import xxhash
 
 from .errors import CputraceError
 from .inputs import Fingerprint, InputFile
 from .model import TABLES
 from .store import STORE_SUFFIX, StoreWriter, is_store, read_manifest
+from .storecheck import file_xxh3_128
+from .storedir import check_output
 
 ProgressHook = Callable[[int], None]
 
@@ -170,18 +171,9 @@ def store_is_current(store: Path, inputs: Sequence[str | os.PathLike[str]]) -> b
         fp = Fingerprint.of(path)
         if entry.get("path") != fp.path or entry.get("size") != fp.size:
             return False
-        if entry.get("mtime_ns") != fp.mtime_ns and entry.get("xxh3_128") != file_hash(path):
+        if entry.get("mtime_ns") != fp.mtime_ns and entry.get("xxh3_128") != file_xxh3_128(path):
             return False
     return True
-
-
-def file_hash(path: str | os.PathLike[str]) -> str:
-    """XXH3-128 of a file's bytes: fast enough to compute while ingesting at full speed."""
-    h = xxhash.xxh3_128()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
 
 
 def ingest(
@@ -195,12 +187,16 @@ def ingest(
     on_format: Callable[[str, str], None] | None = None,
     reuse: bool = False,
 ) -> IngestResult:
-    """Decode `inputs` (in order) into one store; nothing is left behind on failure."""
+    """Decode `inputs` (in order) into one store; nothing is left behind on failure.
+
+    The store replaces an existing store at `output` atomically; anything else there (or an
+    output holding an input) is refused with UsageError before decoding starts."""
     if not inputs:
         raise CputraceError("no input given")
     store = Path(output) if output is not None else default_store_path(inputs)
     if reuse and store_is_current(store, inputs):
         return IngestResult(store, read_manifest(store), reused=True)
+    check_output(store, inputs)
     from .formats import DecodeContext, get_decoder, sniff  # the decoders load when first needed
 
     ctx = DecodeContext(strict=strict, options=dict(options or {}))

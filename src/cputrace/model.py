@@ -1,7 +1,7 @@
 """The execution-history model: the four tables every decoder fills and every analysis reads.
 
-Column names, types and meanings are a public contract (docs/model.md). Changing them bumps
-MODEL_VERSION, and stores written by a newer model are refused by older code.
+Column names, types and meanings, and the store's layout, are a public contract (docs/model.md).
+Changing them bumps MODEL_VERSION, and stores written by a newer model are refused by older code.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import enum
 
 import pyarrow as pa
 
-MODEL_VERSION = 1
+MODEL_VERSION = 2
 
 TABLES = ("instructions", "registers", "memory", "events")
 

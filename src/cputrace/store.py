@@ -1,7 +1,9 @@
-"""Stores: a directory `NAME.ctrace/` with one Parquet file per table and `manifest.json`.
+"""Stores: a directory `NAME.ctrace/` with `manifest.json` and one Parquet file per table.
 
-A store is written into a temporary sibling directory and renamed into place only when
-complete, so a crash or a bad input never leaves something that looks like a finished store.
+The tables of a store are written into a staging folder and made the store's current version
+by one atomic rename when complete (storedir.py), so a crash or a bad input never leaves
+something that looks like a finished store, nor damages the store being replaced. The
+manifest records each file's checksums (storecheck.py).
 """
 
 from __future__ import annotations
@@ -9,35 +11,41 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
-import json
 import os
-import shutil
-import uuid
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import StoreError
+from .manifest import MANIFEST, data_dir, load_manifest, table_file
 from .model import MODEL_VERSION, SCHEMAS, TABLES
+from .storecheck import check_on_opening, describe
+from .storedir import Staging, check_output, is_store
 
-MANIFEST = "manifest.json"
+__all__ = [
+    "MANIFEST", "STORED_SCHEMAS", "STORE_SUFFIX", "StoreWriter", "is_store", "read_manifest", "table_path",
+]  # fmt: skip
+
 STORE_SUFFIX = ".ctrace"
 
 
-def is_store(path: str | os.PathLike[str]) -> bool:
-    return (Path(path) / MANIFEST).is_file()
-
-
 class StoreWriter:
-    """Writes the tables of one store; `commit` makes it appear, anything else leaves nothing."""
+    """Writes the tables of one store; `commit` makes it appear, anything else leaves nothing.
+
+    Rows must come in seq order, table by table (docs/model.md): `write` refuses any that do
+    not, as a decoder's bug, so no store is ever written that analyses would misread.
+    """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self.tmp = self.path.with_name(f"{self.path.name}.tmp-{uuid.uuid4().hex[:8]}")
+        check_output(self.path)
+        self._staging = Staging(self.path)
         self._writers: dict[str, pq.ParquetWriter] = {}
-        self.tmp.mkdir(parents=True)
+        self._rows = dict.fromkeys(TABLES, 0)
+        self._last_seq: dict[str, int] = {}
 
     def checked(self, table: str, data: pa.Table) -> pa.Table:
         """`data` in the table's stored schema; StoreError if a column every row has has nulls."""
@@ -51,36 +59,55 @@ class StoreWriter:
         """Append checked rows (see `checked`) to the table, as one row group."""
         if data.num_rows == 0:
             return
+        self._check_order(table, data.column("seq").to_numpy())
         writer = self._writers.get(table)
         if writer is None:
             writer = pq.ParquetWriter(
-                self.tmp / f"{table}.parquet", STORED_SCHEMAS[table], **_parquet_options(table)
+                self._staging.version / table_file(table), STORED_SCHEMAS[table], **_parquet_options(table)
             )
             self._writers[table] = writer
         writer.write_table(data, row_group_size=data.num_rows)
+        self._rows[table] += data.num_rows
+
+    def _check_order(self, table: str, seq: np.ndarray) -> None:
+        """StoreError naming the first row whose seq goes back (or, for instructions, repeats).
+
+        One vectorised comparison of each row with the one before, on the writing thread: little
+        beside what encoding the row group costs there."""
+        strict = table == "instructions"
+        last = self._last_seq.get(table)
+        in_order = seq[1:] > seq[:-1] if strict else seq[1:] >= seq[:-1]
+        if last is not None and (seq[0] <= last if strict else seq[0] < last):
+            row, before = 0, last
+        elif not in_order.all():
+            row = int(np.argmin(in_order)) + 1
+            before = int(seq[row - 1])
+        else:
+            self._last_seq[table] = int(seq[-1])
+            return
+        order = "increasing" if strict else "non-decreasing"
+        raise StoreError(
+            f"{self.path}: internal error: {table} row {self._rows[table] + row:,} has seq {int(seq[row])} "
+            f"after seq {before}; a table's seq must be {order} (docs/model.md), so the decoder has a "
+            "bug: please report it with the input"
+        )
 
     def commit(self, manifest: dict[str, Any]) -> Path:
         for writer in self._writers.values():
             writer.close()
+        version = self._staging.version
         for table in TABLES:
             if table not in self._writers:
-                (self.tmp / f"{table}.parquet").write_bytes(_empty_file(table))
-        body = {"model_version": MODEL_VERSION, **manifest}
-        (self.tmp / MANIFEST).write_text(json.dumps(body, indent=2, default=str) + "\n")
-        old = None
-        if self.path.exists():
-            old = self.path.with_name(f"{self.path.name}.old-{uuid.uuid4().hex[:8]}")
-            os.rename(self.path, old)
-        os.rename(self.tmp, self.path)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+                (version / table_file(table)).write_bytes(_empty_file(table))
+        files = {table_file(table): describe(version / table_file(table)) for table in TABLES}
+        self._staging.commit({"model_version": MODEL_VERSION, **manifest, "files": files})
         return self.path
 
     def abort(self) -> None:
         for writer in self._writers.values():
             with contextlib.suppress(Exception):  # cleaning up after a failure already reported
                 writer.close()
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        self._staging.discard()
 
 
 # Columns every row has (docs/model.md): stored as required, which spares Parquet writing and
@@ -119,6 +146,8 @@ _FILTERED = frozenset(("seq", "time", "cpu", "pc", "addr", "src"))
 def _parquet_options(table: str) -> dict[str, Any]:
     names = SCHEMAS[table].names
     return {
+        # A CRC-32 per page, checked as pages are read through Arrow (storecheck.py).
+        "write_page_checksum": True,
         "compression": "zstd",
         # Level 1: an ETMv3 trace's instruction rows write 10-15 % faster than at the default
         # level 3, in files 2 % larger. Writing is half of what ingesting such a trace costs.
@@ -141,32 +170,19 @@ def _empty_file(table: str) -> bytes:
     """A Parquet file of the table with no rows: made once, as it is the same for every store
     (making it took a millisecond of each ingest's end, waited for)."""
     sink = io.BytesIO()
-    pq.write_table(STORED_SCHEMAS[table].empty_table(), sink)
+    pq.write_table(STORED_SCHEMAS[table].empty_table(), sink, write_page_checksum=True)
     return sink.getvalue()
 
 
 def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The manifest of a store, refusing stores this code cannot read correctly."""
-    file = Path(path) / MANIFEST
-    try:
-        manifest = json.loads(file.read_text())
-    except FileNotFoundError:
-        raise StoreError(f"{path}: not a cputrace store (no {MANIFEST})") from None
-    except (OSError, ValueError) as exc:
-        raise StoreError(f"{file}: unreadable manifest: {exc}") from None
-    version = manifest.get("model_version")
-    if not isinstance(version, int):
-        raise StoreError(f"{file}: manifest has no model_version")
-    if version > MODEL_VERSION:
-        raise StoreError(
-            f"{path}: store uses model version {version}, this cputrace reads up to "
-            f"{MODEL_VERSION}; upgrade cputrace or re-ingest the input"
-        )
-    for table in TABLES:
-        if not (Path(path) / f"{table}.parquet").is_file():
-            raise StoreError(f"{path}: damaged store, {table}.parquet is missing")
+    """The manifest of a store, refusing stores this code cannot read correctly: another
+    model version, a damaged manifest, or a table file missing or not of its recorded size."""
+    manifest = load_manifest(path)
+    check_on_opening(data_dir(path, manifest), manifest)
     return manifest
 
 
 def table_path(store: str | os.PathLike[str], table: str) -> Path:
-    return Path(store) / f"{table}.parquet"
+    """The file of a table in the store's current version (an open `Trace` has its own,
+    `Trace.file`, which stays the same while the store is re-ingested)."""
+    return data_dir(store, load_manifest(store)) / table_file(table)

@@ -1,16 +1,19 @@
-"""Derived indexes kept beside a store, built once and found again while the store is unchanged.
+"""Derived indexes kept beside a store's tables, built once and found again while they are unchanged.
 
-An index lives in `STORE/index/NAME-KEY/`, where KEY hashes the index's version and the
-store's manifest and table files: re-ingesting the store (or changing the index format)
-gives a new key, so a stale index is never read. A directory is built under a temporary
-name and renamed into place when complete, so a crash leaves nothing that looks finished.
-A store in a read-only place keeps its indexes in the cache directory instead.
+An index lives in `VERSION/index/NAME-KEY/`, in the folder of the store version it was built
+from (storedir.py): it is read with the tables of that version, and removed with them. KEY
+hashes the index's version and the store's manifest and table files, so a stale index is never
+read (a changed index format, or a store of model version 1, whose tables are replaced in
+place). A directory is built under a temporary name and renamed into place when complete, so
+a crash leaves nothing that looks finished. A store in a read-only place keeps its indexes in
+the cache directory instead.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import uuid
@@ -19,25 +22,26 @@ from pathlib import Path
 
 import xxhash
 
+from ..manifest import table_file
 from ..model import TABLES
-from ..store import MANIFEST, table_path
 from ..trace import Trace, cache_dir
 
 
 def store_key(trace: Trace, version: int) -> str:
-    """A short hash of the store's content as its files show it, and of the index version."""
+    """A short hash of the trace's version of the store as its files show it, and of the
+    index version."""
     digest = xxhash.xxh3_64()
     digest.update(f"v{version}".encode())
-    digest.update((trace.path / MANIFEST).read_bytes())
+    digest.update(json.dumps(trace.manifest, sort_keys=True).encode())
     for table in TABLES:
-        st = os.stat(table_path(trace.path, table))
+        st = os.stat(trace.data / table_file(table))
         digest.update(f"{table}:{st.st_size}:{st.st_mtime_ns}".encode())
     return digest.hexdigest()
 
 
 def _index_root(trace: Trace) -> Path:
-    root = trace.path / "index"
-    if os.access(trace.path, os.W_OK):
+    root = trace.data / "index"
+    if os.access(trace.data, os.W_OK):
         return root
     digest = hashlib.sha256(str(trace.path.resolve()).encode()).hexdigest()[:16]
     return cache_dir() / "index" / f"{trace.path.name}-{digest}"

@@ -34,7 +34,6 @@ import duckdb
 import numpy as np
 
 from ..errors import CputraceError
-from ..store import table_path
 from .indexdir import index_dir
 
 if TYPE_CHECKING:
@@ -132,7 +131,7 @@ class StateIndex:
             path = _quote(directory / f"{file}.parquet")
             self._db.execute(f"CREATE VIEW {view} AS SELECT * FROM read_parquet('{path}')")
         for table in ("instructions", "registers"):
-            path = _quote(table_path(trace.path, table))
+            path = _quote(trace.file(table))
             self._db.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{path}')")
 
     @classmethod
@@ -300,7 +299,7 @@ def _build(trace: Trace, directory: Path) -> None:
         db.execute("SET memory_limit = '1GB'")
         db.execute(f"SET temp_directory = '{_quote(directory / 'spill')}'")
         for table in ("registers", "memory"):
-            path = _quote(table_path(trace.path, table))
+            path = _quote(trace.file(table))
             db.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{path}')")
         _build_snapshots(db, directory / "registers.parquet", instructions)
         widths = dict(db.execute("SELECT reg::VARCHAR, max(size) FROM registers GROUP BY 1").fetchall())

@@ -18,7 +18,6 @@ import pyarrow.parquet as pq
 
 from ..errors import StoreError
 from ..model import ISA_NAMES
-from ..store import table_path
 from ..trace import Trace
 
 CHUNK_ROWS = 1 << 19
@@ -86,11 +85,19 @@ def _row_groups(file: pq.ParquetFile, window: Window) -> list[int]:
 def read_batches(
     trace: Trace, table: str, columns: Sequence[str], window: Window = WHOLE_TRACE, rows: int = CHUNK_ROWS
 ) -> Iterator[pa.RecordBatch]:
-    """Record batches of `table` (seq order, as stored) restricted to the window."""
-    file = pq.ParquetFile(table_path(trace.path, table))
+    """Record batches of `table` (seq order, as stored) restricted to the window, read from
+    the trace's version of the store with page CRCs checked (a damaged file: StoreError)."""
+    file = trace.parquet_file(table)
     wanted = list(dict.fromkeys(["seq", *columns]))
     last = None
-    for batch in file.iter_batches(batch_size=rows, row_groups=_row_groups(file, window), columns=wanted):
+    batches = file.iter_batches(batch_size=rows, row_groups=_row_groups(file, window), columns=wanted)
+    while True:
+        try:
+            batch = next(batches, None)
+        except (OSError, pa.ArrowException) as exc:
+            raise trace.damaged(table, exc) from None
+        if batch is None:
+            return
         seq = batch.column("seq").to_numpy()
         if len(seq) and ((last is not None and seq[0] < last) or np.any(seq[1:] < seq[:-1])):
             raise StoreError(f"{trace.path}: {table} is not in seq order; re-ingest the input")

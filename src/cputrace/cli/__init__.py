@@ -11,7 +11,7 @@ cli.modules = {
     "ingest": "ingest", "info": "store", "list": "store", "sql": "store",
     "calls": "analysis", "profile": "analysis", "export": "export",
     "state": "state", "diff": "diff", "coverage": "coverage",
-    "record": "record", "etm": "etm",
+    "record": "record", "etm": "etm", "verify": "verify",
 }  # fmt: skip
 
 

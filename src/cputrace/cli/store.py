@@ -10,9 +10,11 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from ..errors import UsageError
 from ..export.tarmac import write_tarmac
 from ..image import Image, load_image_spec
 from ..isa import Disassembler, fill_disasm
+from ..trace import sql_condition
 from .common import cli, json_value, open_trace_arg, plain, write_rows
 
 
@@ -53,13 +55,22 @@ def info_cmd(trace: str, as_json: bool) -> None:
         click.echo(f"{key:<{width}}  {value}")
 
 
-def _where(where: str | None) -> str:
-    return f"WHERE {where}" if where else ""
+def _one_condition(text: str | None) -> str:
+    """A --where text as one checked SQL expression (not a way to run more statements)."""
+    if text is None:
+        return "TRUE"
+    try:
+        return sql_condition(text)
+    except UsageError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 @cli.command("list")
 @click.argument("trace")
-@click.option("--where", help="SQL condition on instructions columns, e.g. \"pc between 0x8000 and 0x8100\".")
+@click.option(
+    "--where", "condition", default=None, callback=lambda ctx, param, text: _one_condition(text),
+    help="SQL condition (one expression) on instructions columns, e.g. \"pc between 0x8000 and 0x8100\".",
+)  # fmt: skip
 @click.option("--limit", type=click.IntRange(min=0), default=None, help="At most N instructions.")
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "csv", "jsonl", "tarmac"]), default="text",
@@ -69,13 +80,13 @@ def _where(where: str | None) -> str:
     "--image", "images", multiple=True, metavar="PATH[@ADDR]",
     help="Program image for the disassembly of instructions the trace gave no opcode for.",
 )  # fmt: skip
-def list_cmd(trace: str, where: str | None, limit: int | None, fmt: str, images: tuple[str, ...]) -> None:
+def list_cmd(trace: str, condition: str, limit: int | None, fmt: str, images: tuple[str, ...]) -> None:
     """List instructions (with --format tarmac, also their records, as a Tarmac trace).
 
     Instructions the input gave no disassembly for get it from their opcode (or the image).
     """
     t = open_trace_arg(trace)
-    query = f"SELECT * FROM instructions {_where(where)} ORDER BY seq"
+    query = f"SELECT * FROM instructions WHERE {condition} ORDER BY seq"
     if limit is not None:
         query += f" LIMIT {limit}"
     image = Image.merge(load_image_spec(spec) for spec in images) if images else None

@@ -18,7 +18,6 @@ from ..analysis.profile import profile
 from ..analysis.stream import read_batches
 from ..errors import CputraceError
 from ..model import SCHEMAS, TABLES
-from ..store import table_path
 from .calldata import call_frames
 from .registry import ExportRequest
 from .tarmac import INSTRUCTION_COLUMNS, write_tarmac
@@ -56,7 +55,7 @@ def _copy_model_table(request: ExportRequest, name: str, options: str) -> None:
             columns.append(f"lower(hex({quoted})) AS {quoted}")
         else:
             columns.append(quoted)
-    source = str(table_path(request.trace.path, name)).replace("'", "''")
+    source = str(request.trace.file(name)).replace("'", "''")
     target = str(request.output).replace("'", "''")
     query = f"SELECT {', '.join(columns)} FROM read_parquet('{source}') WHERE {request.window.sql()}"
     request.trace.db.execute(f"COPY ({query}) TO '{target}' ({options})")

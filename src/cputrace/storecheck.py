@@ -1,0 +1,130 @@
+"""Checksums of a store's table files: written at commit, checked on open and by `verify`.
+
+- The manifest records each table file's size, the XXH3-128 hash of its bytes and that of its
+  Parquet footer (the metadata: schema, row group offsets and the statistics queries use to
+  skip data). Opening a store checks sizes and footers: a few small reads.
+- A table file is hashed whole before it is first read (`Trace.file`, once per file and open
+  store: a version's files never change), and `cputrace verify` hashes them all. Hashing
+  runs at several GB/s, a fraction of what reading the file costs.
+- Every Parquet data page also carries a CRC-32 (`write_page_checksum`), checked by Arrow as
+  it reads pages (`Trace.parquet_file`) and by other Parquet tools that check them. Page CRCs
+  alone are not enough: they leave out the page headers, and DuckDB does not check them.
+
+A file is hashed from its bytes on disk after it is written, never from what was meant to be
+written, so a write that went wrong is caught too.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import xxhash
+
+from .errors import StoreError
+from .manifest import recorded_files, table_file
+from .model import TABLES
+
+_PARQUET_MAGIC = b"PAR1"
+_TAIL = 8  # footer length (uint32, little-endian) and the magic
+
+
+def file_xxh3_128(path: str | os.PathLike[str]) -> str:
+    """XXH3-128 of a file's bytes, read in large blocks (faster than the disk)."""
+    digest = xxhash.xxh3_128()
+    block = bytearray(1 << 22)
+    view = memoryview(block)
+    with open(path, "rb", buffering=0) as f:
+        while n := f.readinto(block):
+            digest.update(view[:n])
+    return digest.hexdigest()
+
+
+def footer_xxh3_128(path: str | os.PathLike[str]) -> str | None:
+    """XXH3-128 of a Parquet file's footer (None if the file does not end like Parquet)."""
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size < 2 * _TAIL:
+            return None
+        f.seek(size - _TAIL)
+        tail = f.read(_TAIL)
+        (length,) = struct.unpack("<I", tail[:4])
+        if tail[4:] != _PARQUET_MAGIC or length > size - _TAIL - len(_PARQUET_MAGIC):
+            return None
+        f.seek(size - _TAIL - length)
+        return xxhash.xxh3_128(f.read(length) + tail).hexdigest()
+
+
+def describe(path: Path) -> dict[str, Any]:
+    """What the manifest records of a table file just written."""
+    return {
+        "size": path.stat().st_size,
+        "xxh3_128": file_xxh3_128(path),
+        "footer_xxh3_128": footer_xxh3_128(path),
+    }
+
+
+def file_problem(data: Path, manifest: dict[str, Any], table: str, *, whole: bool) -> str | None:
+    """What is wrong with a table file, as `FILE: what` (None if nothing is): missing, another
+    size, another footer, and with `whole`, other bytes anywhere."""
+    path = data / table_file(table)
+    record = recorded_files(manifest).get(table_file(table))
+    try:
+        size = path.stat().st_size
+        if record is None:
+            return None
+        if size != record["size"]:
+            return f"{path}: {size:,} bytes, the manifest says {record['size']:,}"
+        if footer_xxh3_128(path) != record["footer_xxh3_128"]:
+            return f"{path}: its Parquet footer differs from the one written (checksum mismatch)"
+        if whole and file_xxh3_128(path) != record["xxh3_128"]:
+            return f"{path}: its content differs from what was written (checksum mismatch)"
+    except FileNotFoundError:
+        return f"{path}: missing"
+    except OSError as exc:
+        return f"{path}: unreadable: {exc.strerror}"
+    return None
+
+
+def check_on_opening(data: Path, manifest: dict[str, Any]) -> None:
+    """StoreError for the first table file missing, or of another size or footer than the
+    manifest records: the checks cheap enough for every opening of a store."""
+    for table in TABLES:
+        problem = file_problem(data, manifest, table, whole=False)
+        if problem is not None:
+            raise StoreError(f"damaged store: {problem}")
+
+
+def decode_problem(data: Path, manifest: dict[str, Any], table: str) -> str | None:
+    """What reading every page of a table file finds wrong (a store written without hashes):
+    undecodable pages, failed page CRCs (where written), or another row count than the
+    manifest's. Memory stays bounded: the file is read a row group at a time."""
+    path = data / table_file(table)
+    try:
+        file = pq.ParquetFile(path, page_checksum_verification=True)
+        rows = 0
+        for group in range(file.metadata.num_row_groups):
+            rows += file.read_row_group(group).num_rows
+    except (OSError, pa.ArrowException) as exc:
+        return f"{path}: {exc}"
+    expected = manifest["counts"][table]
+    if rows != expected:
+        return f"{path}: {rows:,} rows, the manifest says {expected:,}"
+    return None
+
+
+def store_problems(data: Path, manifest: dict[str, Any]) -> list[str]:
+    """Everything `verify` finds wrong with the table files, one `FILE: what` each."""
+    problems = []
+    for table in TABLES:
+        hashed = bool(recorded_files(manifest))
+        problem = file_problem(data, manifest, table, whole=hashed)
+        if problem is None and not hashed:
+            problem = decode_problem(data, manifest, table)
+        if problem is not None:
+            problems.append(problem)
+    return problems
