@@ -182,11 +182,11 @@ def store_problem(store: Path, manifest: dict[str, Any]) -> tuple[str, str] | No
     counts, instructions numbered 0, 1, 2, ... and every other table in seq order, each row
     belonging to an instruction (or, before any, to the next one)."""
     from cputrace.model import TABLES
-    from cputrace.store import STORED_SCHEMAS
+    from cputrace.store import STORED_SCHEMAS, table_path
 
     instructions = 0
     for table in TABLES:
-        file = pq.ParquetFile(store / f"{table}.parquet")
+        file = pq.ParquetFile(table_path(store, table))
         if not file.schema_arrow.equals(STORED_SCHEMAS[table], check_metadata=False):
             return f"{table} schema", f"{table}: {file.schema_arrow} is not the model's"
         seq = file.read(columns=["seq"]).column("seq").to_numpy()

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from cputrace.errors import CputraceError
+from cputrace.store import table_path
 from fuzz import mutate
 from fuzz.__main__ import load_case
 from fuzz.campaign import save_crasher
@@ -133,7 +134,7 @@ def test_a_store_out_of_seq_order_is_invalid(tmp_path, monkeypatch) -> None:
 
     def shuffled(*args, **kwargs):
         result = real(*args, **kwargs)
-        path = result.store / "memory.parquet"
+        path = table_path(result.store, "memory")
         table = pq.read_table(path)
         assert table.num_rows > 1
         seq = table.column("seq").to_pylist()
