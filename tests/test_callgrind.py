@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import test_calls
 from elftools.elf.elffile import ELFFile
 
 import cputrace
@@ -92,8 +93,21 @@ def _function_at(symbols: list[tuple[int, str]], address: int) -> str:
 
 
 def _annotate(path: Path, *options: str) -> str:
+    """callgrind_annotate's report; it must read every line (it warns of the ones it cannot)."""
     command = [ANNOTATE, "--show=Ir", "--show-percs=no", "--threshold=100", *options, str(path)]
-    return subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    run = subprocess.run(command, capture_output=True, text=True, check=True)
+    assert "WARNING" not in run.stderr, run.stderr
+    return run.stdout
+
+
+def _function_totals(report: str, trace: cputrace.Trace) -> Counter:
+    """Ir per `file:function` of callgrind_annotate's function table (which adds the object, the
+    store's name, to the functions it first met under `fl=`)."""
+    totals: Counter = Counter()
+    for text in report.split("file:function")[1].split("\n\n")[0].splitlines()[2:]:
+        cost, name = text.split(maxsplit=1)
+        totals[name.removesuffix(f" [{trace.path.name}]")] += _number(cost)
+    return totals
 
 
 def _number(text: str) -> int:
@@ -178,11 +192,21 @@ def test_callgrind_annotate_reads_every_cost_and_call_where_it_ran(recorded, tmp
     assert [key[0] for key in to_main] == [boot]  # `bl main` in the start-up code (issue 18.7)
 
     if program == "calls-a64" and method is Method.ISA:
-        report = _annotate(path, "--auto=no")
-        functions = Counter()
-        for text in report.split("file:function")[1].splitlines()[2:]:
-            if text.strip():
-                cost, name = text.split(maxsplit=1)
-                functions[name.removesuffix(f" [{trace.path.name}]")] += _number(cost)
+        functions = _function_totals(_annotate(path, "--auto=no"), trace)
         assert functions == Counter(f"{where[pc][0]}:{_function_at(symbols, pc)}" for pc in pcs)
         assert sum(functions.values()) == trace.manifest["counts"]["instructions"]
+
+
+def test_two_cores_in_callgrind_annotate(tmp_path):
+    """Two cores' functions are apart (`name [cpuN]`): their totals are each core's instructions."""
+    both = tmp_path / "two.tarmac"
+    test_calls.two_core_tarmac(both)
+    trace = cputrace.open(ingest([both], tmp_path / "two.ctrace").store)
+    path = tmp_path / "two.callgrind"
+    image = load_elf(test_calls.IMAGES / "calculator-aarch64.elf")
+    EXPORTERS["callgrind"].load()(ExportRequest(trace, path, image=image))
+    per_core: Counter = Counter()
+    for name, cost in _function_totals(_annotate(path, "--auto=no"), trace).items():
+        per_core[int(re.search(r"\[cpu(\d+)\]$", name)[1])] += cost
+    counted = trace.sql("SELECT cpu, count(*) AS n FROM instructions GROUP BY cpu").to_pylist()
+    assert per_core == {row["cpu"]: row["n"] for row in counted} and len(per_core) == 2
