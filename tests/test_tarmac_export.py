@@ -117,11 +117,28 @@ def _flow_tarmac(folder: Path) -> tuple[list[Path], dict]:
     return [run], {"options": {"images": [str(CORPUS / "calls-a32.elf")]}}
 
 
+def _etm_data(folder: Path) -> tuple[list[Path], dict]:
+    """calls-t32's run as an ETMv3 stream with data trace: addresses and values, every third
+    value not traced (the encoder of tests/test_etmv3_data.py)."""
+    data = pytest.importorskip("test_etmv3_data")
+    steps, memory = data.recorded("calls-t32.elf", folder)
+    encoder = data.EtmEncoder(data_address=True, data_value=True).a_sync()
+
+    def traced(i: int, k: int) -> str:
+        return data.NOT_TRACED if (i + k) % 3 == 0 else data.TRACED
+
+    data.encode_run(encoder, steps, data.blocks_of("calls-t32.elf"), memory=memory, data=traced)
+    stream = folder / "etm.bin"
+    stream.write_bytes(encoder.data)
+    return [stream], {"format": "etmv3", "options": data.options(encoder, "calls-t32.elf")}
+
+
 ARMV5TE = {"options": {"images": [str(CORPUS / "calls-armv5te.elf")]}}
 FORMATS: dict[str, Callable[[Path], tuple[list[Path], dict]]] = {
     "tarmac": lambda folder: ([DATA / "tarmac" / "seed_fastmodels_example.tarmac"], {}),
     "armulator": lambda folder: ([DATA / "armulator" / "seed_example.trc"], {}),
     "etmv3": lambda folder: ([_tc2(folder)], {"options": {"source": 0x10}}),
+    "etmv3-data": _etm_data,
     "xscale": lambda folder: ([DATA / "xscale" / "calls-armv5te-wrap.txt"], ARMV5TE),
     "xscale-openocd": lambda folder: ([DATA / "xscale" / "calls-armv5te-fill.dump"], ARMV5TE),
     "leon-itb": _leon_itb,
