@@ -152,7 +152,7 @@ class TarmacWriter:
             (related["registers"], _REGISTER),
             (related["events"], _EVENT),
         ]
-        times = self.clock.fill([(table, order) for table, order in tables])
+        times = self.clock.fill([table for table, _ in tables])
         rendered = _Rendered(self.prefix)
         render = (_add_instructions, _add_memory, _add_registers, self._add_events)
         for (table, _), (time, has_time), add in zip(tables, times, render, strict=True):
@@ -231,17 +231,17 @@ class _Clock:
         self.known = np.zeros(largest_cpu + 1, np.bool_)
         self._first: tuple[np.ndarray, np.ndarray] | None = None
 
-    def fill(self, tables: list[tuple[pa.Table, int]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    def fill(self, tables: list[pa.Table]) -> list[tuple[np.ndarray, np.ndarray]]:
         """(time, has time) for the rows of `tables` (instructions first), as they are to be written."""
-        columns = [(_values(t.column("time"), np.int64), _valid(t.column("time"))) for t, _ in tables]
+        columns = [(_values(t.column("time"), np.int64), _valid(t.column("time"))) for t in tables]
         if not self.started[0] and not any(has.any() for _, has in columns):
             return columns  # no time yet: the lines have none either
-        seq = np.concatenate([_values(t.column("seq"), np.int64) for t, _ in tables])
-        cpu = np.concatenate([_values(t.column("cpu"), np.int64) for t, _ in tables])
+        seq = np.concatenate([_values(t.column("seq"), np.int64) for t in tables])
+        cpu = np.concatenate([_values(t.column("cpu"), np.int64) for t in tables])
         time = np.concatenate([time for time, _ in columns])
         has = np.concatenate([has for _, has in columns])
         if has.all():  # nothing to fill: keep each core's last time (by seq, then as `tables` lists)
-            listed = np.concatenate([np.full(t.num_rows, k) for k, (t, _) in enumerate(tables)])
+            listed = np.concatenate([np.full(t.num_rows, k) for k, t in enumerate(tables)])
             place = seq * len(tables) + listed
             for core in np.unique(cpu).tolist():
                 if 0 <= core < len(self.last):
@@ -252,7 +252,7 @@ class _Clock:
         first, has_first = self._firsts()
         order = np.argsort(seq, kind="stable")  # the rows of one instruction: as `tables` lists them
         _fill_times(order, cpu, time, has, self.started, self.last, self.known, first, has_first)
-        ends = np.cumsum([0, *(t.num_rows for t, _ in tables)])
+        ends = np.cumsum([0, *(t.num_rows for t in tables)])
         return [(time[a:b], has[a:b]) for a, b in pairwise(ends)]
 
     def _firsts(self) -> tuple[np.ndarray, np.ndarray]:
