@@ -6,7 +6,10 @@ from __future__ import annotations
 import heapq
 import itertools
 import json
+import logging
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -163,6 +166,54 @@ def test_auto_uses_isa_semantics_without_sp_writes(stores):
         stores(*TTU, "samples", "calculator-aarch64-fastmodel.tarmac"), "calculator-aarch64.elf", Method.ISA
     )
     assert _calls_by_name(tree) == _calls_by_name(fast)
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "cputrace" and r.levelno == logging.WARNING]
+
+
+def test_the_register_rule_on_a_trace_without_sp_writes_is_warned(stores, caplog):
+    """Asked for by name on gem5's trace (no sp writes: the SQL below), the register rule gives a
+    wrong tree: a warning says so and names the way out; auto, and a trace with sp, say nothing."""
+    gem5 = stores(*TTU, "samples", "calculator-aarch64-gem5.tarmac")
+    sp = "SELECT count(*) AS n FROM registers WHERE split_part(reg, '_', 1) IN ('sp', 'wsp', 'r13')"
+    assert gem5.sql(sp).column("n")[0].as_py() == 0
+    build(gem5, "calculator-aarch64.elf", Method.REGISTERS)
+    (warning,) = _warnings(caplog)
+    assert "cpu0: the trace records no sp writes" in warning and "--method isa" in warning
+    caplog.clear()
+    build(gem5, "calculator-aarch64.elf")
+    fast = stores(*TTU, "samples", "calculator-aarch64-fastmodel.tarmac")
+    assert fast.sql(sp).column("n")[0].as_py() > 0
+    build(fast, "calculator-aarch64.elf", Method.REGISTERS)
+    assert _warnings(caplog) == []
+
+
+def test_an_image_of_another_architecture_is_warned(stores, caplog):
+    """quicksort ran A64 (its manifest); a 32-bit Arm image cannot be its program."""
+    trace = stores(*TTU, "tests", "quicksort.tarmac")
+    assert trace.manifest["isas"] == ["A64"]
+    detect_calls(trace, image=load_elf(IMAGES / "quicksort.elf"))
+    assert _warnings(caplog) == []
+    detect_calls(trace, image=load_elf(IMAGES / "calculator-aarch32.elf"))
+    (warning,) = _warnings(caplog)
+    assert warning == (
+        "warning: the image holds 32-bit Arm code (A32/T32) but the trace ran A64: "
+        "is --image the program that ran?"
+    )
+
+
+def test_warnings_reach_stderr_on_the_command_line(stores):
+    trace = stores(*TTU, "samples", "calculator-aarch64-gem5.tarmac")
+    options = ["--method", "registers", "--image", str(IMAGES / "calculator-aarch32.elf")]
+    for command in ("calls", "profile"):
+        command_line = [sys.executable, "-m", "cputrace", command, str(trace.path), *options]
+        done = subprocess.run(command_line, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        lines = done.stderr.splitlines()
+        assert "warning: the image holds 32-bit Arm code (A32/T32) but the trace ran A64" in lines[0]
+        assert lines[1].startswith("warning: cpu0: the trace records no sp writes")
+        assert "warning" not in done.stdout
 
 
 def two_core_tarmac(path: Path) -> Path:

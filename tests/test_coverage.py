@@ -5,7 +5,9 @@ from __future__ import annotations
 import io
 import re
 import shutil
+import struct
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Callable
@@ -13,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from elftools.elf.elffile import ELFFile
 from paths import DATA, shared
 
 import cputrace
@@ -22,6 +25,7 @@ from cputrace.export.cobertura import write_cobertura
 from cputrace.export.lcov import write_lcov
 from cputrace.image import load_elf
 from cputrace.ingest import ingest
+from cputrace.model import Isa
 
 COV = DATA / "coverage"
 
@@ -259,3 +263,103 @@ def test_cli_writes_reports_and_listing(tmp_path: Path, opened) -> None:
         assert (tmp_path / "html" / "index.html").is_file()
     missing = CliRunner().invoke(cli, ["coverage", str(trace)])
     assert missing.exit_code == 2
+
+
+# -- images without symbols ------------------------------------------------------------------
+
+_SHT_NULL = 0
+
+
+def stripped(elf: Path, out: Path) -> Path:
+    """A copy of `elf` as `strip` leaves it: no symbol table and no DWARF. Their section headers
+    become unnamed SHT_NULL entries; code, data and the other sections stay where they were."""
+    data = bytearray(elf.read_bytes())
+    with elf.open("rb") as f:
+        image = ELFFile(f)
+        order = "<" if image.little_endian else ">"
+        offset, entry = image["e_shoff"], image["e_shentsize"]
+        for index, section in enumerate(image.iter_sections()):
+            if section.name in (".symtab", ".strtab") or section.name.startswith(".debug"):
+                struct.pack_into(f"{order}II", data, offset + index * entry, 0, _SHT_NULL)  # sh_name, sh_type
+    out.write_bytes(bytes(data))
+    return out
+
+
+def _code_sections(elf: Path) -> list[tuple[int, int]]:
+    with elf.open("rb") as f:
+        return [
+            (s["sh_addr"], s["sh_addr"] + s["sh_size"])
+            for s in ELFFile(f).iter_sections()
+            if s["sh_flags"] & 0x6 == 0x6 and s["sh_type"] == "SHT_PROGBITS"  # SHF_ALLOC | SHF_EXECINSTR
+        ]
+
+
+def test_a_stripped_image_is_covered_by_its_code_sections(opened, tmp_path: Path) -> None:
+    """Every word of the executable sections is an A64 instruction; what ran is the trace's
+    distinct pcs there, each as often as the trace has it; no functions, the listing for lines."""
+    elf = stripped(COV / "cov-a64.elf", tmp_path / "cov-a64-stripped.elf")
+    image = load_elf(elf)
+    assert not len(image.symbols) and not image.lines.files
+    trace = opened(COV / "cov-a64.tarmac")
+    coverage = compute_coverage(trace, image, image_name=elf.name)
+    sections = _code_sections(elf)
+    assert coverage.code.address.tolist() == [a for lo, hi in sections for a in range(lo, hi, 4)]
+    inside = " OR ".join(f"(pc >= {lo} AND pc < {hi})" for lo, hi in sections)
+    counted = trace.sql(f"SELECT pc, count(*) AS n FROM instructions WHERE {inside} GROUP BY pc").to_pylist()
+    assert {a: int(h) for a, h in zip(coverage.code.address.tolist(), coverage.hits, strict=True) if h} == {
+        row["pc"]: row["n"] for row in counted
+    }
+    outside = trace.sql(f"SELECT count(*) AS n FROM instructions WHERE NOT ({inside})").column("n")[0].as_py()
+    assert coverage.outside == outside
+    assert coverage.functions() == [] and coverage.listing is not None
+    with_symbols = _coverage(opened, COV / "cov-a64.tarmac", COV / "cov-a64.elf")
+    assert coverage.totals().branches_covered == with_symbols.totals().branches_covered
+
+
+def test_a_stripped_thumb_image_is_read_in_the_instruction_set_the_trace_ran(opened, tmp_path: Path) -> None:
+    elf = stripped(COV / "cov-t32.elf", tmp_path / "cov-t32-stripped.elf")
+    trace = opened(COV / "cov-t32.tarmac")
+    coverage = compute_coverage(trace, load_elf(elf))
+    assert set(coverage.code.isa.tolist()) == {Isa.T32}
+    executed = set(trace.sql("SELECT DISTINCT pc FROM instructions").column("pc").to_pylist())
+    assert executed <= set(coverage.code.address.tolist())  # a sweep out of step would miss some
+
+
+@pytest.mark.parametrize("fmt", ["lcov", "cobertura"])
+def test_reports_of_a_stripped_image(opened, tmp_path: Path, fmt: str) -> None:
+    """`export --to lcov/cobertura` with a stripped image: object-code lines, one per instruction."""
+    elf = stripped(COV / "cov-a64.elf", tmp_path / "s.elf")
+    trace = opened(COV / "cov-a64.tarmac")
+    out = tmp_path / f"report.{fmt}"
+    command = ["export", str(trace.path), "--to", fmt, "--image", str(elf), "-o", str(out)]
+    result = CliRunner().invoke(cli, command)
+    assert result.exit_code == 0, result.output
+    coverage = compute_coverage(trace, load_elf(elf), listing=str(tmp_path / "report.lst"))
+    listing = Path(f"{out}.lst").read_text().splitlines()
+    instructions = [n for n, text in enumerate(listing, 1) if text.startswith("  ")]
+    if fmt == "lcov":
+        (record,) = parse_lcov(out.read_text())
+        assert sorted(record["DA"]) == instructions and record["FN"] == {}
+        assert record["LH"] == coverage.totals().instructions_covered
+    else:
+        root = _check_cobertura(out.read_bytes(), coverage)
+        assert [int(line.get("number")) for line in root.find(".//class/lines")] == instructions
+
+
+def test_an_image_cputrace_cannot_decode_is_a_clear_error(opened, tmp_path: Path) -> None:
+    host = Path(sys.executable).resolve()
+    if host.read_bytes()[:4] != b"\x7fELF" or load_elf(host).architecture.isas:
+        pytest.skip("the host's programs are not ELF of an architecture cputrace does not decode")
+    store = str(opened(COV / "cov-a64.tarmac").path)
+    report = tmp_path / "x.info"
+    for command in (["coverage", store], ["export", store, "--to", "lcov", "-o", str(report)]):
+        result = CliRunner().invoke(cli, [*command, "--image", str(host)])
+        assert result.exit_code == 1, result.output
+        assert "code, which cputrace does not decode" in result.output
+        assert not report.exists()
+
+
+def test_an_empty_range_has_no_coverage_and_no_crash(opened) -> None:
+    trace, elf = CASES["quicksort"]()
+    coverage = compute_coverage(opened(trace), load_elf(elf), address_range=(0x100000, 0))
+    assert len(coverage.code) == 0 and coverage.lines() == [] and coverage.totals().instructions == 0

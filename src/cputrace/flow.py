@@ -94,6 +94,9 @@ class GapReason(enum.IntEnum):
     VECTOR = 5  # an exception entered a handler at an address the trace does not give
 
 
+LOSS_NAMES = frozenset(reason.name.lower() for reason in GapReason)
+"""The `trace_gap` event names of a walk losing its place (decoders' own gaps have others)."""
+
 GAP_TEXT = {
     GapReason.NO_CODE: "no instruction in the program image at this address",
     GapReason.UNDEFINED: "undecodable or undefined instruction in the image at this address",
@@ -203,7 +206,10 @@ class Program:
     def decode(self, key: int) -> None:
         """Decode the block at `key` (address << 3 | ISA) into the arrays."""
         address, isa = key >> 3, Isa(key & 7)
+        architecture = self.image.architecture
         try:  # up to the next unconditional branch, or to code decoded before from another entry point
+            if architecture is not None and isa not in architecture.isas:
+                raise ImageError(f"the image holds {architecture.name} code, not {isa.name}")
             columns = decode_columns(self.image, address, isa, self.index, self._leftovers)
         except (ImageError, ValueError) as exc:  # ValueError: an instruction set isa/ cannot decode
             self.index.add(np.array([key], np.int64), np.array([_NO_CODE], np.int64))

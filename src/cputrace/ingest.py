@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,6 +21,9 @@ from .model import TABLES
 from .store import STORE_SUFFIX, StoreWriter, is_store, read_manifest
 from .storecheck import file_xxh3_128
 from .storedir import check_output
+
+if TYPE_CHECKING:
+    from .formats import DecodeContext
 
 ProgressHook = Callable[[int], None]
 
@@ -43,6 +46,7 @@ class _Stats:
     isas: set[str] = field(default_factory=set)
     modes: set[str] = field(default_factory=set)
     event_kinds: dict[str, int] = field(default_factory=dict)
+    gaps: dict[str, tuple[int, str]] = field(default_factory=dict)  # trace_gap name -> (count, a text)
 
     def add(self, table: str, data: pa.Table) -> None:
         self.counts[table] += data.num_rows
@@ -66,6 +70,15 @@ class _Stats:
             for item in pc.value_counts(kinds.indices).to_pylist():
                 kind = kinds.dictionary[item["values"]].as_py()
                 self.event_kinds[kind] = self.event_kinds.get(kind, 0) + item["counts"]
+                if kind == "trace_gap":
+                    self._add_gaps(data.filter(pc.equal(kinds.indices, item["values"])))
+
+    def _add_gaps(self, gaps: pa.Table) -> None:
+        """Count trace gaps by name, keeping one text of each."""
+        names, texts = gaps.column("name").to_pylist(), gaps.column("text").to_pylist()
+        for name, text in zip(names, texts, strict=True):
+            count, sample = self.gaps.get(name, (0, text))
+            self.gaps[name] = (count + 1, sample)
 
 
 ROW_GROUP_ROWS = 1 << 17
@@ -152,6 +165,38 @@ def _distinct(column: pa.ChunkedArray) -> set[str]:
     return values
 
 
+WALK_LOSS_SPACING = 10
+"""A walk through the program image that lost its place once or more per this many instructions
+it rebuilt is mostly gaps: the image is not the program that ran (or not where it ran)."""
+
+
+def _check_walk(ctx: DecodeContext, stats: _Stats, inputs: Sequence[str | os.PathLike[str]]) -> None:
+    """Warn (an error with --strict) when a trace walked through an image says the image is
+    wrong: its architecture runs none of the trace's instruction sets, or the walk is mostly gaps.
+    Decoders report each gap where it happens; only the whole shows that none will end."""
+    path = str(inputs[0]) + (f" (and {len(inputs) - 1} more)" if len(inputs) > 1 else "")
+    if ctx.options.get("images"):
+        from .image.arch import mismatch  # the image is loaded: so is its package
+
+        why = mismatch(ctx.image().architecture, stats.isas)
+        if why:
+            ctx.doubt(path, "image", f"{why}: is --image the program that ran?")
+    if "trace_gap" not in stats.event_kinds:
+        return
+    from .flow import LOSS_NAMES  # loaded already by the decoders that walk
+
+    losses = {name: stats.gaps[name] for name in sorted(LOSS_NAMES & stats.gaps.keys())}
+    lost = sum(count for count, _ in losses.values())
+    instructions = stats.counts["instructions"]
+    if lost and lost * WALK_LOSS_SPACING > instructions:
+        _, sample = max(losses.values(), key=lambda loss: loss[0])
+        ctx.doubt(
+            path, "walk",
+            f"the walk through the program image lost its place {lost:,} times in {instructions:,} "
+            f"instructions (e.g. {sample}): is --image the program that ran, at its address?",
+        )  # fmt: skip
+
+
 def default_store_path(inputs: Sequence[str | os.PathLike[str]]) -> Path:
     return Path(str(inputs[0]) + STORE_SUFFIX)
 
@@ -235,6 +280,7 @@ def ingest(
                     "instructions": stats.counts["instructions"] - seq_base,
                 }
             )
+        _check_walk(ctx, stats, inputs)
         manifest = {
             "format": formats_used[0] if len(set(formats_used)) == 1 else formats_used,
             "inputs": recorded_inputs,

@@ -41,7 +41,7 @@ import pyarrow as pa
 from ..image import Image
 from ..model import Isa
 from ..trace import Trace
-from . import facts, pairtable
+from . import caution, facts, pairtable
 from .stream import NO_TIME, WHOLE_TRACE, Instructions, Step, Window, dictionary_codes, walk
 
 
@@ -522,17 +522,13 @@ def _register_rows(table: pa.Table | None, cpu: int) -> tuple[np.ndarray, np.nda
     return seq, kinds[rows].astype(np.int8), value
 
 
-def cores_with_registers(trace: Trace, window: Window = WHOLE_TRACE) -> set[int]:
-    """The cores whose trace records both lr and sp writes in the window: the register rule applies.
-
-    With lr but no sp (gem5 prints no sp writes), returns at the same lr from different
-    depths of recursion cannot be told apart, so those cores use ISA semantics.
-    """
+def _register_kinds(trace: Trace, window: Window) -> dict[int, set[int]]:
+    """Per core, which of lr and sp (`_LR`, `_SP`) the trace records writes of in the window."""
     names = trace.sql("SELECT DISTINCT reg FROM registers").column("reg").to_pylist()
     kinds = {n: register_code(n) for n in names if n is not None}
     wanted = [n for n, kind in kinds.items() if kind != _OTHER]
     if not wanted:
-        return set()
+        return {}
     quoted = ", ".join("'" + n.replace("'", "''") + "'" for n in wanted)
     rows = trace.sql(
         f"SELECT DISTINCT cpu, reg FROM registers WHERE reg IN ({quoted}) AND {window.sql()}"
@@ -540,7 +536,31 @@ def cores_with_registers(trace: Trace, window: Window = WHOLE_TRACE) -> set[int]
     seen: dict[int, set[int]] = {}
     for row in rows:
         seen.setdefault(row["cpu"], set()).add(kinds[row["reg"]])
-    return {cpu for cpu, found in seen.items() if found == {_LR, _SP}}
+    return seen
+
+
+def cores_with_registers(trace: Trace, window: Window = WHOLE_TRACE) -> set[int]:
+    """The cores whose trace records both lr and sp writes in the window: the register rule applies.
+
+    With lr but no sp (gem5 prints no sp writes), returns at the same lr from different
+    depths of recursion cannot be told apart, so those cores use ISA semantics.
+    """
+    return {cpu for cpu, found in _register_kinds(trace, window).items() if found == {_LR, _SP}}
+
+
+def _warn_without_registers(trace: Trace, window: Window, cpus: Iterable[int] | None) -> None:
+    """The register rule asked for on cores whose trace lacks lr or sp writes: say that its
+    call tree is wrong there, since nothing else will."""
+    found = _register_kinds(trace, window)
+    wanted = set(trace.manifest.get("cpus") or found) if cpus is None else set(cpus)
+    for cpu in sorted(wanted):
+        missing = [name for kind, name in ((_LR, "lr"), (_SP, "sp")) if kind not in found.get(cpu, set())]
+        if missing:
+            caution.warn(
+                f"cpu{cpu}: the trace records no {' or '.join(missing)} writes, so the register rule "
+                "cannot tell calls and returns apart and its call tree is wrong; use --method isa "
+                "(or auto), with --image when the trace has no opcodes"
+            )
 
 
 class CallDetector:
@@ -578,6 +598,9 @@ class CallDetector:
         cpus: Iterable[int] | None = None,
         follow: Callable[[CoreDetector, Instructions], None] | None = None,
     ) -> CallDetector:
+        caution.check_image(trace, image)
+        if Method(method) is Method.REGISTERS:
+            _warn_without_registers(trace, window, cpus)
         registers = cores_with_registers(trace, window) if Method(method) is Method.AUTO else ()
         detector = cls(method, image, cpus, registers, follow)
         if window.start is not None and detector.needs_registers:

@@ -8,7 +8,7 @@ set where the ELF's mapping symbols say so and skipping what they mark as data.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -123,8 +123,8 @@ def function_code(image: Image) -> CodeMap:
     return _build(pieces, kept)
 
 
-def range_code(image: Image, start: int, length: int, default: Isa | None) -> CodeMap:
-    """The instructions in [start, start+length), each tagged with the function holding it."""
+def range_code(image: Image, ranges: Sequence[tuple[int, int]], default: Isa | None) -> CodeMap:
+    """The instructions in the [start, end) ranges, each tagged with the function holding it."""
     functions = functions_of(image)
     starts = [f.address for f in functions]
 
@@ -132,5 +132,5 @@ def range_code(image: Image, start: int, length: int, default: Isa | None) -> Co
         i = bisect_right(starts, address) - 1
         return i if i >= 0 and address < functions[i].address + functions[i].size else -1
 
-    pieces = [(owner(info.address), info) for info in sweep(image, start, start + length, default)]
+    pieces = [(owner(i.address), i) for start, end in ranges for i in sweep(image, start, end, default)]
     return _build(pieces, functions)

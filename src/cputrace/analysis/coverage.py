@@ -11,6 +11,11 @@ branches are judged by the instruction after the delay slot.
 Source lines come from DWARF. Code without line information is described by an
 object-code listing instead: one listing line per instruction, named `listing` in the
 result, so that lcov and Cobertura reports still show every instruction.
+
+An image without function symbols (a stripped ELF) is covered by address range: its
+executable sections (or segments), swept in the one instruction set its architecture has,
+`default_isa`, or the one the trace ran most. An image of an architecture cputrace does not
+decode is an error; one whose architecture the trace never ran, a warning.
 """
 
 from __future__ import annotations
@@ -21,10 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import CputraceError
 from ..image import Image
 from ..model import Isa
 from ..trace import Trace
-from .codemap import CodeMap, function_code, range_code
+from .caution import check_image, warn
+from .codemap import CodeMap, function_code, functions_of, range_code
 from .stream import WHOLE_TRACE, Window, iter_instructions
 
 LISTING = "<object code>"
@@ -164,7 +171,7 @@ def _groups(keys: np.ndarray) -> list[tuple[int, np.ndarray]]:
     """(key, indices in address order) for each distinct key, by key."""
     order = np.argsort(keys, kind="stable")
     values, starts = np.unique(keys[order], return_index=True)
-    ends = [*starts[1:].tolist(), len(order)]
+    ends = [*starts[1:].tolist(), len(order)] if len(order) else []
     return [(int(v), order[s:e]) for v, s, e in zip(values.tolist(), starts.tolist(), ends, strict=True)]
 
 
@@ -248,6 +255,39 @@ class _BranchCounter:
         self.not_taken += np.bincount(b[not_taken], minlength=len(code))
 
 
+_DECODED = (Isa.A32, Isa.T32, Isa.A64, Isa.SPARC)
+
+
+def _object_code(trace: Trace, image: Image, default_isa: Isa | None) -> CodeMap:
+    """The code of an image without function symbols: its executable sections, by address."""
+    isa = default_isa or _sweep_isa(trace, image)
+    ranges = image.code_ranges
+    more = f" and {len(ranges) - 4} more" if len(ranges) > 4 else ""
+    shown = ", ".join(str(r) for r in ranges[:4]) + more
+    warn(
+        f"the image has no function symbols: covering its code by address, as {isa.name} "
+        f"(data among the code counts as instructions): {shown}"
+    )
+    return range_code(image, [(r.start, r.end) for r in ranges], isa)
+
+
+def _sweep_isa(trace: Trace, image: Image) -> Isa:
+    """The instruction set to read code in that nothing marks: the architecture's only one, else
+    the one of its sets that the trace ran most."""
+    possible = image.architecture.isas if image.architecture is not None else frozenset(_DECODED)
+    if len(possible) == 1:
+        return next(iter(possible))
+    ran = trace.sql("SELECT isa, count(*) AS n FROM instructions GROUP BY isa ORDER BY n DESC, isa")
+    for name in ran.column("isa").to_pylist():
+        isa = Isa.__members__.get(str(name))
+        if isa in possible:
+            return isa
+    raise CputraceError(
+        "the image has no symbols to say which instruction set its code is in, and the trace ran "
+        "none of them: give --isa"
+    )
+
+
 def compute_coverage(
     trace: Trace,
     image: Image,
@@ -259,15 +299,25 @@ def compute_coverage(
     window: Window = WHOLE_TRACE,
     listing: str = LISTING,
 ) -> Coverage:
-    """Coverage of the image's functions (or of `address_range` = (start, length)) by the trace.
+    """Coverage of the image's functions (or of `address_range` = (start, length); of its
+    executable sections when it has no function symbols) by the trace.
 
     `default_isa` decodes range bytes that no mapping symbol describes; `cpus` and `window`
     limit the trace to those cores and that seq range.
     """
-    if address_range is None:
+    if image.architecture is not None and not image.architecture.isas:
+        raise CputraceError(
+            f"the image holds {image.architecture.name} code, which cputrace does not decode "
+            f"(it decodes {', '.join(isa.name for isa in _DECODED)})"
+        )
+    check_image(trace, image)
+    if address_range is not None:
+        start, length = address_range
+        code = range_code(image, [(start, start + length)], default_isa)
+    elif functions_of(image):
         code = function_code(image)
     else:
-        code = range_code(image, address_range[0], address_range[1], default_isa)
+        code = _object_code(trace, image, default_isa)
     counter = _BranchCounter(code)
     for chunk in iter_instructions(trace, window):
         for cpu, part in chunk.items():

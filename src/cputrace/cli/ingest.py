@@ -19,8 +19,9 @@ from .etmoptions import etm_input_options, etm_options
 @click.option("--strict", is_flag=True, help="Stop at the first record that does not parse.")
 @click.option(
     "--default-isa",
-    type=click.Choice(["A32", "T32", "A64"]),
-    help="ISA of Tarmac instructions that do not name one (default T32, as on Cortex-M).",
+    type=click.Choice(["A32", "T32", "A64", "SPARC"]),
+    help="ISA of Tarmac instructions that do not name one (default T32, as on Cortex-M; SPARC for "
+    "LEON traces exported as Tarmac).",
 )
 @click.option(
     "--image", "images", multiple=True, metavar="PATH[@ADDR]",

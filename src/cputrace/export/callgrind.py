@@ -89,9 +89,35 @@ def _position(address: int, lines: _Lines) -> str:
     return f"{address:#x} {lines.at(address)[1]}" if lines.enabled else f"{address:#x}"
 
 
+class _FileSwitch:
+    """The source file the next cost or call line is read against, switched only when it changes.
+
+    `fl=` names a function's file, the file of its entry; `fi=` switches to another file inside
+    the function (inlined code) and `fe=` back to the function's own. A call line's position is
+    read against the current file too (the format's "source position of the call"), so the file
+    is switched before call lines as well as before cost lines.
+    """
+
+    def __init__(self, out: TextIO, files: _Names) -> None:
+        self._out = out
+        self._files = files
+        self._home = self._current = ""
+
+    def start(self, file: str) -> None:
+        self._out.write(f"fl={self._files(file)}\n")
+        self._home = self._current = file
+
+    def to(self, file: str) -> None:
+        if file != self._current:
+            key = "fe" if file == self._home else "fi"
+            self._out.write(f"{key}={self._files(file)}\n")
+            self._current = file
+
+
 def _write_functions(out: TextIO, costs: pa.Table, edges: pa.Table, name, lines: _Lines, timed: bool) -> None:
     files = _Names()
     functions = _Names()
+    switch = _FileSwitch(out, files)
     calls_by_caller: dict[tuple[int, int], list[dict]] = {}
     for edge in edges.to_pylist():
         calls_by_caller.setdefault((edge["cpu"], edge["caller"]), []).append(edge)
@@ -104,24 +130,24 @@ def _write_functions(out: TextIO, costs: pa.Table, edges: pa.Table, name, lines:
     starts = {}
     for row, key in enumerate(zip(cpu_column.tolist(), function_column.tolist(), strict=True)):
         starts.setdefault(key, []).append(row)
+
+    def file_of(address: int) -> str:
+        return lines.at(address)[0] if lines.enabled else "???"
+
     for cpu, function in keys:
-        file = lines.at(function)[0] if lines.enabled else "???"
-        out.write(f"fl={files(file)}\nfn={functions(name(cpu, function))}\n")
-        current = file
+        switch.start(file_of(function))
+        out.write(f"fn={functions(name(cpu, function))}\n")
         for row in starts.get((cpu, function), ()):
             address = int(pcs[row])
-            here = lines.at(address)[0] if lines.enabled else file
-            if here != current:
-                out.write(f"fi={files(here)}\n")
-                current = here
+            switch.to(file_of(address))
             cost = f" {int(times[row])}" if timed else ""
             out.write(f"{_position(address, lines)} {int(counts[row])}{cost}\n")
         for edge in calls_by_caller.get((cpu, function), ()):
             callee = edge["callee"]
-            callee_file = lines.at(callee)[0] if lines.enabled else "???"
-            out.write(f"cfi={files(callee_file)}\ncfn={functions(name(cpu, callee))}\n")
+            site = edge["site"] if edge["site"] is not None else function
+            switch.to(file_of(site))
+            out.write(f"cfi={files(file_of(callee))}\ncfn={functions(name(cpu, callee))}\n")
             out.write(f"calls={edge['calls']} {_position(callee, lines)}\n")
             cost = f" {edge['time']}" if timed else ""
-            site = edge["site"] if edge["site"] is not None else function
             out.write(f"{_position(site, lines)} {edge['insns']}{cost}\n")
         out.write("\n")

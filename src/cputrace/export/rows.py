@@ -20,7 +20,7 @@ from ..errors import CputraceError
 from ..model import SCHEMAS, TABLES
 from .calldata import call_frames
 from .registry import ExportRequest
-from .tarmac import INSTRUCTION_COLUMNS, write_tarmac
+from .tarmac import INSTRUCTION_COLUMNS, TarmacWriter
 
 ANALYSIS_TABLES = ("frames", *PROFILE_TABLES)
 _ZSTD = {"compression": "zstd"}
@@ -28,10 +28,13 @@ ALL_TABLES = (*TABLES, *ANALYSIS_TABLES)
 
 
 def write_tarmac_file(request: ExportRequest) -> None:
-    """The window as a Fast-Models-style Tarmac trace, written batch by batch."""
+    """The window as a Fast-Models-style Tarmac trace, written batch by batch: every row in it,
+    those that belong to no instruction too (a bus trace's accesses)."""
     with open(request.output, "w", encoding="utf-8", newline="\n") as out:
+        writer = TarmacWriter(request.trace, out, request.window)
         for batch in read_batches(request.trace, "instructions", INSTRUCTION_COLUMNS, request.window):
-            write_tarmac(request.trace, pa.Table.from_batches([batch]), out)
+            writer.write(pa.Table.from_batches([batch]))
+        writer.finish()
 
 
 def _table_name(request: ExportRequest) -> str:

@@ -1,5 +1,6 @@
 """Program images: memory regions with bytes, symbols and source lines, from many file kinds."""
 
+from .arch import Architecture, CodeRange
 from .elf import load_elf
 from .errors import ImageError
 from .ihex import load_ihex
@@ -12,7 +13,9 @@ from .srec import load_srec
 from .symbols import Binding, StateRange, Symbol, SymbolKind, SymbolTable
 
 __all__ = [
+    "Architecture",
     "Binding",
+    "CodeRange",
     "DumpEntry",
     "Image",
     "ImageError",

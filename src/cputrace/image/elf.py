@@ -11,6 +11,7 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
 from ..model import Isa
+from .arch import Architecture, CodeRange
 from .elfopen import open_elf
 from .errors import ImageError
 from .lines import LineTable
@@ -27,6 +28,8 @@ _KINDS = {
 }
 _BINDINGS = {"STB_GLOBAL": Binding.GLOBAL, "STB_LOOS": Binding.GLOBAL, "STB_WEAK": Binding.WEAK}
 _SHF_ALLOC = 0x2
+_SHF_EXECINSTR = 0x4
+_PF_X = 0x1
 
 
 def load_elf(path: str | os.PathLike[str], load_offset: int = 0) -> Image:
@@ -40,7 +43,9 @@ def load_elf(path: str | os.PathLike[str], load_offset: int = 0) -> Image:
         regions = _segments(elf, stream, size, path, load_offset)
         symbols = _symbols(elf, load_offset)
         entry = elf.header["e_entry"] + load_offset
-    return Image(regions, symbols, LineTable.from_elf(path, load_offset), entry)
+        architecture = Architecture.of_elf(elf["e_machine"])
+        code = _code_ranges(elf, load_offset)
+    return Image(regions, symbols, LineTable.from_elf(path, load_offset), entry, architecture, code)
 
 
 def _segments(elf: ELFFile, stream: BinaryIO, file_size: int, path: Path, load_offset: int) -> list[Region]:
@@ -58,6 +63,25 @@ def _segments(elf: ELFFile, stream: BinaryIO, file_size: int, path: Path, load_o
         data = stream.read(length)
         regions.append(Region(segment["p_vaddr"] + load_offset, data, f"{path} segment {index}"))
     return regions
+
+
+def _code_ranges(elf: ELFFile, load_offset: int) -> list[CodeRange]:
+    """The executable sections that the file holds bytes of (a stripped file keeps them); the
+    executable segments when there are no section headers. Sections are narrower: a segment
+    may hold data as well (one RWX segment for everything, as `ld -n` links)."""
+    sections = [
+        CodeRange(s["sh_addr"] + load_offset, s["sh_addr"] + s["sh_size"] + load_offset, s.name)
+        for s in elf.iter_sections()
+        if s["sh_flags"] & _SHF_ALLOC and s["sh_flags"] & _SHF_EXECINSTR
+        and s["sh_type"] != "SHT_NOBITS" and s["sh_size"]
+    ]  # fmt: skip
+    if sections:
+        return sections
+    return [
+        CodeRange(g["p_vaddr"] + load_offset, g["p_vaddr"] + g["p_filesz"] + load_offset, f"segment {i}")
+        for i, g in enumerate(elf.iter_segments())
+        if g["p_type"] == "PT_LOAD" and g["p_flags"] & _PF_X and g["p_filesz"]
+    ]
 
 
 def _function_isa(machine: str, value: int, arm_thumb_type: bool) -> Isa | None:

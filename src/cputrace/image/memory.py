@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import pairwise
 
+from .arch import Architecture, CodeRange
 from .errors import ImageError
 from .lines import LineTable
 from .symbols import SymbolTable
@@ -34,7 +35,11 @@ class Region:
 
 
 class Image:
-    """Non-overlapping regions of memory, plus the symbols and line tables that describe them."""
+    """Non-overlapping regions of memory, plus the symbols and line tables that describe them.
+
+    `architecture` is what the file says its code is for (None: it does not say); `code` the
+    ranges that hold code (None: not known, every region may).
+    """
 
     def __init__(
         self,
@@ -42,6 +47,8 @@ class Image:
         symbols: SymbolTable | None = None,
         lines: LineTable | None = None,
         entry: int | None = None,
+        architecture: Architecture | None = None,
+        code: Iterable[CodeRange] | None = None,
     ) -> None:
         ordered = sorted((r for r in regions if len(r.data)), key=lambda r: r.start)
         for region in ordered:
@@ -55,6 +62,8 @@ class Image:
         self.symbols: SymbolTable = symbols if symbols is not None else SymbolTable()
         self.lines: LineTable = lines if lines is not None else LineTable()
         self.entry = entry  # where execution starts (ELF e_entry), when the file says
+        self.architecture = architecture
+        self._code = None if code is None else tuple(sorted(code, key=lambda c: c.start))
 
     @classmethod
     def merge(cls, images: Iterable[Image]) -> Image:
@@ -65,7 +74,16 @@ class Image:
             SymbolTable.merge(image.symbols for image in images),
             LineTable.merge(image.lines for image in images),
             next((image.entry for image in images if image.entry is not None), None),
+            Architecture.combined(image.architecture for image in images),
+            (c for image in images for c in image.code_ranges),
         )
+
+    @property
+    def code_ranges(self) -> tuple[CodeRange, ...]:
+        """Where the image holds code, by address: as the file says, else every region."""
+        if self._code is not None:
+            return self._code
+        return tuple(CodeRange(r.start, r.end, r.name) for r in self._regions)
 
     @property
     def regions(self) -> tuple[Region, ...]:
