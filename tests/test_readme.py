@@ -6,7 +6,11 @@ example may use what an earlier one made, as a reader following the README does)
 and stderr together as a terminal shows them. What varies between runs is normalised in the
 README's own form: an ingest's duration (`in 0.33 s`). A line `...` in the README stands for
 any number of lines; a command whose shown output has an `error:` line must fail, any other
-must succeed.
+must succeed (a pipeline may end 141, SIGPIPE's status: a writer whose reader, `head` or
+`grep -m1`, stopped early, as asked). The set-up steps a command starts with (making and
+activating a virtualenv, `pip install` of this package) are what the test's own environment
+already did: they are left out, and the rest of the command runs; that the extras they
+install exist is checked against pyproject.toml.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +32,9 @@ COPIED = ("examples", "tests/corpus", "tests/data")
 """What the README's commands read: copied, so that the stores they write land in the copy."""
 
 _SECONDS = re.compile(r"\bin \d+\.\d+ s\b")
+_SETUP = re.compile(r"python3 -m venv \S+|\. \S+/bin/activate|pip install \S+")
+_EXTRAS = re.compile(r"pip install '(?:\.|cputrace)\[([\w,]+)\]'|`cputrace\[([\w,]+)\]`")
+SIGPIPE_STATUS = 141
 _FENCE = re.compile(r"^```(\w*)\s*$")
 
 
@@ -66,7 +74,16 @@ def readme_examples() -> list[Example]:
 
 
 def readme_python() -> list[tuple[int, str]]:
-    return [(start, "\n".join(lines)) for lang, start, lines in _blocks(README.read_text()) if lang == "python"]
+    blocks = _blocks(README.read_text())
+    return [(start, "\n".join(lines)) for lang, start, lines in blocks if lang == "python"]
+
+
+def without_setup(command: str) -> str:
+    """The command after the set-up steps it starts with (`A && B && C`: those of A, B, ...)."""
+    parts = command.split(" && ")
+    while parts and _SETUP.fullmatch(parts[0]):
+        parts.pop(0)
+    return " && ".join(parts)
 
 
 def _normalise(lines: list[str]) -> list[str]:
@@ -117,13 +134,18 @@ def test_the_readme_has_examples() -> None:
 @pytest.mark.parametrize("index", range(len(EXAMPLES)), ids=[f"README:{e.line}" for e in EXAMPLES])
 def test_readme_example_prints_what_the_readme_shows(scratch: Path, index: int) -> None:
     example = EXAMPLES[index]
+    command = without_setup(example.command)
+    if not command:
+        assert matches(example.shown, []), f"README.md:{example.line}: a set-up step shows output"
+        return
     done = subprocess.run(
-        ["bash", "-o", "pipefail", "-c", example.command], cwd=scratch, env=_environment(),
+        ["bash", "-o", "pipefail", "-c", command], cwd=scratch, env=_environment(),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600,
     )  # fmt: skip
     printed = done.stdout.splitlines()
     failing = any(line.startswith("error:") for line in example.shown)
-    assert (done.returncode != 0) == failing, f"exit {done.returncode}:\n{done.stdout}"
+    failed = done.returncode != 0 and not (done.returncode == SIGPIPE_STATUS and "|" in command)
+    assert failed == failing, f"exit {done.returncode}:\n{done.stdout}"
     assert matches(example.shown, printed), (
         f"README.md:{example.line}: $ {example.command}\n--- shown\n"
         + "\n".join(example.shown) + "\n--- printed\n" + done.stdout
@@ -137,6 +159,23 @@ def test_readme_python_example_runs(scratch: Path, start: int, code: str) -> Non
         timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, f"README.md:{start}:\n{done.stderr}"
+
+
+def test_the_readme_installs_extras_that_exist() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    named = {extra for match in _EXTRAS.finditer(README.read_text()) for group in match.groups() if group
+             for extra in group.split(",")}  # fmt: skip
+    assert {"test", "pandas", "plot"} <= named <= set(project["optional-dependencies"])
+    assert "cputrace" in project["scripts"]
+    assert any(without_setup(e.command).startswith("cputrace ") and e.command.startswith("pip install .")
+               for e in EXAMPLES)  # fmt: skip
+
+
+def test_setup_steps_are_left_out_and_the_rest_runs() -> None:
+    assert without_setup("python3 -m venv .venv && . .venv/bin/activate") == ""
+    assert without_setup("pip install . && cputrace info x") == "cputrace info x"
+    assert without_setup("cputrace info x && pip install .") == "cputrace info x && pip install ."
+    assert without_setup("pip install . ; rm -rf /") == "pip install . ; rm -rf /"
 
 
 def test_matching_treats_dots_as_any_lines() -> None:
