@@ -121,9 +121,19 @@ def test_cli_ingest_and_list(tc2: Path, tmp_path: Path) -> None:
 
 
 def test_a_snapshot_without_its_memory_dump_is_a_clear_error(tmp_path: Path) -> None:
-    result = CliRunner().invoke(cli, ["ingest", str(TC2 / "snapshot.ini"), "-o", str(tmp_path / "s")])
-    assert result.exit_code == 1 and "kernel_dump.bin" in result.stderr
+    snapshot = tmp_path / "tc2"
+    shutil.copytree(TC2, snapshot, ignore=shutil.ignore_patterns("kernel_dump.bin*"))
+    result = CliRunner().invoke(cli, ["ingest", str(snapshot / "snapshot.ini"), "-o", str(tmp_path / "s")])
+    assert result.exit_code == 1 and "kernel_dump.bin: cannot read" in result.stderr
     assert not (tmp_path / "s").exists()
+
+
+def test_the_snapshot_as_shipped_reads_its_compressed_dump(tc2_store: cputrace.Trace, tmp_path: Path) -> None:
+    """tests/data holds kernel_dump.bin as kernel_dump.bin.xz only (as the README's example
+    ingests it): the same rows as from the decompressed dump."""
+    assert not (TC2 / "kernel_dump.bin").exists()
+    shipped = cputrace.Trace(ingest([TC2 / "snapshot.ini"], tmp_path / "s.ctrace", strict=True).store)
+    assert shipped.instructions.equals(tc2_store.instructions)
 
 
 # --- recorded runs, encoded ----------------------------------------------------------------------

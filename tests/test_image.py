@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import lzma
 import os
 import shutil
 import struct
@@ -9,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import zstandard
 from elftools.elf.elffile import ELFFile
 from paths import shared
 
@@ -672,6 +676,50 @@ def test_snapshot_errors(tmp_path: Path, body: str, message: str) -> None:
     ini = tmp_path / "cpu.ini"
     ini.write_text(body)
     with pytest.raises(ImageError, match=message):
+        load_snapshot_device(ini)
+
+
+COMPRESSORS = {".xz": lzma.compress, ".gz": gzip.compress, ".bz2": bz2.compress, ".zst": zstandard.compress}
+
+
+@pytest.mark.parametrize("suffix", list(COMPRESSORS))
+def test_a_dump_shipped_compressed_is_read_decompressed(tmp_path: Path, suffix: str) -> None:
+    """A dump file that is only there as NAME.xz (.gz, .bz2, .zst) gives the bytes NAME would."""
+    content = bytes(range(256)) * 3
+    (tmp_path / ("low.bin" + suffix)).write_bytes(COMPRESSORS[suffix](content))
+    ini = tmp_path / "cpu_0.ini"
+    ini.write_text(
+        "[dump]\nfile=low.bin\naddress=0x1000\nlength=0x10\noffset=0x120\n"
+        "[dump]\nfile=low.bin\naddress=0x8000\n"
+    )
+    image = load_snapshot_device(ini)
+    assert image.read(0x1000, 0x10) == content[0x120:0x130]
+    assert image.read(0x8000, len(content)) == content
+    assert not image.contains(0x8000 + len(content))
+
+
+def test_a_dump_file_itself_is_read_before_a_compressed_copy(tmp_path: Path) -> None:
+    (tmp_path / "low.bin").write_bytes(b"\x11" * 16)
+    (tmp_path / "low.bin.xz").write_bytes(lzma.compress(b"\x22" * 16))
+    ini = tmp_path / "cpu.ini"
+    ini.write_text("[dump]\nfile=low.bin\naddress=0\n")
+    assert load_snapshot_device(ini).read(0, 16) == b"\x11" * 16
+
+
+@pytest.mark.parametrize(
+    ("packed", "length", "message"),
+    [
+        (lzma.compress(bytes(256)), 0x200, r"low\.bin\.xz: asked for 0x200 bytes .* has 0x100 bytes"),
+        (lzma.compress(bytes(range(256)))[:100], 0x100, r"low\.bin\.xz:0: expected a readable compressed"),
+        (b"not compressed at all", 0x10, r"low\.bin\.xz: expected a gzip, zstd, xz or bzip2 file"),
+    ],
+    ids=["short", "truncated", "not-compressed"],
+)
+def test_bad_compressed_dumps_are_errors(tmp_path: Path, packed: bytes, length: int, message: str) -> None:
+    (tmp_path / "low.bin.xz").write_bytes(packed)
+    ini = tmp_path / "cpu.ini"
+    ini.write_text(f"[dump]\nfile=low.bin\naddress=0x10\nlength={length}\n")
+    with pytest.raises(ImageError, match=r"cpu\.ini: dump at 0x10: .*" + message):
         load_snapshot_device(ini)
 
 

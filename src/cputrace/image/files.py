@@ -1,11 +1,29 @@
-"""Mapping binary files into memory, so large dumps cost address space rather than RAM."""
+"""Reading binary files for images: mapped into memory, so large dumps cost address space
+rather than RAM, or decompressed where only a compressed copy is there."""
 
 from __future__ import annotations
 
 import mmap
 from pathlib import Path
 
+from ..errors import TraceFormatError
+from ..inputs import InputFile, read_exactly
 from .errors import ImageError
+
+COMPRESSED_SUFFIXES = (".xz", ".gz", ".zst", ".bz2")
+"""The compressed copies of a file `map_or_decompress` looks for, in this order."""
+_BLOCK = 1 << 20
+
+
+def _span(path: Path, size: int, offset: int, length: int | None) -> int:
+    """How many bytes [offset, offset+length) asks for (to the end when length is None)."""
+    wanted = size - offset if length is None else length
+    if offset < 0 or wanted < 0 or offset + wanted > size:
+        raise ImageError(
+            f"{path}: asked for 0x{max(wanted, 0):x} bytes at file offset 0x{offset:x}, "
+            f"but the file has 0x{size:x} bytes"
+        )
+    return wanted
 
 
 def map_file(path: Path, offset: int = 0, length: int | None = None) -> memoryview | bytes:
@@ -15,16 +33,47 @@ def map_file(path: Path, offset: int = 0, length: int | None = None) -> memoryvi
     """
     try:
         with open(path, "rb") as stream:
-            size = stream.seek(0, 2)
-            wanted = size - offset if length is None else length
-            if offset < 0 or wanted < 0 or offset + wanted > size:
-                raise ImageError(
-                    f"{path}: asked for 0x{max(wanted, 0):x} bytes at file offset 0x{offset:x}, "
-                    f"but the file has 0x{size:x} bytes"
-                )
+            wanted = _span(path, stream.seek(0, 2), offset, length)
             if wanted == 0:
                 return b""
             mapped = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError as exc:
         raise ImageError(f"{path}: cannot read: {exc.strerror}") from exc
     return memoryview(mapped)[offset : offset + wanted]
+
+
+def map_or_decompress(path: Path, offset: int = 0, length: int | None = None) -> memoryview | bytes:
+    """`map_file(path, offset, length)`; or, when `path` is missing and a compressed copy is
+    beside it (`NAME.xz`, `.gz`, `.zst`, `.bz2`: data shipped compressed to save space), the
+    same bytes of that copy's content, decompressed into memory."""
+    if not path.exists():
+        for suffix in COMPRESSED_SUFFIXES:
+            packed = path.with_name(path.name + suffix)
+            if packed.is_file():
+                return _decompressed(packed, offset, length)
+    return map_file(path, offset, length)
+
+
+def _decompressed(path: Path, offset: int, length: int | None) -> bytes:
+    """Bytes [offset, offset+length) of a compressed file's content; only what they need is read."""
+    try:
+        source = InputFile(path)
+        if source.compression is None:
+            raise ImageError(f"{path}: expected a gzip, zstd, xz or bzip2 file, got none of them")
+        stream = source.open(report=False)
+        try:
+            end = None if length is None else offset + max(length, 0)
+            parts = []
+            while block := read_exactly(stream, _BLOCK if end is None else min(_BLOCK, end), str(path)):
+                parts.append(block)
+                if end is not None:
+                    end -= len(block)
+        finally:
+            stream.close()
+    except OSError as exc:
+        raise ImageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except TraceFormatError as exc:
+        raise ImageError(str(exc)) from exc
+    content = b"".join(parts)
+    wanted = _span(path, len(content), offset, length)
+    return content[offset : offset + wanted]

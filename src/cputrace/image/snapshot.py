@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .errors import ImageError
-from .files import map_file
+from .files import map_or_decompress
 from .memory import Image, Region
 from .text import numbered_lines
 
@@ -74,13 +74,14 @@ def read_dump_entries(ini: str | os.PathLike[str]) -> list[DumpEntry]:
 
 
 def load_snapshot_dumps(ini: str | os.PathLike[str], entries: Iterable[DumpEntry]) -> Image:
-    """The dumps as one image; dump files are found relative to the .ini file's directory."""
+    """The dumps as one image; dump files are found relative to the .ini file's directory, and
+    may be there compressed (`kernel_dump.bin.xz` for `kernel_dump.bin`)."""
     ini = Path(ini)
     regions = []
     for entry in entries:
         path = ini.parent / entry.file
         try:
-            data = map_file(path, entry.offset, entry.length)
+            data = map_or_decompress(path, entry.offset, entry.length)
         except ImageError as exc:
             raise ImageError(f"{ini}: dump at 0x{entry.address:x}: {exc}") from exc
         regions.append(Region(entry.address, data, str(path)))
