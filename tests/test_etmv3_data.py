@@ -118,7 +118,7 @@ def decode_in_batches(
     batches = []
     for start in range(0, len(packets), size):
         part = Packets(packets.table[start : start + size], packets.stream, packets.stream_pos)
-        batches += walk.batch(part, walk.next_seq)
+        batches += walk.batch(part)
     batches += walk.finish()
     memory = pa.concat_tables([b["memory"] for b in batches if "memory" in b])
     return memory, pa.concat_tables([b["events"] for b in batches if "events" in b])

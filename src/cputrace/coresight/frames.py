@@ -46,6 +46,51 @@ def _is_full_sync(buf, p):
     return buf[p] == 0xFF and buf[p + 1] == 0xFF and buf[p + 2] == 0xFF and buf[p + 3] == 0x7F
 
 
+@numba.njit(inline="always")
+def _is_padding(frames, p):
+    """Four full frame syncs: a frame of padding that resets the formatter."""
+    return (
+        _is_full_sync(frames, p)
+        and _is_full_sync(frames, p + 4)
+        and _is_full_sync(frames, p + 8)
+        and _is_full_sync(frames, p + 12)
+    )
+
+
+@numba.njit(inline="always")
+def _unpack_frame(frames, p, cur, owner, value, at):
+    """The frame at frames[p]: the trace ID (owner[at + i]) and value (value[at + i]) of its
+    bytes i = 0..15, owner 0 where byte i is no source's data (ID changes, byte 15, bytes of
+    the null or a reserved ID). `cur` is the ID current before the frame.
+
+    Returns the ID current after it and the data bytes dropped (null or reserved ID)."""
+    owner[at + 15] = 0
+    aux = frames[p + 15]
+    dropped = 0
+    for j in range(8):
+        q = 2 * j
+        b = frames[p + q]
+        if b & 1:
+            new = np.int64(b >> 1)
+            owner[at + q] = 0
+            if j < 7:
+                o = cur if (aux >> j) & 1 else new  # the byte after an ID change may still be cur's
+                owner[at + q + 1] = o if 0 < o < FIRST_RESERVED_ID else 0
+                value[at + q + 1] = frames[p + q + 1]
+                dropped += owner[at + q + 1] == 0
+            cur = new
+        else:
+            o = cur if 0 < cur < FIRST_RESERVED_ID else 0
+            owner[at + q] = o
+            value[at + q] = b | ((aux >> j) & 1)
+            dropped += o == 0
+            if j < 7:
+                owner[at + q + 1] = o
+                value[at + q + 1] = frames[p + q + 1]
+                dropped += o == 0
+    return cur, dropped
+
+
 @numba.njit(cache=True, nogil=True)
 def _frame_owners(frames, state, owner, value):
     """The trace ID (owner[q]) and value (value[q]) of each byte q of whole frames.
@@ -56,44 +101,49 @@ def _frame_owners(frames, state, owner, value):
     cur = state[_CUR_ID]
     frame_count = padding = dropped = 0
     for p in range(0, len(frames) - FRAME_BYTES + 1, FRAME_BYTES):
-        owner[p + 15] = 0
-        if (
-            _is_full_sync(frames, p)
-            and _is_full_sync(frames, p + 4)
-            and _is_full_sync(frames, p + 8)
-            and _is_full_sync(frames, p + 12)
-        ):
+        if _is_padding(frames, p):
             cur = NO_ID
             padding += 1
-            owner[p : p + 15] = 0
+            owner[p : p + FRAME_BYTES] = 0
             continue
         frame_count += 1
-        aux = frames[p + 15]
-        for j in range(8):
-            q = p + 2 * j
-            b = frames[q]
-            if b & 1:
-                new = np.int64(b >> 1)
-                owner[q] = 0
-                if j < 7:
-                    o = cur if (aux >> j) & 1 else new  # the byte after an ID change may still be cur's
-                    owner[q + 1] = o if 0 < o < FIRST_RESERVED_ID else 0
-                    value[q + 1] = frames[q + 1]
-                    dropped += owner[q + 1] == 0
-                cur = new
-            else:
-                o = cur if 0 < cur < FIRST_RESERVED_ID else 0
-                owner[q] = o
-                value[q] = b | ((aux >> j) & 1)
-                dropped += o == 0
-                if j < 7:
-                    owner[q + 1] = o
-                    value[q + 1] = frames[q + 1]
-                    dropped += o == 0
+        cur, lost = _unpack_frame(frames, p, cur, owner, value, p)
+        dropped += lost
     state[_CUR_ID] = cur
     state[_FRAMES] += frame_count
     state[_PADDING] += padding
     state[_DROPPED] += dropped
+
+
+@numba.njit(cache=True, nogil=True)
+def _bytes_of(frames, state, wanted, positions, base, values, offsets):
+    """The bytes of one trace ID (`wanted`) in whole frames, into values and their offsets (as
+    _gather_owned gives them); returns how many. One pass that writes that ID's bytes alone:
+    a source decoded on its own costs a fraction of splitting the buffer by every ID."""
+    owner = np.empty(FRAME_BYTES, np.int8)
+    value = np.empty(FRAME_BYTES, np.uint8)
+    mapped = len(positions) > 0
+    cur = state[_CUR_ID]
+    frame_count = padding = dropped = 0
+    k = 0
+    for p in range(0, len(frames) - FRAME_BYTES + 1, FRAME_BYTES):
+        if _is_padding(frames, p):
+            cur = NO_ID
+            padding += 1
+            continue
+        frame_count += 1
+        cur, lost = _unpack_frame(frames, p, cur, owner, value, 0)
+        dropped += lost
+        for i in range(FRAME_BYTES - 1):
+            if owner[i] == wanted:
+                values[k] = value[i]
+                offsets[k] = (positions[p + i] if mapped else p + i) + base
+                k += 1
+    state[_CUR_ID] = cur
+    state[_FRAMES] += frame_count
+    state[_PADDING] += padding
+    state[_DROPPED] += dropped
+    return k
 
 
 @numba.njit(cache=True, nogil=True)
@@ -217,12 +267,15 @@ class FrameStats:
 
 
 class Deformatter:
-    """Splits a formatted buffer, fed in chunks of any size, into per-trace-ID byte streams."""
+    """Splits a formatted buffer, fed in chunks of any size, into per-trace-ID byte streams.
 
-    def __init__(self, layout: str = "coresight") -> None:
+    With `only`, the stream of that trace ID alone (and `stats.bytes_per_id` counts it alone)."""
+
+    def __init__(self, layout: str = "coresight", only: int | None = None) -> None:
         if layout not in FORMATTED_LAYOUTS:
             raise ValueError(f"not a formatted buffer layout: {layout!r}")
         self.layout = layout
+        self.only = only
         self.stats = FrameStats()
         self._unpack_state = np.array([NO_ID, 0, 0, 0], dtype=np.int64)
         self._sync_state = np.zeros(5, dtype=np.int64)
@@ -259,6 +312,9 @@ class Deformatter:
         self, frames: np.ndarray, positions: np.ndarray | None, offset: int
     ) -> dict[int, SourceBytes]:
         frames = read_only(frames)
+        positions = read_only(positions if positions is not None else _NO_POSITIONS)
+        if self.only is not None:
+            return self._unpack_only(self.only, frames, positions, offset)
         owner, value = np.empty(len(frames), np.int8), np.empty(len(frames), np.uint8)
         _frame_owners(frames, self._unpack_state, owner, value)
         counts = np.zeros(FIRST_RESERVED_ID, np.int64)
@@ -266,14 +322,27 @@ class Deformatter:
         counts[0] = 0  # bytes of no source
         starts = np.concatenate([[0], np.cumsum(counts)])
         values, offsets = np.empty(starts[-1], np.uint8), np.empty(starts[-1], np.int64)
-        positions = read_only(positions if positions is not None else _NO_POSITIONS)
         _gather_owned(owner, value, positions, offset, starts[:-1].copy(), values, offsets)
         out = {}
         for trace_id in np.flatnonzero(counts).tolist():
             run = slice(starts[trace_id], starts[trace_id + 1])
             out[trace_id] = SourceBytes(values[run], offsets[run])
-            self.stats.bytes_per_id[trace_id] = self.stats.bytes_per_id.get(trace_id, 0) + len(out[trace_id])
+            self._count(trace_id, len(out[trace_id]))
         return out
+
+    def _unpack_only(
+        self, trace_id: int, frames: np.ndarray, positions: np.ndarray, offset: int
+    ) -> dict[int, SourceBytes]:
+        # room for every byte; memory is only touched where the source's bytes are written
+        values, offsets = np.empty(len(frames), np.uint8), np.empty(len(frames), np.int64)
+        count = _bytes_of(frames, self._unpack_state, trace_id, positions, offset, values, offsets)
+        if not count:
+            return {}
+        self._count(trace_id, count)
+        return {trace_id: SourceBytes(values[:count], offsets[:count])}
+
+    def _count(self, trace_id: int, count: int) -> None:
+        self.stats.bytes_per_id[trace_id] = self.stats.bytes_per_id.get(trace_id, 0) + count
 
     def _update_stats(self) -> None:
         unpack, sync = self._unpack_state, self._sync_state

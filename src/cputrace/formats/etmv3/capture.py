@@ -166,7 +166,9 @@ def split_sources(capture: Capture) -> list[Capture]:
 class PacketReader:
     """Reads a capture's buffer in chunks and yields (source, packets) as batches complete.
 
-    `frame_stats` describes the formatter frames once the buffer has been read.
+    A formatted buffer's sources come interleaved, chunk by chunk; a capture of one source
+    (`split_sources`) has that source's bytes alone taken from the frames. `frame_stats`
+    describes the formatter frames once the buffer has been read.
     """
 
     capture: Capture
@@ -198,7 +200,8 @@ class PacketReader:
 
     def _formatted(self, stream: Any) -> Iterator[tuple[EtmSource, Packets]]:
         capture = self.capture
-        deformatter = Deformatter(capture.layout)
+        single = len(capture.sources) == 1 and capture.any_source is None
+        deformatter = Deformatter(capture.layout, only=capture.sources[0].trace_id if single else None)
         decoders = {s.trace_id: (s, PacketDecoder(s.config)) for s in capture.sources}
         end = 0
         for block, offset in _chunks(stream, self.capture.path, self.chunk_bytes):

@@ -72,8 +72,9 @@ NO_ANCHOR = -1
 class DataMatcher:
     """One source's data packets, matched to the load/store instructions its walk yields."""
 
-    def __init__(self, program: Program, config: EtmConfig, cpu: int) -> None:
+    def __init__(self, program: Program, config: EtmConfig, cpu: int, first_seq: int = 0) -> None:
         self.program, self.cpu = program, cpu
+        self.first_seq = first_seq  # the source's first instruction (or the next, when it has none)
         self.values = config.data_value
         self.data_only = config.data_only
         self.facts: dict[int, tuple[int, int, int]] = {}  # key -> (ops bits, data packets, size)
@@ -168,7 +169,7 @@ class DataMatcher:
         if self.data_only:
             _sequential(p["kind"], p["bits"], p["address"].astype(np.int64), self.state, address, has_address,
                         status)  # fmt: skip
-            seq[:] = np.maximum(p["at"] + 1, 0)
+            seq[:] = np.maximum(p["at"] + 1, self.first_seq)
         else:
             _match(p["kind"], p["at"], p["fence"], p["bits"], p["address"].astype(np.int64), self.ls_seq,
                    self.ls_facts, self.state, seq, address, has_address, op, size, status)  # fmt: skip
@@ -209,7 +210,7 @@ class DataMatcher:
         n = len(p)
         return pa.Table.from_arrays(
             [
-                pa.array(np.maximum(p["at"], 0)), pa.nulls(n, pa.int64()),
+                pa.array(np.maximum(p["at"], self.first_seq)), pa.nulls(n, pa.int64()),
                 pa.array(np.full(n, self.cpu, np.uint16)),
                 pa.array(["trace_gap"] * n, pa.string()).dictionary_encode(), pa.nulls(n, pa.int64()),
                 pa.array(np.where(suppressed, "data_suppressed", "unexpected_data"), pa.string()),

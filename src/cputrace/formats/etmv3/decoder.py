@@ -17,7 +17,7 @@ from ...flow import Program
 from ...image import Image, read_dump_entries
 from ...inputs import InputFile
 from ..base import Batch, DecodeContext
-from .capture import Capture, EtmSource, PacketReader, open_captures
+from .capture import Capture, EtmSource, PacketReader, open_captures, split_sources
 from .instructions import SourceWalk
 
 
@@ -31,22 +31,21 @@ class Etmv3Decoder:
 def decode_captures(
     captures: list[Capture], ctx: DecodeContext, programs: dict[object, Program] | None = None
 ) -> Iterator[Batch]:
-    """Instructions and events of every source of `captures`, in one seq order.
+    """Instructions, events and memory of every source of `captures`, in one seq order: the
+    sources one after the other (a buffer is read once per source), seq numbering on.
 
     `programs` holds the decoded program images by core; pass the same dict to decode more
     captures of the same cores without decoding their code again."""
     programs = {} if programs is None else programs
     next_seq = 0
     for capture in captures:
-        walks: dict[int | None, SourceWalk] = {}
-        for etm, packets in PacketReader(capture):
-            walk = walks.get(etm.trace_id)
-            if walk is None:
-                walk = walks[etm.trace_id] = SourceWalk(etm, _program(programs, capture, etm, ctx))
-            yield from walk.batch(packets, next_seq)
-            next_seq = walk.next_seq
-        for walk in walks.values():
+        for single in split_sources(capture):
+            etm = single.sources[0]
+            walk = SourceWalk(etm, _program(programs, capture, etm, ctx), first_seq=next_seq)
+            for _, packets in PacketReader(single):
+                yield from walk.batch(packets)
             yield from walk.finish()
+            next_seq = walk.next_seq
 
 
 def _program(

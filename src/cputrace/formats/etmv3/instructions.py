@@ -1,7 +1,7 @@
 """From ETMv3 packet batches to model rows: each source's ops walked through its core's image.
 
-Each source has its own `Walker`; all share one seq order (a source's walk numbers on from
-the rows the others have emitted). Events come from the few packets that are not atoms:
+Each source has its own `Walker`; sources are decoded one after the other, each numbering on
+from where the one before it ended. Events come from the few packets that are not atoms:
 `trace_on` per I-sync (`name` its reason; `value` the address; `value1` the cycles since the
 trace stopped, in cycle-accurate mode, including the W cycles after the last atom), an
 `overflow` event when the reason is overflow, `exception` per branch address with exception
@@ -9,7 +9,7 @@ information (`number` and `name` the exception, `value` the vector), `exception_
 `timestamp` (`value`), `context` when the context ID (`name` `context_id`, from context-ID
 packets and I-syncs) or the VMID (`name` `vmid`) changes, with the new value in `value`, and
 `trace_gap` for packet errors and resynchronisation. An event's seq is that of the last
-instruction before it. With data trace on, data packets become
+instruction of its source before it (the first, before any). With data trace on, data packets become
 `memory` rows (`data`).
 """
 
@@ -35,42 +35,69 @@ _OVERFLOW_TEXT = "the ETM FIFO overflowed: trace was lost before this I-sync"
 
 
 class SourceWalk:
-    """One source's packets, turned into instructions and events."""
+    """One source's packets, turned into instructions, events and memory rows numbered from
+    `first_seq`; each table's rows come out in seq order."""
 
-    def __init__(self, source: EtmSource, program: Program) -> None:
+    def __init__(self, source: EtmSource, program: Program, first_seq: int = 0) -> None:
         self.source = source
-        self.walker = Walker(program, cpu=source.cpu)
+        self.first_seq = first_seq
+        self.walker = Walker(program, cpu=source.cpu, first_seq=first_seq)
         self.state = new_state()
         self.cycle_accurate = source.config.cycle_accurate
         config = source.config
         traces_data = config.data_value or config.data_address
-        self.data = DataMatcher(program, config, source.cpu) if traces_data else None
+        self.data = DataMatcher(program, config, source.cpu, first_seq) if traces_data else None
         self._context = np.full(2, -1, np.int64)  # the last context ID and VMID seen (_C_*), -1: none yet
 
-    def batch(self, packets: Packets, next_seq: int) -> Iterator[Batch]:
-        """Rows of one packet batch, numbered from `next_seq` (then see `next_seq`)."""
-        self.walker.next_seq = next_seq
-        first_seq = next_seq
+    def batch(self, packets: Packets) -> Iterator[Batch]:
+        """Rows of one packet batch: instructions as the walk makes them, then memory, then
+        the batch's events in one table.
+
+        The walk holds its last row back (see `flow.Walker`), and data packets wait for it:
+        every event of a batch is at or before that row, every event of the next one at or
+        after it, so each batch's events, sorted, follow the last batch's."""
+        first_seq = self.walker.next_seq
         built = packet_ops(packets, self.state, self.cycle_accurate)
         if self.source.config.data_only:  # its I-syncs have no address: there is nothing to walk
             built = built.without_ops()
-        yield from self._seen(self.walker.run(built.ops))
-        yield {"events": self._events(packets, built, first_seq)}
+        events: list[pa.Table] = []
+        yield from self._walked(self.walker.run(built.ops), events)
+        events.append(self._events(packets, built, first_seq))
         if self.data is not None:
             self.data.add(packets, built, self.walker.op_end, first_seq)
-            yield from self.data.rows()
+            yield from self._matched(self.data.rows(), events)
+        yield {"events": _in_seq_order(events)}
 
     def finish(self) -> Iterator[Batch]:
-        yield from self._seen(self.walker.finish())
+        events: list[pa.Table] = []
+        yield from self._walked(self.walker.finish(), events)
         if self.data is not None:
-            yield from self.data.rows(final=True)
+            yield from self._matched(self.data.rows(final=True), events)
+        yield {"events": _in_seq_order(events)}
 
-    def _seen(self, batches: Iterator[Batch]) -> Iterator[Batch]:
-        """The walk's batches, with their instructions shown to the data matcher."""
+    def _walked(self, batches: Iterator[Batch], events: list[pa.Table]) -> Iterator[Batch]:
+        """The walk's instructions, shown to the data matcher; its trace gaps go to `events`.
+
+        The walk gives a gap the seq of the instruction after it; here, as every other event
+        of the source, it belongs to the last instruction before it (the first, before any)."""
         for batch in batches:
             if self.data is not None:
                 self.data.see(batch["instructions"])
-            yield batch
+            gaps = batch["events"]
+            if gaps.num_rows:
+                seq = np.maximum(gaps["seq"].to_numpy() - 1, self.first_seq)
+                index = gaps.schema.get_field_index("seq")
+                events.append(gaps.set_column(index, gaps.schema.field(index), pa.array(seq)))
+            yield {"instructions": batch["instructions"]}
+
+    @staticmethod
+    def _matched(batches: Iterator[Batch], events: list[pa.Table]) -> Iterator[Batch]:
+        """The data matcher's memory rows; its events go to `events`."""
+        for batch in batches:
+            if "events" in batch:
+                events.append(batch["events"])
+            if "memory" in batch:
+                yield {"memory": batch["memory"]}
 
     @property
     def next_seq(self) -> int:
@@ -86,7 +113,7 @@ class SourceWalk:
         out = np.empty((_R_COUNT, 3 * len(rows)), np.int64)  # a packet makes three at most (an I-sync)
         config = self.source.config
         n = _event_rows(t, rows, built.before, len(built.ops), built.pending, self.walker.op_end, first_seq,
-                        config.context_id_bytes > 0, self._context, out)  # fmt: skip
+                        self.first_seq, config.context_id_bytes > 0, self._context, out)  # fmt: skip
         seq, kind, name, number, value, value1, present, row = out[:, :n]
         names = _Labels(_NAMES, name)  # exceptions' names are added to these
         texts = _Labels((_OVERFLOW_TEXT,), np.where(kind == _E_OVERFLOW, 0, -1))
@@ -123,6 +150,15 @@ class SourceWalk:
             pa.array(t["offset"][row]),
         ]
         return pa.Table.from_arrays(columns, schema=SCHEMAS["events"])
+
+
+def _in_seq_order(tables: list[pa.Table]) -> pa.Table:
+    """Event tables as one, by seq and, within a seq, by buffer offset (input order)."""
+    events = pa.concat_tables(tables) if tables else _NO_EVENTS
+    if events.num_rows < 2:
+        return events
+    order = np.lexsort((events["src"].to_numpy(), events["seq"].to_numpy()))
+    return events.take(order)
 
 
 def _distinct(label: Callable[..., str], *keys: np.ndarray) -> tuple[np.ndarray, list[str]]:
@@ -172,17 +208,19 @@ _F_EXCEPTION = int(Flag.EXCEPTION)
 
 
 @numba.njit(cache=True, nogil=True)
-def _event_rows(packets, rows, before, ops, pending, op_end, first_seq, context_on_sync, context, out) -> int:
+def _event_rows(packets, rows, before, ops, pending, op_end, first_seq, source_seq, context_on_sync, context,
+                out) -> int:  # fmt: skip
     """The events of packets[rows], in packet order, into out[_R_*]; returns how many.
 
     An event's seq is the last instruction's before its packet (before[p] ops came before it;
-    op_end[i] is the seq after op i)."""
+    op_end[i] is the seq after op i; the batch's first instruction is first_seq), or the
+    source's first (source_seq) when there is none yet."""
     n = 0
     for i in range(len(rows)):
         p = rows[i]
         pk = packets[p]
         made = before[p]
-        seq = max(op_end[made - 1] - 1 if made > 0 else first_seq - 1, 0)
+        seq = max(op_end[made - 1] - 1 if made > 0 else first_seq - 1, source_seq)
         k = pk.kind
         if k == _K_I_SYNC:
             value1 = pk.cycles + pending[p] if pk.cycles >= 0 else 0
