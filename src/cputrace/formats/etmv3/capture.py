@@ -27,7 +27,7 @@ from ...coresight.snapshot import SNAPSHOT_INI, Device, Snapshot, read_snapshot
 from ...coresight.sniff import is_snapshot_ini, sniff_layout
 from ...errors import CputraceError
 from ...inputs import InputFile, read_exactly
-from .config import EtmConfig, bare_buffer_settings
+from .config import TRACE_IDS, EtmConfig, bare_buffer_settings
 from .packets import PacketDecoder, Packets
 
 CHUNK_BYTES = 4 << 20
@@ -96,6 +96,11 @@ def _snapshot_captures(snapshot: Snapshot, wanted: int | None) -> list[Capture]:
         formatted = buffer.format != "source_data"
         if config.trace_id is None and formatted:
             raise CputraceError(f"{device.path}: no ETMTRACEIDR to find its bytes in {buffer.path.name} by")
+        if formatted and config.trace_id not in TRACE_IDS:
+            raise CputraceError(
+                f"{device.path}: ETMTRACEIDR gives trace ID 0x{config.trace_id:02x}, which no source's bytes "
+                f"in {buffer.path.name} can have (expected 0x01 to 0x6F)"
+            )
         cpu = snapshot.cpu_of(core) if core else len(snapshot.cores) + position
         source = EtmSource(config, config.trace_id if formatted else None, cpu, device.name, core)
         found.append((device, source))
