@@ -4,6 +4,9 @@ Sniffing knows a snapshot.ini, a trace port capture (frame syncs) and a raw ETMv
 starts with an A-sync; memory buffers (ETB, ETR) need `--format etmv3`.
 Packets become instructions by walking the program image (`instructions`): a snapshot's
 core memory dumps, or the images given with `--image` (which then replace the dumps).
+A reserved or malformed packet fails a `--strict` decode (naming the buffer file, the offset
+and what was expected); otherwise it is a warning and a `trace_gap` event, and the decode
+resynchronises at the next A-sync.
 """
 
 from __future__ import annotations
@@ -12,13 +15,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
-from ...errors import CputraceError
+import numpy as np
+
+from ...errors import CputraceError, TraceFormatError
 from ...flow import Program
 from ...image import Image, read_dump_entries
 from ...inputs import InputFile
 from ..base import Batch, DecodeContext
 from .capture import Capture, EtmSource, PacketReader, open_captures, split_sources
 from .instructions import SourceWalk
+from .packets import Packets
+from .protocol import EXPECTED, Kind
+
+RAW_SHOWN = 16  # bytes of a bad packet an error message shows
 
 
 class Etmv3Decoder:
@@ -43,9 +52,24 @@ def decode_captures(
             etm = single.sources[0]
             walk = SourceWalk(etm, _program(programs, capture, etm, ctx), first_seq=next_seq)
             for _, packets in PacketReader(single):
+                _report_errors(packets, single.path, etm, ctx)
                 yield from walk.batch(packets)
             yield from walk.finish()
             next_seq = walk.next_seq
+
+
+def _report_errors(packets: Packets, path: Path, etm: EtmSource, ctx: DecodeContext) -> None:
+    """Reserved or malformed packets: the first fails a --strict decode; otherwise each is a
+    warning (its trace_gap event says where, and the trace resynchronises at the next A-sync)."""
+    source = "" if etm.trace_id is None else f" (source {etm.label})"
+    for row in np.flatnonzero(packets["kind"] == Kind.ERROR).tolist():
+        where = f"offset 0x{int(packets['offset'][row]):x}{source}"
+        expected = EXPECTED[int(packets["info"][row])]
+        raw = packets.raw(row)
+        got = raw[:RAW_SHOWN].hex(" ") + (" ..." if len(raw) > RAW_SHOWN else "")
+        if ctx.strict:
+            raise TraceFormatError(str(path), where, expected, got)
+        ctx.warn(str(path), where, f"expected {expected}, got {got}: a trace gap to the next A-sync")
 
 
 def _program(

@@ -30,8 +30,12 @@ from .ops import PacketOps, new_state, packet_ops
 from .packets import Packets
 from .protocol import ERROR_TEXT, I_SYNC_REASONS, KIND_NAMES, Flag, Kind, exception_name
 
-_OVERFLOW = I_SYNC_REASONS.index("overflow")
-_OVERFLOW_TEXT = "the ETM FIFO overflowed: trace was lost before this I-sync"
+_OVERFLOW, _PERIODIC = I_SYNC_REASONS.index("overflow"), I_SYNC_REASONS.index("periodic")
+_TEXTS = (  # of overflow and trigger events
+    "the ETM FIFO overflowed: trace was lost before this I-sync",
+    "the ETM's trigger condition occurred",
+)
+
 
 
 class SourceWalk:
@@ -112,11 +116,19 @@ class SourceWalk:
         t = packets.table
         out = np.empty((_R_COUNT, 3 * len(rows)), np.int64)  # a packet makes three at most (an I-sync)
         config = self.source.config
-        n = _event_rows(t, rows, built.before, len(built.ops), built.pending, self.walker.op_end, first_seq,
-                        self.first_seq, config.context_id_bytes > 0, self._context, out)  # fmt: skip
+        n = _event_rows(t, rows, built.before, built.pending, built.gap, self.walker.op_end, first_seq,
+                        self.first_seq, self.cycle_accurate, config.context_id_bytes > 0, self._context,
+                        out)  # fmt: skip
         seq, kind, name, number, value, value1, present, row = out[:, :n]
         names = _Labels(_NAMES, name)  # exceptions' names are added to these
-        texts = _Labels((_OVERFLOW_TEXT,), np.where(kind == _E_OVERFLOW, 0, -1))
+        texts = _Labels(_TEXTS, np.select([kind == _E_OVERFLOW, kind == _E_TRIGGER], [0, 1], -1))
+        counts = np.flatnonzero(name == _N_CYCLE_COUNT)
+        if len(counts):
+            texts.add(counts, *_distinct(
+                lambda c: f"{c} cycles of trace-off time before the last trace-on I-sync" if c
+                else "cycle count 0: the counter overflowed, the trace-off time is not known",
+                value1[counts],
+            ))  # fmt: skip
         exception = np.flatnonzero(kind == _E_EXCEPTION)
         if len(exception):
             at, numbers = row[exception], number[exception]
@@ -187,9 +199,12 @@ class _Labels:
 # The rows the compiled pass makes (out[_R_*]): `kind` indexes _EVENT_KINDS, `name` _NAMES (an
 # I-sync's reason, then the _N_* labels, then packet kinds; exceptions get theirs after),
 # `present` says which of number, value and value1 the row has, `row` is its packet's row.
-_E_TRACE_ON, _E_OVERFLOW, _E_EXCEPTION, _E_EXCEPTION_RETURN, _E_CONTEXT, _E_TIMESTAMP, _E_TRACE_GAP = range(7)
+(
+    _E_TRACE_ON, _E_OVERFLOW, _E_EXCEPTION, _E_EXCEPTION_RETURN, _E_CONTEXT, _E_TIMESTAMP, _E_TRACE_GAP,
+    _E_TRIGGER,
+) = range(8)  # fmt: skip
 _EVENT_KINDS = pa.array(
-    ["trace_on", "overflow", "exception", "exception_return", "context", "timestamp", "trace_gap"]
+    ["trace_on", "overflow", "exception", "exception_return", "context", "timestamp", "trace_gap", "trigger"]
 )
 _NAMES = (*I_SYNC_REASONS, "exception_return", "context_id", "vmid", "timestamp", *KIND_NAMES)
 _N_EXCEPTION_RETURN, _N_CONTEXT_ID, _N_VMID, _N_TIMESTAMP, _N_KINDS = (
@@ -203,18 +218,21 @@ _C_CONTEXT_ID, _C_VMID = 0, 1
 
 _K_I_SYNC, _K_BRANCH, _K_EXIT = int(Kind.I_SYNC), int(Kind.BRANCH), int(Kind.EXCEPTION_EXIT)
 _K_CONTEXT_ID, _K_VMID, _K_TIMESTAMP = int(Kind.CONTEXT_ID), int(Kind.VMID), int(Kind.TIMESTAMP)
-_K_ERROR, _K_UNSYNCED = int(Kind.ERROR), int(Kind.UNSYNCED)
+_K_CYCLE_COUNT, _K_TRIGGER = int(Kind.CYCLE_COUNT), int(Kind.TRIGGER)
+_N_CYCLE_COUNT, _N_TRIGGER = _N_KINDS + _K_CYCLE_COUNT, _N_KINDS + _K_TRIGGER
 _F_EXCEPTION = int(Flag.EXCEPTION)
 
 
 @numba.njit(cache=True, nogil=True)
-def _event_rows(packets, rows, before, ops, pending, op_end, first_seq, source_seq, context_on_sync, context,
-                out) -> int:  # fmt: skip
+def _event_rows(packets, rows, before, pending, gap, op_end, first_seq, source_seq, cycle_accurate,
+                context_on_sync, context, out) -> int:  # fmt: skip
     """The events of packets[rows], in packet order, into out[_R_*]; returns how many.
 
     An event's seq is the last instruction's before its packet (before[p] ops came before it;
     op_end[i] is the seq after op i; the batch's first instruction is first_seq), or the
-    source's first (source_seq) when there is none yet."""
+    source's first (source_seq) when there is none yet. A trace-on I-sync's value1 is the
+    trace-off time before it: its cycle count (when it has one) and the W cycles it ended
+    (pending[p]); a cycle-count packet gives the count of the last one that had none."""
     n = 0
     for i in range(len(rows)):
         p = rows[i]
@@ -223,8 +241,9 @@ def _event_rows(packets, rows, before, ops, pending, op_end, first_seq, source_s
         seq = max(op_end[made - 1] - 1 if made > 0 else first_seq - 1, source_seq)
         k = pk.kind
         if k == _K_I_SYNC:
-            value1 = pk.cycles + pending[p] if pk.cycles >= 0 else 0
-            present = _HAS_NUMBER | _HAS_VALUE | (_HAS_VALUE1 if pk.cycles >= 0 else 0)
+            ends_trace_off = pk.cycles >= 0 or (cycle_accurate and pk.info != _PERIODIC)
+            value1 = max(pk.cycles, 0) + pending[p]
+            present = _HAS_NUMBER | _HAS_VALUE | (_HAS_VALUE1 if ends_trace_off else 0)
             n = _put(out, n, seq, p, _E_TRACE_ON, pk.info, pk.info, pk.address, value1, present)
             if pk.info == _OVERFLOW:
                 n = _put(out, n, seq, p, _E_OVERFLOW, _OVERFLOW, 0, 0, 0, 0)
@@ -242,10 +261,13 @@ def _event_rows(packets, rows, before, ops, pending, op_end, first_seq, source_s
             n = _context(out, n, seq, p, _N_VMID, pk.value, context, _C_VMID)
         elif k == _K_TIMESTAMP:
             n = _put(out, n, seq, p, _E_TIMESTAMP, _N_TIMESTAMP, 0, pk.value, 0, _HAS_VALUE)
-        elif k in (_K_ERROR, _K_UNSYNCED):
-            following = before[p + 1] if p + 1 < len(before) else ops
-            if following > made:  # the packet made a GAP op: the trace was synchronised
-                n = _put(out, n, seq, p, _E_TRACE_GAP, _N_KINDS + k, pk.size, 0, 0, _HAS_NUMBER)
+        elif k == _K_CYCLE_COUNT:  # a count of 0 says the counter overflowed: the time is not known
+            present = _HAS_VALUE1 if pk.cycles else 0
+            n = _put(out, n, seq, p, _E_TRACE_ON, _N_CYCLE_COUNT, 0, 0, pk.cycles, present)
+        elif k == _K_TRIGGER:
+            n = _put(out, n, seq, p, _E_TRIGGER, _N_TRIGGER, 0, 0, 0, 0)
+        elif gap[p]:  # an error or skipped bytes where the trace was synchronised: it breaks here
+            n = _put(out, n, seq, p, _E_TRACE_GAP, _N_KINDS + k, pk.size, 0, 0, _HAS_NUMBER)
     return n
 
 
