@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from etm_encoder import FILTERED, NOT_TRACED, TRACED, EtmEncoder, Step, Transfer, encode_run
+from etm_encoder import FILTERED, NOT_TRACED, TRACED, EtmEncoder, Step, Transfer, encode_run, format_frames
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_etmv3_decode import recorded as recorded_steps
@@ -529,3 +529,46 @@ def test_a_swap_traced_at_the_end_of_the_stream_is_its_write(tmp_path: Path) -> 
     enc = EtmEncoder(data_address=True, data_value=True).a_sync().i_sync(0x8000, "A32", 1)
     enc.atoms("E").normal_data(0xAA, 4, 0x9000)
     assert decoded_image_memory(enc, tmp_path) == [(0, "W", 0x9000, 4, 0xAA, None)]
+
+
+def test_two_sources_with_data_trace_keep_every_table_in_seq_order(tmp_path: Path) -> None:
+    """Two data-traced sources in one formatted buffer, their bytes interleaved in frames, one
+    with a packet error and a stray data packet: every table is in seq order, and each source's
+    rows are the ones it gives decoded alone (numbered on after the source before it)."""
+    steps, memory = recorded("calls-a32.elf", tmp_path)
+    blocks = blocks_of("calls-a32.elf")
+    first = EtmEncoder(data_address=True, data_value=True).a_sync()
+    encode_run(first, steps[:1200], blocks, memory=memory)
+    first.raw(b"\x3a").a_sync().normal_data(1, 1, 0x100)  # a reserved header, then a stray data packet
+    encode_run(first, steps[:300], blocks, memory=memory)
+    second = EtmEncoder(data_address=True, data_value=True).a_sync()
+    encode_run(second, steps[:2000], blocks, memory=memory)
+    rng = random.Random(5)
+    chunks, at = [], {0x10: 0, 0x11: 0}
+    while any(at[i] < len(enc.data) for i, enc in ((0x10, first), (0x11, second))):
+        for trace_id, enc in ((0x10, first), (0x11, second)):
+            size = rng.randrange(1, 300)
+            chunks.append((trace_id, enc.data[at[trace_id] : at[trace_id] + size]))
+            at[trace_id] += size
+    buffer = tmp_path / "etb.bin"
+    buffer.write_bytes(format_frames([(i, piece) for i, piece in chunks if piece]))
+    opts = {**options(first, "calls-a32.elf"), "buffer_format": "coresight"}
+    both = cputrace.Trace(ingest([buffer], tmp_path / "both.ctrace", format="etmv3", options=opts).store)
+    for table in ("instructions", "memory", "events"):
+        seq = both.sql(f"SELECT seq FROM {table}").column("seq").to_numpy()  # stored order
+        assert np.all(np.diff(seq) >= 0), table
+    queries = {
+        "instructions": "SELECT seq, pc, executed FROM instructions WHERE cpu = ? ORDER BY seq",
+        "memory": "SELECT seq, op, addr, value FROM memory WHERE cpu = ? ORDER BY seq, src",
+        "events": "SELECT seq, kind, name, value, src FROM events WHERE cpu = ? ORDER BY seq, src",
+    }
+    for trace_id in (0x10, 0x11):
+        one = {**opts, "source": trace_id}
+        t = cputrace.Trace(ingest([buffer], tmp_path / f"s{trace_id}", format="etmv3", options=one).store)
+        start = both.sql("SELECT min(seq) FROM instructions WHERE cpu = ?", [trace_id]).column(0)[0].as_py()
+        for table, query in queries.items():
+            got = [(r["seq"] - start, *list(r.values())[1:]) for r in both.sql(query, [trace_id]).to_pylist()]
+            assert got == [tuple(r.values()) for r in t.sql(query, [trace_id]).to_pylist()], table
+        assert t.manifest["counts"]["memory"] > 500
+    gaps = both.sql("SELECT cpu, name FROM events WHERE kind = 'trace_gap' ORDER BY seq, src").to_pylist()
+    assert gaps == [{"cpu": 0x10, "name": "error"}, {"cpu": 0x10, "name": "unexpected_data"}]
