@@ -3,12 +3,14 @@
 Each source has its own `Walker`; sources are decoded one after the other, each numbering on
 from where the one before it ended. Events come from the few packets that are not atoms:
 `trace_on` per I-sync (`name` its reason; `value` the address; `value1` the cycles since the
-trace stopped, in cycle-accurate mode, including the W cycles after the last atom), an
-`overflow` event when the reason is overflow, `exception` per branch address with exception
-information (`number` and `name` the exception, `value` the vector), `exception_return`,
-`timestamp` (`value`), `context` when the context ID (`name` `context_id`, from context-ID
-packets and I-syncs) or the VMID (`name` `vmid`) changes, with the new value in `value`, and
-`trace_gap` for packet errors and resynchronisation. An event's seq is that of the last
+trace stopped, in cycle-accurate mode, including the W cycles after the last atom), and per
+cycle-count packet (`name` `cycle_count`, `value1` the trace-off cycles of the last trace-on
+I-sync that had no count, null when the counter overflowed), an `overflow` event when the
+reason is overflow, `exception` per branch address with exception information (`number` and
+`name` the exception, `value` the vector), `exception_return`, `timestamp` (`value`),
+`trigger` per trigger packet, `context` when the context ID (`name` `context_id`, from
+context-ID packets and I-syncs) or the VMID (`name` `vmid`) changes, with the new value in
+`value`, and `trace_gap` for packet errors and resynchronisation. An event's seq is that of the last
 instruction of its source before it (the first, before any). With data trace on, data packets become
 `memory` rows (`data`).
 """
