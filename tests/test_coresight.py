@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import random
 import shutil
@@ -241,3 +242,35 @@ def test_a_hostile_snapshot_is_a_clear_error(case: str, tmp_path: Path) -> None:
         result = CliRunner().invoke(cli, command)
         assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
         assert f"error: {tmp_path}" in result.output
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    file=st.sampled_from(["snapshot.ini", "trace.ini", "device_5.ini", "cpu_0.ini"]),
+    lines=st.lists(st.one_of(
+        st.sampled_from([
+            "[device]", "[regs]", "[dump]", "[device_list]", "[trace]", "[trace_buffers]", "[buffer0]",
+            "[source_buffers]", "[core_trace_sources]", "name=ETM_0", "class=core", "class=trace_source",
+            "type=ETM3.5", "type=", "ETMCR(0x000)=0x10001860", "ETMCR(0x000)=-1", "ETMCR=0x1" + "0" * 30,
+            "ETMIDR(0x079)=0x410CF250", "ETMTRACEIDR(0x080)=0x10", "ETMTRACEIDR(0x080)=0x7f",
+            "ETMTRACEIDR=zz", "device0=cpu_0.ini", "device5=device_5.ini", "device9=.", "metadata=trace.ini",
+            "metadata=gone.ini",
+            "buffers=buffer0", "buffers=,", "file=cstrace.bin", "file=gone.bin", "format=coresight",
+            "format=source_data", "format=nonsense", "ETM_0=ETB_0", "cpu_0=ETM_0", "ETM_0=ETM_0",
+            "file=kernel_dump.bin", "address=0xC0008000", "address=-1", "length=0x50000", "=", "[", "]",
+        ]),
+        st.text(max_size=30),
+    ), max_size=12),
+)  # fmt: skip
+def test_any_snapshot_file_is_read_or_refused_clearly(
+    tmp_path_factory: pytest.TempPathFactory, file: str, lines: list[str]
+) -> None:
+    """Whatever one of its ini files holds, opening the TC2 snapshot succeeds or is a
+    CputraceError (exit 1), never another exception."""
+    folder = tmp_path_factory.mktemp("snapshot")
+    for path in TC2.iterdir():
+        if path.is_file() and path.suffix != ".xz":
+            shutil.copy(path, folder)
+    (folder / file).write_text("\n".join(lines), encoding="utf-8")
+    with contextlib.suppress(CputraceError):
+        open_captures(folder / "snapshot.ini")

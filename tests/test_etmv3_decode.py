@@ -105,6 +105,20 @@ def test_cores_that_dump_the_same_memory_share_one_program(tc2: Path) -> None:
     assert len(programs) == 1
 
 
+def test_a_source_without_trace_needs_no_memory(tc2: Path, tmp_path: Path) -> None:
+    """A snapshot source with no bytes in the buffer (its trace ID is not there) decodes to
+    nothing, even when its core's memory dump is missing; the others decode as ever."""
+    edits = {"device_7.ini": ("=0x00000012", "=0x00000015"), "cpu_2.ini": ("kernel_dump.bin", "gone.bin")}
+    for path in tc2.iterdir():
+        if path.name in edits:
+            (tmp_path / path.name).write_text(path.read_text().replace(*edits[path.name]))
+        else:
+            (tmp_path / path.name).symlink_to(path)
+    t = cputrace.Trace(ingest([tmp_path / "snapshot.ini"], tmp_path / "s.ctrace", strict=True).store)
+    counts = t.sql("SELECT cpu, count(*) AS n FROM instructions GROUP BY cpu ORDER BY cpu").to_pylist()
+    assert [(r["cpu"], r["n"]) for r in counts] == [(0, 7205), (1, 7471)]
+
+
 def test_timestamps_give_instruction_times(tc2_store: cputrace.Trace) -> None:
     """Instructions take the time of the last timestamp before them."""
     rows = tc2_store.sql(

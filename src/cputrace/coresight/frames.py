@@ -58,37 +58,31 @@ def _is_padding(frames, p):
 
 
 @numba.njit(inline="always")
-def _unpack_frame(frames, p, cur, owner, value, at):
-    """The frame at frames[p]: the trace ID (owner[at + i]) and value (value[at + i]) of its
-    bytes i = 0..15, owner 0 where byte i is no source's data (ID changes, byte 15, bytes of
-    the null or a reserved ID). `cur` is the ID current before the frame.
+def _has_id_change(frames, p):
+    """Whether any even byte of the frame at p is an ID change (bit 0 set)."""
+    flags = 0
+    for q in range(p, p + FRAME_BYTES - 1, 2):
+        flags |= frames[q]
+    return (flags & 1) != 0
 
-    Returns the ID current after it and the data bytes dropped (null or reserved ID)."""
-    owner[at + 15] = 0
-    aux = frames[p + 15]
-    dropped = 0
-    for j in range(8):
-        q = 2 * j
-        b = frames[p + q]
-        if b & 1:
-            new = np.int64(b >> 1)
-            owner[at + q] = 0
-            if j < 7:
-                o = cur if (aux >> j) & 1 else new  # the byte after an ID change may still be cur's
-                owner[at + q + 1] = o if 0 < o < FIRST_RESERVED_ID else 0
-                value[at + q + 1] = frames[p + q + 1]
-                dropped += owner[at + q + 1] == 0
-            cur = new
-        else:
-            o = cur if 0 < cur < FIRST_RESERVED_ID else 0
-            owner[at + q] = o
-            value[at + q] = b | ((aux >> j) & 1)
-            dropped += o == 0
-            if j < 7:
-                owner[at + q + 1] = o
-                value[at + q + 1] = frames[p + q + 1]
-                dropped += o == 0
-    return cur, dropped
+
+@numba.njit(inline="always")
+def _source(trace_id):
+    """The trace ID if its bytes are a source's data; 0 for the null ID and the reserved ones."""
+    return trace_id if 0 < trace_id < FIRST_RESERVED_ID else 0
+
+
+@numba.njit(inline="always")
+def _pair(frames, p, j, cur):
+    """Bytes 2j and 2j + 1 of the frame at p (byte 2j + 1 is data for j < 7), with `cur` the ID
+    current before them: (the source of byte 2j, -1 for an ID change; its value, bit 0 from
+    byte 15; the source of byte 2j + 1; the ID current after byte 2j)."""
+    b = np.int64(frames[p + 2 * j])
+    aux = np.int64(frames[p + 15])
+    if b & 1:
+        new = b >> 1
+        return -1, 0, _source(cur if (aux >> j) & 1 else new), new  # the byte after may still be cur's
+    return _source(cur), b | ((aux >> j) & 1), _source(cur), cur
 
 
 @numba.njit(cache=True, nogil=True)
@@ -107,8 +101,15 @@ def _frame_owners(frames, state, owner, value):
             owner[p : p + FRAME_BYTES] = 0
             continue
         frame_count += 1
-        cur, lost = _unpack_frame(frames, p, cur, owner, value, p)
-        dropped += lost
+        for j in range(8):
+            q = p + 2 * j
+            first, first_value, second, cur = _pair(frames, p, j, cur)
+            owner[q], value[q] = max(first, 0), first_value
+            dropped += first == 0
+            if j < 7:
+                owner[q + 1], value[q + 1] = second, frames[q + 1]
+                dropped += second == 0
+        owner[p + FRAME_BYTES - 1] = 0
     state[_CUR_ID] = cur
     state[_FRAMES] += frame_count
     state[_PADDING] += padding
@@ -120,8 +121,6 @@ def _bytes_of(frames, state, wanted, positions, base, values, offsets):
     """The bytes of one trace ID (`wanted`) in whole frames, into values and their offsets (as
     _gather_owned gives them); returns how many. One pass that writes that ID's bytes alone:
     a source decoded on its own costs a fraction of splitting the buffer by every ID."""
-    owner = np.empty(FRAME_BYTES, np.int8)
-    value = np.empty(FRAME_BYTES, np.uint8)
     mapped = len(positions) > 0
     cur = state[_CUR_ID]
     frame_count = padding = dropped = 0
@@ -132,13 +131,23 @@ def _bytes_of(frames, state, wanted, positions, base, values, offsets):
             padding += 1
             continue
         frame_count += 1
-        cur, lost = _unpack_frame(frames, p, cur, owner, value, 0)
-        dropped += lost
-        for i in range(FRAME_BYTES - 1):
-            if owner[i] == wanted:
-                values[k] = value[i]
-                offsets[k] = (positions[p + i] if mapped else p + i) + base
+        if cur != wanted and not _has_id_change(frames, p):  # another source's frame
+            dropped += 0 if _source(cur) else FRAME_BYTES - 1
+            continue
+        for j in range(8):
+            q = p + 2 * j
+            first, first_value, second, cur = _pair(frames, p, j, cur)
+            dropped += first == 0
+            if first == wanted:
+                values[k] = first_value
+                offsets[k] = (positions[q] if mapped else q) + base
                 k += 1
+            if j < 7:
+                dropped += second == 0
+                if second == wanted:
+                    values[k] = frames[q + 1]
+                    offsets[k] = (positions[q + 1] if mapped else q + 1) + base
+                    k += 1
     state[_CUR_ID] = cur
     state[_FRAMES] += frame_count
     state[_PADDING] += padding

@@ -12,10 +12,9 @@ resynchronises at the next A-sync.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import ClassVar
-
-import numpy as np
 
 from ...errors import CputraceError, TraceFormatError
 from ...flow import Program
@@ -25,7 +24,7 @@ from ..base import Batch, DecodeContext
 from .capture import Capture, EtmSource, PacketReader, open_captures, split_sources
 from .instructions import SourceWalk
 from .packets import Packets
-from .protocol import EXPECTED, Kind
+from .protocol import EXPECTED
 
 RAW_SHOWN = 16  # bytes of a bad packet an error message shows
 
@@ -50,26 +49,28 @@ def decode_captures(
     for capture in captures:
         for single in split_sources(capture):
             etm = single.sources[0]
-            walk = SourceWalk(etm, _program(programs, capture, etm, ctx), first_seq=next_seq)
+            walk = None  # made at the source's first packets: a source without any needs no image
             for _, packets in PacketReader(single):
-                _report_errors(packets, single.path, etm, ctx)
+                if walk is None:
+                    report = partial(_packet_error, single.path, etm, ctx)
+                    walk = SourceWalk(etm, _program(programs, capture, etm, ctx), next_seq, report)
                 yield from walk.batch(packets)
-            yield from walk.finish()
-            next_seq = walk.next_seq
+            if walk is not None:
+                yield from walk.finish()
+                next_seq = walk.next_seq
 
 
-def _report_errors(packets: Packets, path: Path, etm: EtmSource, ctx: DecodeContext) -> None:
-    """Reserved or malformed packets: the first fails a --strict decode; otherwise each is a
-    warning (its trace_gap event says where, and the trace resynchronises at the next A-sync)."""
+def _packet_error(path: Path, etm: EtmSource, ctx: DecodeContext, packets: Packets, row: int) -> None:
+    """A reserved or malformed packet: it fails a --strict decode; otherwise it is a warning
+    (its trace_gap event says where, and the trace resynchronises at the next A-sync)."""
     source = "" if etm.trace_id is None else f" (source {etm.label})"
-    for row in np.flatnonzero(packets["kind"] == Kind.ERROR).tolist():
-        where = f"offset 0x{int(packets['offset'][row]):x}{source}"
-        expected = EXPECTED[int(packets["info"][row])]
-        raw = packets.raw(row)
-        got = raw[:RAW_SHOWN].hex(" ") + (" ..." if len(raw) > RAW_SHOWN else "")
-        if ctx.strict:
-            raise TraceFormatError(str(path), where, expected, got)
-        ctx.warn(str(path), where, f"expected {expected}, got {got}: a trace gap to the next A-sync")
+    where = f"offset 0x{int(packets['offset'][row]):x}{source}"
+    expected = EXPECTED[int(packets["info"][row])]
+    raw = packets.raw(row)
+    got = raw[:RAW_SHOWN].hex(" ") + (" ..." if len(raw) > RAW_SHOWN else "")
+    if ctx.strict:
+        raise TraceFormatError(str(path), where, expected, got)
+    ctx.warn(str(path), where, f"expected {expected}, got {got}: a trace gap to the next A-sync")
 
 
 def _program(

@@ -44,9 +44,14 @@ class SourceWalk:
     """One source's packets, turned into instructions, events and memory rows numbered from
     `first_seq`; each table's rows come out in seq order."""
 
-    def __init__(self, source: EtmSource, program: Program, first_seq: int = 0) -> None:
+    def __init__(
+        self, source: EtmSource, program: Program, first_seq: int = 0,
+        on_error: Callable[[Packets, int], None] | None = None,
+    ) -> None:  # fmt: skip
+        """`on_error(packets, row)` is told of each error packet (reserved or malformed)."""
         self.source = source
         self.first_seq = first_seq
+        self.on_error = on_error
         self.walker = Walker(program, cpu=source.cpu, first_seq=first_seq)
         self.state = new_state()
         self.cycle_accurate = source.config.cycle_accurate
@@ -64,6 +69,9 @@ class SourceWalk:
         after it, so each batch's events, sorted, follow the last batch's."""
         first_seq = self.walker.next_seq
         built = packet_ops(packets, self.state, self.cycle_accurate)
+        if self.on_error is not None:  # errors are among the few eventful packets
+            for row in built.eventful[packets["kind"][built.eventful] == Kind.ERROR].tolist():
+                self.on_error(packets, row)
         if self.source.config.data_only:  # its I-syncs have no address: there is nothing to walk
             built = built.without_ops()
         events: list[pa.Table] = []
@@ -168,11 +176,15 @@ class SourceWalk:
 
 def _in_seq_order(tables: list[pa.Table]) -> pa.Table:
     """Event tables as one, by seq and, within a seq, by buffer offset (input order)."""
-    events = pa.concat_tables(tables) if tables else _NO_EVENTS
-    if events.num_rows < 2:
+    tables = [t for t in tables if t.num_rows]
+    if len(tables) < 2:  # each table is in order: most batches have the packets' events alone
+        return tables[0] if tables else _NO_EVENTS
+    events = pa.concat_tables(tables)
+    seq, src = events["seq"].to_numpy(), events["src"].to_numpy()
+    step, later = np.diff(seq), np.diff(src)
+    if np.all((step > 0) | ((step == 0) & (later >= 0))):
         return events
-    order = np.lexsort((events["src"].to_numpy(), events["seq"].to_numpy()))
-    return events.take(order)
+    return events.take(np.lexsort((src, seq)))
 
 
 def _distinct(label: Callable[..., str], *keys: np.ndarray) -> tuple[np.ndarray, list[str]]:
