@@ -10,9 +10,9 @@ reason is overflow, `exception` per branch address with exception information (`
 `name` the exception, `value` the vector), `exception_return`, `timestamp` (`value`),
 `trigger` per trigger packet, `context` when the context ID (`name` `context_id`, from
 context-ID packets and I-syncs) or the VMID (`name` `vmid`) changes, with the new value in
-`value`, and `trace_gap` for packet errors and resynchronisation. An event's seq is that of the last
-instruction of its source before it (the first, before any). With data trace on, data packets become
-`memory` rows (`data`).
+`value`, and `trace_gap` for packet errors and resynchronisation. An event's seq is that of
+the last instruction of its source before it (the first, before any). With data trace on,
+data packets become `memory` rows (`data`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ _TEXTS = (  # of overflow and trigger events
     "the ETM FIFO overflowed: trace was lost before this I-sync",
     "the ETM's trigger condition occurred",
 )
-
 
 
 class SourceWalk:
