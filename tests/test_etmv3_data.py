@@ -25,6 +25,7 @@ import cputrace
 from cputrace.errors import CputraceError
 from cputrace.flow import Program
 from cputrace.formats.base import DecodeContext
+from cputrace.formats.etmv3 import capture
 from cputrace.formats.etmv3.capture import EtmSource, open_captures
 from cputrace.formats.etmv3.config import EtmConfig
 from cputrace.formats.etmv3.decoder import decode_captures
@@ -531,10 +532,16 @@ def test_a_swap_traced_at_the_end_of_the_stream_is_its_write(tmp_path: Path) -> 
     assert decoded_image_memory(enc, tmp_path) == [(0, "W", 0x9000, 4, 0xAA, None)]
 
 
-def test_two_sources_with_data_trace_keep_every_table_in_seq_order(tmp_path: Path) -> None:
+@pytest.mark.parametrize("chunk", [None, 1000])
+def test_two_sources_with_data_trace_keep_every_table_in_seq_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int | None
+) -> None:
     """Two data-traced sources in one formatted buffer, their bytes interleaved in frames, one
     with a packet error and a stray data packet: every table is in seq order, and each source's
-    rows are the ones it gives decoded alone (numbered on after the source before it)."""
+    rows are the ones it gives decoded alone (numbered on after the source before it). The
+    buffer split once, or (chunk) read once per source in chunks, its trace IDs found first."""
+    if chunk:
+        monkeypatch.setattr(capture, "CHUNK_BYTES", chunk)
     steps, memory = recorded("calls-a32.elf", tmp_path)
     blocks = blocks_of("calls-a32.elf")
     first = EtmEncoder(data_address=True, data_value=True).a_sync()

@@ -73,12 +73,10 @@ def _source(trace_id):
 
 
 @numba.njit(inline="always")
-def _pair(frames, p, j, cur):
-    """Bytes 2j and 2j + 1 of the frame at p (byte 2j + 1 is data for j < 7), with `cur` the ID
+def _pair(b, aux, j, cur):
+    """Byte 2j of a frame (`b`; `aux` is its byte 15) and the byte after it, with `cur` the ID
     current before them: (the source of byte 2j, -1 for an ID change; its value, bit 0 from
-    byte 15; the source of byte 2j + 1; the ID current after byte 2j)."""
-    b = np.int64(frames[p + 2 * j])
-    aux = np.int64(frames[p + 15])
+    byte 15; the source of byte 2j + 1, data for j < 7; the ID current after byte 2j)."""
     if b & 1:
         new = b >> 1
         return -1, 0, _source(cur if (aux >> j) & 1 else new), new  # the byte after may still be cur's
@@ -101,9 +99,10 @@ def _frame_owners(frames, state, owner, value):
             owner[p : p + FRAME_BYTES] = 0
             continue
         frame_count += 1
+        aux = np.int64(frames[p + FRAME_BYTES - 1])
         for j in range(8):
             q = p + 2 * j
-            first, first_value, second, cur = _pair(frames, p, j, cur)
+            first, first_value, second, cur = _pair(np.int64(frames[q]), aux, j, cur)
             owner[q], value[q] = max(first, 0), first_value
             dropped += first == 0
             if j < 7:
@@ -134,9 +133,10 @@ def _bytes_of(frames, state, wanted, positions, base, values, offsets):
         if cur != wanted and not _has_id_change(frames, p):  # another source's frame
             dropped += 0 if _source(cur) else FRAME_BYTES - 1
             continue
+        aux = np.int64(frames[p + FRAME_BYTES - 1])
         for j in range(8):
             q = p + 2 * j
-            first, first_value, second, cur = _pair(frames, p, j, cur)
+            first, first_value, second, cur = _pair(np.int64(frames[q]), aux, j, cur)
             dropped += first == 0
             if first == wanted:
                 values[k] = first_value

@@ -158,13 +158,50 @@ def split_sources(capture: Capture) -> list[Capture]:
         stream.close()
     found = sorted(deformatter.stats.bytes_per_id)
     return [
-        dataclasses.replace(
-            capture,
-            sources=[EtmSource(dataclasses.replace(capture.any_source, trace_id=i), i, i, f"0x{i:02x}")],
-            any_source=None,
-        )
+        dataclasses.replace(capture, sources=[_found_source(capture.any_source, i)], any_source=None)
         for i in found
     ]
+
+
+def _found_source(config: EtmConfig, trace_id: int) -> EtmSource:
+    """A source a bare formatted buffer holds, decoded with its registers (`config`); its core
+    number is its trace ID."""
+    return EtmSource(dataclasses.replace(config, trace_id=trace_id), trace_id, trace_id, f"0x{trace_id:02x}")
+
+
+def source_packets(
+    capture: Capture, chunk_bytes: int | None = None
+) -> Iterator[tuple[EtmSource, Iterator[Packets]]]:
+    """Each source of `capture` with its packet batches, the sources one after the other.
+
+    A formatted buffer that fits in one chunk (`chunk_bytes`, default CHUNK_BYTES) is split by
+    trace ID once, in memory; a longer one is read once per source (`split_sources`), so that
+    memory stays bounded."""
+    chunk_bytes = chunk_bytes or CHUNK_BYTES
+    whole = None if capture.layout == "source_data" else _whole_buffer(capture.path, chunk_bytes)
+    if whole is None:
+        for single in split_sources(capture):
+            yield single.sources[0], (batch for _, batch in PacketReader(single, chunk_bytes))
+        return
+    streams = Deformatter(capture.layout).feed(whole, 0, final=True)
+    if capture.any_source is None:
+        sources = capture.sources
+    else:
+        sources = [_found_source(capture.any_source, i) for i in sorted(streams)]
+    for source in sources:
+        if source.trace_id in streams:
+            stream = streams[source.trace_id]
+            yield source, PacketDecoder(source.config).feed(stream.data, stream.offsets, final=True)
+
+
+def _whole_buffer(path: Path, chunk_bytes: int) -> bytes | None:
+    """The buffer's content when it is at most `chunk_bytes` long; None otherwise."""
+    stream = InputFile(path).open()
+    try:
+        content = read_exactly(stream, chunk_bytes + 1, str(path))
+    finally:
+        stream.close()
+    return content if len(content) <= chunk_bytes else None
 
 
 @dataclass
@@ -225,10 +262,9 @@ class PacketReader:
             if trace_id not in decoders:
                 if self.capture.any_source is None:
                     continue
-                config = dataclasses.replace(self.capture.any_source, trace_id=trace_id)
-                source = EtmSource(config, trace_id, trace_id, f"0x{trace_id:02x}")
+                source = _found_source(self.capture.any_source, trace_id)
                 self.discovered.append(source)
-                decoders[trace_id] = (source, PacketDecoder(config))
+                decoders[trace_id] = (source, PacketDecoder(source.config))
             source, decoder = decoders[trace_id]
             for batch in decoder.feed(data.data, data.offsets):
                 yield source, batch

@@ -21,7 +21,7 @@ from ...flow import Program
 from ...image import Image, read_dump_entries
 from ...inputs import InputFile
 from ..base import Batch, DecodeContext
-from .capture import Capture, EtmSource, PacketReader, open_captures, split_sources
+from .capture import Capture, EtmSource, open_captures, source_packets
 from .instructions import SourceWalk
 from .packets import Packets
 from .protocol import EXPECTED
@@ -40,19 +40,18 @@ def decode_captures(
     captures: list[Capture], ctx: DecodeContext, programs: dict[object, Program] | None = None
 ) -> Iterator[Batch]:
     """Instructions, events and memory of every source of `captures`, in one seq order: the
-    sources one after the other (a buffer is read once per source), seq numbering on.
+    sources one after the other (`source_packets`), seq numbering on.
 
     `programs` holds the decoded program images by core; pass the same dict to decode more
     captures of the same cores without decoding their code again."""
     programs = {} if programs is None else programs
     next_seq = 0
     for capture in captures:
-        for single in split_sources(capture):
-            etm = single.sources[0]
+        for etm, batches in source_packets(capture):
             walk = None  # made at the source's first packets: a source without any needs no image
-            for _, packets in PacketReader(single):
+            for packets in batches:
                 if walk is None:
-                    report = partial(_packet_error, single.path, etm, ctx)
+                    report = partial(_packet_error, capture.path, etm, ctx)
                     walk = SourceWalk(etm, _program(programs, capture, etm, ctx), next_seq, report)
                 yield from walk.batch(packets)
             if walk is not None:

@@ -73,35 +73,41 @@ class SourceWalk:
                 self.on_error(packets, row)
         if self.source.config.data_only:  # its I-syncs have no address: there is nothing to walk
             built = built.without_ops()
-        events: list[pa.Table] = []
-        yield from self._walked(self.walker.run(built.ops), events)
-        events.append(self._events(packets, built, first_seq))
+        gaps: list[pa.Table] = []
+        yield from self._walked(self.walker.run(built.ops), gaps)
+        events = [self._after_last(gaps), self._events(packets, built, first_seq)]
         if self.data is not None:
             self.data.add(packets, built, self.walker.op_end, first_seq)
             yield from self._matched(self.data.rows(), events)
         yield {"events": _in_seq_order(events)}
 
     def finish(self) -> Iterator[Batch]:
-        events: list[pa.Table] = []
-        yield from self._walked(self.walker.finish(), events)
+        gaps: list[pa.Table] = []
+        yield from self._walked(self.walker.finish(), gaps)
+        events = [self._after_last(gaps)]
         if self.data is not None:
             yield from self._matched(self.data.rows(final=True), events)
         yield {"events": _in_seq_order(events)}
 
-    def _walked(self, batches: Iterator[Batch], events: list[pa.Table]) -> Iterator[Batch]:
-        """The walk's instructions, shown to the data matcher; its trace gaps go to `events`.
-
-        The walk gives a gap the seq of the instruction after it; here, as every other event
-        of the source, it belongs to the last instruction before it (the first, before any)."""
+    def _walked(self, batches: Iterator[Batch], gaps: list[pa.Table]) -> Iterator[Batch]:
+        """The walk's instructions, shown to the data matcher; its trace gaps go to `gaps`."""
         for batch in batches:
             if self.data is not None:
                 self.data.see(batch["instructions"])
-            gaps = batch["events"]
-            if gaps.num_rows:
-                seq = np.maximum(gaps["seq"].to_numpy() - 1, self.first_seq)
-                index = gaps.schema.get_field_index("seq")
-                events.append(gaps.set_column(index, gaps.schema.field(index), pa.array(seq)))
+            if batch["events"].num_rows:
+                gaps.append(batch["events"])
             yield {"instructions": batch["instructions"]}
+
+    def _after_last(self, gaps: list[pa.Table]) -> pa.Table:
+        """The walk's trace gaps, each given the seq of the last instruction before it (the
+        walk gives the next one's), as every other event of the source: the source's first
+        instruction's, before any."""
+        if not gaps:
+            return _NO_EVENTS
+        table = pa.concat_tables(gaps)
+        index = table.schema.get_field_index("seq")
+        seq = np.maximum(table["seq"].to_numpy() - 1, self.first_seq)
+        return table.set_column(index, table.schema.field(index), pa.array(seq))
 
     @staticmethod
     def _matched(batches: Iterator[Batch], events: list[pa.Table]) -> Iterator[Batch]:
@@ -174,16 +180,23 @@ class SourceWalk:
 
 
 def _in_seq_order(tables: list[pa.Table]) -> pa.Table:
-    """Event tables as one, by seq and, within a seq, by buffer offset (input order)."""
+    """Event tables, each in order, merged into one by seq and, within a seq, buffer offset
+    (input order; ties keep the tables' order). The result is slices of the tables, not a copy:
+    most batches' walk gaps fall between runs of many packet events."""
     tables = [t for t in tables if t.num_rows]
-    if len(tables) < 2:  # each table is in order: most batches have the packets' events alone
+    if len(tables) < 2:
         return tables[0] if tables else _NO_EVENTS
-    events = pa.concat_tables(tables)
-    seq, src = events["seq"].to_numpy(), events["src"].to_numpy()
-    step, later = np.diff(seq), np.diff(src)
-    if np.all((step > 0) | ((step == 0) & (later >= 0))):
-        return events
-    return events.take(np.lexsort((src, seq)))
+    sizes = [t.num_rows for t in tables]
+    seq = np.concatenate([t["seq"].to_numpy() for t in tables])
+    src = np.concatenate([t["src"].to_numpy() for t in tables])
+    order = np.lexsort((src, seq))  # stable
+    table_of = np.repeat(np.arange(len(tables)), sizes)[order]
+    row = order - np.concatenate([[0], np.cumsum(sizes)[:-1]])[table_of]
+    starts = np.flatnonzero(np.diff(table_of, prepend=-1))  # runs of rows of one table, in its order
+    ends = np.append(starts[1:], len(order))
+    return pa.concat_tables([
+        tables[table_of[a]].slice(row[a], b - a) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)
+    ])  # fmt: skip
 
 
 def _distinct(label: Callable[..., str], *keys: np.ndarray) -> tuple[np.ndarray, list[str]]:
