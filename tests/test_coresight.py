@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import random
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 from etm_encoder import FULL_SYNC, format_frames, port_capture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from paths import DATA, shared
 
+from cputrace.cli import cli
 from cputrace.coresight.frames import Deformatter, deformat
 from cputrace.coresight.snapshot import read_snapshot
 from cputrace.coresight.sniff import is_snapshot_ini, sniff_layout
 from cputrace.errors import CputraceError
+from cputrace.formats.etmv3.capture import open_captures
 
 TC2 = DATA / "etmv3" / "tc2"  # a copy of ../shared/data/tc2-etmv3 (see its NOTICE)
 
@@ -171,9 +176,101 @@ def test_snapshot_errors(tmp_path: Path) -> None:
     (tmp_path / "snapshot.ini").write_text("[device_list]\ndevice0=dev.ini\n[trace]\nmetadata=trace.ini\n")
     device = "[device]\nname=ETM_0\nclass=trace_source\ntype=ETM3.3\n"
     (tmp_path / "dev.ini").write_text(device + "[regs]\nETMCR=zz\n")
-    with pytest.raises(CputraceError, match=r"dev.ini:6: register etmcr=zz is not a number"):
+    with pytest.raises(CputraceError, match=r"dev.ini:6: expected etmcr= a number, got 'zz'"):
         read_snapshot(tmp_path)
     (tmp_path / "dev.ini").write_text(device)
     (tmp_path / "trace.ini").write_text("[trace_buffers]\nbuffers=buffer0\n[buffer0]\nname=ETB\n")
     with pytest.raises(CputraceError, match=r"trace.ini: \[buffer0\] has no file="):
         read_snapshot(tmp_path)
+
+
+# The TC2 snapshot with one file edited: (file, text replaced, replacement; old None: the whole
+# file, new None: the file removed) and what the error says: the file at fault, the line where
+# there is one, what was expected. Each was a traceback or a silent acceptance before.
+HOSTILE = {
+    "unknown format": ("trace.ini", "format=coresight", "format=bogus",
+                       r"trace\.ini:7: expected format= coresight, dstream_coresight or source_data, "
+                       r"got 'bogus'"),
+    "missing buffer": ("trace.ini", "file=cstrace.bin", "file=gone.bin",
+                       r"trace\.ini:6: expected file= naming the buffer's file .*gone\.bin is not a file"),
+    "buffer is a folder": ("trace.ini", "file=cstrace.bin", "file=.", r"trace\.ini:6: expected file="),
+    "empty core file": ("cpu_0.ini", None, "",
+                        r"cpu_0\.ini:\[device\]: expected class=core \(\[core_trace_sources\] names "
+                        r"cpu_0 the core of ETM_0\), got 'no class="),
+    "missing core file": ("cpu_0.ini", None, None, r"cpu_0\.ini: cannot read"),
+    "a source as a core": ("trace.ini", "cpu_0=ETM_0", "ETM_1=ETM_0",
+                           r"device_6\.ini:\[device\]: expected class=core .*got 'class=trace_source'"),
+    "register not a number": ("device_5.ini", "=0x10001860", "=0x1000zz", r"device_5\.ini:7: expected etmcr"),
+    "negative register": ("device_5.ini", "=0x10001860", "=-1",
+                          r"device_5\.ini:7: expected etmcr\(0x000\)= a register value from 0 to "
+                          r"0xF+, got '-1'"),
+    "register over 64 bits": ("device_5.ini", "=0x410CF250", "=0x1234567890410CF250",
+                              r"device_5\.ini:8: expected etmidr\(0x079\)= a register value"),
+    "ETM register over 32 bits": ("device_5.ini", "=0x10001860", "=0x110001860",
+                                  r"device_5\.ini: \[regs\] ETMCR=0x110001860: expected a 32-bit "),
+    "reserved trace ID": ("device_5.ini", "=0x00000010", "=0x7a",
+                          r"device_5\.ini: ETMTRACEIDR gives trace ID 0x7a, .*expected 0x01 to 0x6F"),
+    "not ASCII": ("device_5.ini", "ETM_0", b"ETM_\xff", r"device_5\.ini:2: not ASCII text"),
+    "not key=value": ("device_5.ini", "[regs]", "[regs]\nETMCR",
+                      r"device_5\.ini:7: expected \[section\] or key=value"),
+    "no buffers=": ("trace.ini", "buffers=buffer0", "", r"trace\.ini: \[trace_buffers\] has no buffers="),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_a_hostile_snapshot_is_a_clear_error(case: str, tmp_path: Path) -> None:
+    """Opening it is a CputraceError with that message; `ingest` and `etm packets` exit 1 with
+    it, never with a traceback."""
+    file, old, new, error = HOSTILE[case]
+    for path in TC2.iterdir():
+        if path.is_file() and path.suffix != ".xz":
+            shutil.copy(path, tmp_path)
+    target = tmp_path / file
+    if new is None:
+        target.unlink()
+    elif old is None:
+        target.write_text(new)
+    else:
+        text = target.read_bytes()
+        assert old.encode() in text
+        target.write_bytes(text.replace(old.encode(), new if isinstance(new, bytes) else new.encode()))
+    snapshot = tmp_path / "snapshot.ini"
+    with pytest.raises(CputraceError, match=error):
+        open_captures(snapshot)
+    store = str(tmp_path / "s.ctrace")
+    for command in (["ingest", str(snapshot), "-o", store], ["etm", "packets", str(snapshot)]):
+        result = CliRunner().invoke(cli, command)
+        assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+        assert f"error: {tmp_path}" in result.output
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    file=st.sampled_from(["snapshot.ini", "trace.ini", "device_5.ini", "cpu_0.ini"]),
+    lines=st.lists(st.one_of(
+        st.sampled_from([
+            "[device]", "[regs]", "[dump]", "[device_list]", "[trace]", "[trace_buffers]", "[buffer0]",
+            "[source_buffers]", "[core_trace_sources]", "name=ETM_0", "class=core", "class=trace_source",
+            "type=ETM3.5", "type=", "ETMCR(0x000)=0x10001860", "ETMCR(0x000)=-1", "ETMCR=0x1" + "0" * 30,
+            "ETMIDR(0x079)=0x410CF250", "ETMTRACEIDR(0x080)=0x10", "ETMTRACEIDR(0x080)=0x7f",
+            "ETMTRACEIDR=zz", "device0=cpu_0.ini", "device5=device_5.ini", "device9=.", "metadata=trace.ini",
+            "metadata=gone.ini",
+            "buffers=buffer0", "buffers=,", "file=cstrace.bin", "file=gone.bin", "format=coresight",
+            "format=source_data", "format=nonsense", "ETM_0=ETB_0", "cpu_0=ETM_0", "ETM_0=ETM_0",
+            "file=kernel_dump.bin", "address=0xC0008000", "address=-1", "length=0x50000", "=", "[", "]",
+        ]),
+        st.text(max_size=30),
+    ), max_size=12),
+)  # fmt: skip
+def test_any_snapshot_file_is_read_or_refused_clearly(
+    tmp_path_factory: pytest.TempPathFactory, file: str, lines: list[str]
+) -> None:
+    """Whatever one of its ini files holds, opening the TC2 snapshot succeeds or is a
+    CputraceError (exit 1), never another exception."""
+    folder = tmp_path_factory.mktemp("snapshot")
+    for path in TC2.iterdir():
+        if path.is_file() and path.suffix != ".xz":
+            shutil.copy(path, folder)
+    (folder / file).write_text("\n".join(lines), encoding="utf-8")
+    with contextlib.suppress(CputraceError):
+        open_captures(folder / "snapshot.ini")

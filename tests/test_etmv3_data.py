@@ -12,23 +12,27 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
-from etm_encoder import FILTERED, NOT_TRACED, TRACED, EtmEncoder, Step, Transfer, encode_run
+from etm_encoder import FILTERED, NOT_TRACED, TRACED, EtmEncoder, Step, Transfer, encode_run, format_frames
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_etmv3_decode import recorded as recorded_steps
+from test_etmv3_decode import well_formed
 
 import cputrace
 from cputrace.errors import CputraceError
 from cputrace.flow import Program
 from cputrace.formats.base import DecodeContext
+from cputrace.formats.etmv3 import capture
 from cputrace.formats.etmv3.capture import EtmSource, open_captures
 from cputrace.formats.etmv3.config import EtmConfig
 from cputrace.formats.etmv3.decoder import decode_captures
 from cputrace.formats.etmv3.instructions import SourceWalk
 from cputrace.formats.etmv3.packets import Packets, decode_packets
-from cputrace.image import load_elf
+from cputrace.formats.etmv3.protocol import Kind
+from cputrace.image import load_elf, load_raw
 from cputrace.ingest import ingest
 from cputrace.isa import BlockCache
 from cputrace.model import Isa
@@ -50,12 +54,14 @@ def recorded(program: str, tmp_path: Path) -> tuple[list[Step], dict[int, list[T
     return steps, memory
 
 
-def decoded_memory(enc: EtmEncoder, program: str, tmp_path: Path) -> tuple[list[tuple], list[dict]]:
+def decoded_memory(
+    enc: EtmEncoder, program: str, tmp_path: Path, strict: bool = True
+) -> tuple[list[tuple], list[dict]]:
     """The memory rows (seq, op, addr, size, value) and events of the decoded stream."""
     stream = tmp_path / "etm.bin"
     stream.write_bytes(enc.data)
     opts = options(enc, program)
-    result = ingest([stream], tmp_path / "etm.ctrace", format="etmv3", strict=True, options=opts)
+    result = ingest([stream], tmp_path / "etm.ctrace", format="etmv3", strict=strict, options=opts)
     t = cputrace.Trace(result.store)
     rows = t.sql("SELECT seq, op, addr, size, value FROM memory ORDER BY seq, src").to_pylist()
     events = t.sql("SELECT kind, name, seq FROM events ORDER BY seq, src").to_pylist()
@@ -118,7 +124,7 @@ def decode_in_batches(
     batches = []
     for start in range(0, len(packets), size):
         part = Packets(packets.table[start : start + size], packets.stream, packets.stream_pos)
-        batches += walk.batch(part, walk.next_seq)
+        batches += walk.batch(part)
     batches += walk.finish()
     memory = pa.concat_tables([b["memory"] for b in batches if "memory" in b])
     return memory, pa.concat_tables([b["events"] for b in batches if "events" in b])
@@ -349,7 +355,7 @@ def test_data_after_a_trace_gap_waits_for_the_next_i_sync(tmp_path: Path) -> Non
     enc = EtmEncoder(data_address=True, data_value=True).a_sync()
     first = encode_run(enc, steps[:200], blocks, memory=memory)
     enc.raw(b"\x3a").a_sync().normal_data(1, 1, 0x100)  # a reserved header, then a stray data packet
-    got, events = decoded_memory(enc, "calls-a32.elf", tmp_path)
+    got, events = decoded_memory(enc, "calls-a32.elf", tmp_path, strict=False)
     assert in_order(got) == in_order(first.memory)
     assert [e["name"] for e in events if e["kind"] == "trace_gap"] == ["error", "unexpected_data"]
 
@@ -423,13 +429,153 @@ def test_a_data_only_trace_gives_its_transfers_without_instructions(tmp_path: Pa
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.binary(max_size=200))
 def test_any_bytes_with_data_trace_decode_or_fail_cleanly(data: bytes, tmp_path: Path) -> None:
+    """Well-formed tables (see `well_formed`), at most a memory row per data packet that can
+    be one, each at an executed load or store; a warning per packet error."""
     enc = EtmEncoder(data_address=True, data_value=True).a_sync().i_sync(0x8000, "A32", 1)
     stream = tmp_path / "etm.bin"
     stream.write_bytes(enc.data + bytes([0x82]) + data)
     opts = options(enc, "calls-a32.elf")
-    try:
-        for batch in decode_captures(open_captures(stream, opts), DecodeContext(options=opts)):
-            for table in batch.values():
-                assert table.num_rows >= 0
-    except CputraceError:
-        pass
+    packets = decode_packets(enc.data + bytes([0x82]) + data, EtmConfig(opts["etmcr"], opts["etmidr"]))
+    ctx = DecodeContext(options=opts)
+    tables = well_formed(list(decode_captures(open_captures(stream, opts), ctx)), packets)
+    rows = np.isin(packets["kind"], [Kind.NORMAL_DATA, Kind.OOO_PLACEHOLDER, Kind.VALUE_NOT_TRACED])
+    assert tables["memory"].num_rows <= np.count_nonzero(rows)
+    loads_stores = set(tables["instructions"].filter(tables["instructions"]["executed"])["seq"].to_pylist())
+    assert set(tables["memory"]["seq"].to_pylist()) <= loads_stores
+    assert ctx.warnings == np.count_nonzero(packets["kind"] == Kind.ERROR)
+
+
+def test_a_malformed_packet_in_a_data_only_trace_is_a_gap(tmp_path: Path) -> None:
+    """An I-sync carrying an instruction address in data-only mode (where I-syncs have none):
+    its address bytes read as packets, here zeros that are no A-sync. As in instruction mode,
+    that is a warning (an error with --strict) and a trace_gap event; the data after the next
+    A-sync and I-sync is decoded again."""
+    enc = EtmEncoder(data_address=True, data_value=True, data_only=True).a_sync()
+    enc.raw(bytes([0x08, 0x20]) + (0x8000).to_bytes(4, "little"))  # header, info (trace on), address
+    enc.normal_data(0x1234, 4, 0x9000)
+    enc.data_address_sent = 0  # the decoder never saw 0x9000: compress against nothing
+    enc.a_sync().i_sync(0, "A32", 1).normal_data(0x55, 4, 0x9004)
+    stream = tmp_path / "etm.bin"
+    stream.write_bytes(enc.data)
+    opts = {"etmcr": (1 << 20) | (1 << 3) | (1 << 2), "buffer_format": "source_data"}
+    result = ingest([stream], tmp_path / "d.ctrace", format="etmv3", options=opts)
+    t = cputrace.Trace(result.store)
+    gaps = t.sql("SELECT name, src FROM events WHERE kind = 'trace_gap'").to_pylist()
+    assert gaps == [{"name": "error", "src": 8}]  # the first zero byte after the info byte
+    assert result.manifest["warnings"]["count"] == 1
+    assert t.sql("SELECT addr, value FROM memory").to_pylist() == [{"addr": 0x9004, "value": 0x55}]
+    with pytest.raises(CputraceError, match=r"etm\.bin:offset 0x8: expected an A-sync"):
+        ingest([stream], tmp_path / "s.ctrace", format="etmv3", strict=True, options=opts)
+
+
+# --- swaps and exclusives, through a small image -------------------------------------------------
+
+# A32 code at 0x8000: swp r0, r1, [r2]; swpb r0, r1, [r2]; ldrex r0, [r1]; strex r2, r0, [r1] (twice);
+# nop; nop
+EXCLUSIVES = (0xE1020091, 0xE1420091, 0xE1910F9F, 0xE1812F90, 0xE1812F90, 0xE320F000, 0xE320F000)
+
+
+def decoded_image_memory(enc: EtmEncoder, tmp_path: Path, batch: int | None = None) -> list[tuple]:
+    """(seq, op, addr, size, value, attrs) of `enc`'s stream walked through EXCLUSIVES, ingested
+    whole, or decoded `batch` packets at a time."""
+    code = tmp_path / "code.bin"
+    code.write_bytes(b"".join(word.to_bytes(4, "little") for word in EXCLUSIVES))
+    stream = tmp_path / "etm.bin"
+    stream.write_bytes(enc.data)
+    etmcr = (enc.data_value << 2) | (enc.data_address << 3)
+    if batch is None:
+        opts = {"etmcr": etmcr, "buffer_format": "source_data", "images": [f"{code}@0x8000"]}
+        result = ingest([stream], tmp_path / "etm.ctrace", format="etmv3", strict=True, options=opts)
+        query = "SELECT seq, op, addr, size, value, attrs FROM memory ORDER BY seq, src"
+        return [tuple(r.values()) for r in cputrace.Trace(result.store).sql(query).to_pylist()]
+    config = EtmConfig(etmcr)
+    packets = decode_packets(enc.data, config)
+    walk = SourceWalk(EtmSource(config, None, 0, "-"), Program(load_raw(code, 0x8000)))
+    batches = []
+    for start in range(0, len(packets), batch):
+        part = Packets(packets.table[start : start + batch], packets.stream, packets.stream_pos)
+        batches += walk.batch(part)
+    batches += walk.finish()
+    memory = pa.concat_tables([b["memory"] for b in batches if "memory" in b])
+    columns = ["seq", "op", "addr", "size", "value", "attrs"]
+    return [tuple(r.values()) for r in memory.select(columns).to_pylist()]
+
+
+def exclusives_stream() -> EtmEncoder:
+    enc = EtmEncoder(data_address=True, data_value=True).a_sync().i_sync(0x8000, "A32", 1)
+    enc.atoms("E").normal_data(0xAA, 4, 0x9000)  # swp, a stores-only filter: its write alone
+    enc.atoms("E").normal_data(0x11, 1, 0x9004).normal_data(0x22, 1, 0x9004)  # swpb: read, write
+    enc.atoms("E").normal_data(0x33, 4, 0x9008)  # ldrex
+    enc.atoms("E").normal_data(0x44, 4, 0x9008)  # strex
+    enc.atoms("E").normal_data(0, 4, 0x9008).store_failed()  # strex, failed
+    return enc.atoms("EE")
+
+
+def test_swaps_and_exclusives(tmp_path: Path) -> None:
+    """A swap traced in part is counted back from its last transfer (the write); exclusive
+    loads and stores are marked `X`, a failed store exclusive `X FAILED` with no value."""
+    want = [
+        (0, "W", 0x9000, 4, 0xAA, None),
+        (1, "R", 0x9004, 1, 0x11, None), (1, "W", 0x9004, 1, 0x22, None),
+        (2, "R", 0x9008, 4, 0x33, "X"),
+        (3, "W", 0x9008, 4, 0x44, "X"),
+        (4, "W", 0x9008, 4, None, "X FAILED"),
+    ]  # fmt: skip
+    assert decoded_image_memory(exclusives_stream(), tmp_path) == want
+    for size in (1, 2, 3):  # a swap's packet and the next load/store's in different batches
+        assert decoded_image_memory(exclusives_stream(), tmp_path, size) == want
+
+
+def test_a_swap_traced_at_the_end_of_the_stream_is_its_write(tmp_path: Path) -> None:
+    enc = EtmEncoder(data_address=True, data_value=True).a_sync().i_sync(0x8000, "A32", 1)
+    enc.atoms("E").normal_data(0xAA, 4, 0x9000)
+    assert decoded_image_memory(enc, tmp_path) == [(0, "W", 0x9000, 4, 0xAA, None)]
+
+
+@pytest.mark.parametrize("chunk", [None, 1000])
+def test_two_sources_with_data_trace_keep_every_table_in_seq_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int | None
+) -> None:
+    """Two data-traced sources in one formatted buffer, their bytes interleaved in frames, one
+    with a packet error and a stray data packet: every table is in seq order, and each source's
+    rows are the ones it gives decoded alone (numbered on after the source before it). The
+    buffer split once, or (chunk) read once per source in chunks, its trace IDs found first."""
+    if chunk:
+        monkeypatch.setattr(capture, "CHUNK_BYTES", chunk)
+    steps, memory = recorded("calls-a32.elf", tmp_path)
+    blocks = blocks_of("calls-a32.elf")
+    first = EtmEncoder(data_address=True, data_value=True).a_sync()
+    encode_run(first, steps[:1200], blocks, memory=memory)
+    first.raw(b"\x3a").a_sync().normal_data(1, 1, 0x100)  # a reserved header, then a stray data packet
+    encode_run(first, steps[:300], blocks, memory=memory)
+    second = EtmEncoder(data_address=True, data_value=True).a_sync()
+    encode_run(second, steps[:2000], blocks, memory=memory)
+    rng = random.Random(5)
+    chunks, at = [], {0x10: 0, 0x11: 0}
+    while any(at[i] < len(enc.data) for i, enc in ((0x10, first), (0x11, second))):
+        for trace_id, enc in ((0x10, first), (0x11, second)):
+            size = rng.randrange(1, 300)
+            chunks.append((trace_id, enc.data[at[trace_id] : at[trace_id] + size]))
+            at[trace_id] += size
+    buffer = tmp_path / "etb.bin"
+    buffer.write_bytes(format_frames([(i, piece) for i, piece in chunks if piece]))
+    opts = {**options(first, "calls-a32.elf"), "buffer_format": "coresight"}
+    both = cputrace.Trace(ingest([buffer], tmp_path / "both.ctrace", format="etmv3", options=opts).store)
+    for table in ("instructions", "memory", "events"):
+        seq = both.sql(f"SELECT seq FROM {table}").column("seq").to_numpy()  # stored order
+        assert np.all(np.diff(seq) >= 0), table
+    queries = {
+        "instructions": "SELECT seq, pc, executed FROM instructions WHERE cpu = ? ORDER BY seq",
+        "memory": "SELECT seq, op, addr, value FROM memory WHERE cpu = ? ORDER BY seq, src",
+        "events": "SELECT seq, kind, name, value, src FROM events WHERE cpu = ? ORDER BY seq, src",
+    }
+    for trace_id in (0x10, 0x11):
+        one = {**opts, "source": trace_id}
+        t = cputrace.Trace(ingest([buffer], tmp_path / f"s{trace_id}", format="etmv3", options=one).store)
+        start = both.sql("SELECT min(seq) FROM instructions WHERE cpu = ?", [trace_id]).column(0)[0].as_py()
+        for table, query in queries.items():
+            got = [(r["seq"] - start, *list(r.values())[1:]) for r in both.sql(query, [trace_id]).to_pylist()]
+            assert got == [tuple(r.values()) for r in t.sql(query, [trace_id]).to_pylist()], table
+        assert t.manifest["counts"]["memory"] > 500
+    gaps = both.sql("SELECT cpu, name FROM events WHERE kind = 'trace_gap' ORDER BY seq, src").to_pylist()
+    assert gaps == [{"cpu": 0x10, "name": "error"}, {"cpu": 0x10, "name": "unexpected_data"}]

@@ -11,30 +11,34 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 from ds5_listing import read_ds5_listing
-from etm_encoder import EtmEncoder, Step, encode_run
+from etm_encoder import EtmEncoder, Step, encode_run, format_frames
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from paths import DATA
 
 import cputrace
 from cputrace.cli import cli
-from cputrace.errors import CputraceError
+from cputrace.errors import TraceFormatError
 from cputrace.flow import Op
 from cputrace.formats.base import DecodeContext
+from cputrace.formats.etmv3 import capture
 from cputrace.formats.etmv3.capture import open_captures
 from cputrace.formats.etmv3.config import EtmConfig
 from cputrace.formats.etmv3.decoder import decode_captures
 from cputrace.formats.etmv3.ops import new_state, packet_ops
-from cputrace.formats.etmv3.packets import HEADER_KINDS, decode_packets
+from cputrace.formats.etmv3.packets import HEADER_KINDS, Packets, decode_packets
+from cputrace.formats.etmv3.protocol import Flag as PacketFlag
 from cputrace.formats.etmv3.protocol import Kind
 from cputrace.image import load_elf
 from cputrace.ingest import ingest
 from cputrace.isa import BlockCache
-from cputrace.model import Flag, Isa
+from cputrace.model import SCHEMAS, TABLES, Flag, Isa
 from cputrace.record import record
+from cputrace.store import STORED_SCHEMAS
 
 TC2 = DATA / "etmv3" / "tc2"
 CORPUS = Path(__file__).parent / "corpus"
@@ -102,6 +106,20 @@ def test_cores_that_dump_the_same_memory_share_one_program(tc2: Path) -> None:
     assert len(programs) == 1
 
 
+def test_a_source_without_trace_needs_no_memory(tc2: Path, tmp_path: Path) -> None:
+    """A snapshot source with no bytes in the buffer (its trace ID is not there) decodes to
+    nothing, even when its core's memory dump is missing; the others decode as ever."""
+    edits = {"device_7.ini": ("=0x00000012", "=0x00000015"), "cpu_2.ini": ("kernel_dump.bin", "gone.bin")}
+    for path in tc2.iterdir():
+        if path.name in edits:
+            (tmp_path / path.name).write_text(path.read_text().replace(*edits[path.name]))
+        else:
+            (tmp_path / path.name).symlink_to(path)
+    t = cputrace.Trace(ingest([tmp_path / "snapshot.ini"], tmp_path / "s.ctrace", strict=True).store)
+    counts = t.sql("SELECT cpu, count(*) AS n FROM instructions GROUP BY cpu ORDER BY cpu").to_pylist()
+    assert [(r["cpu"], r["n"]) for r in counts] == [(0, 7205), (1, 7471)]
+
+
 def test_timestamps_give_instruction_times(tc2_store: cputrace.Trace) -> None:
     """Instructions take the time of the last timestamp before them."""
     rows = tc2_store.sql(
@@ -161,11 +179,13 @@ def registers(enc: EtmEncoder) -> dict[str, int]:
     return {"etmcr": (enc.cycle_accurate << 12) | (1 << 28), "etmidr": etmidr, "etmccer": 0x10000000}
 
 
-def decoded(enc: EtmEncoder, program: str, tmp_path: Path) -> tuple[list[tuple], list[str]]:
+def decoded(
+    enc: EtmEncoder, program: str, tmp_path: Path, strict: bool = True
+) -> tuple[list[tuple], list[str]]:
     stream = tmp_path / "etm.bin"
     stream.write_bytes(enc.data)
     options = {**registers(enc), "buffer_format": "source_data", "images": [str(CORPUS / program)]}
-    result = ingest([stream], tmp_path / "etm.ctrace", format="etmv3", strict=True, options=options)
+    result = ingest([stream], tmp_path / "etm.ctrace", format="etmv3", strict=strict, options=options)
     t = cputrace.Trace(result.store)
     rows = t.sql("SELECT pc, isa, executed, flags, cycles, time FROM instructions ORDER BY seq").to_pylist()
     got = [(r["pc"], r["isa"], r["executed"], bool(r["flags"] & Flag.CANCELLED), r["cycles"], r["time"])
@@ -273,9 +293,10 @@ def test_a_packet_error_is_a_gap_until_the_next_i_sync(tmp_path: Path) -> None:
     first = encode_run(enc, steps[:200], blocks)
     enc.raw(bytes([reserved, 0x55, 0x66])).a_sync()
     second = encode_run(enc, steps[300:], blocks)
-    got, events = decoded(enc, "calls-a32.elf", tmp_path)
+    got, events = decoded(enc, "calls-a32.elf", tmp_path, strict=False)
     assert got == first.rows + second.rows
     assert events.count("trace_gap") == 1 and events.count("trace_on") == 2
+    assert cputrace.Trace(tmp_path / "etm.ctrace").manifest["warnings"]["count"] == 1
 
 
 def test_an_indirect_branch_without_its_address_loses_the_place(tmp_path: Path) -> None:
@@ -299,20 +320,121 @@ def test_an_indirect_branch_without_its_address_loses_the_place(tmp_path: Path) 
     assert len(got) < len(steps)
 
 
+def well_formed(batches: list[dict], packets: Packets) -> dict[str, pa.Table]:
+    """The decode's tables, checked: each batch in the model's schema with no nulls where the
+    store allows none; each table in seq order; no more instructions than the packets' atoms
+    (and LSiP I-syncs), no more packet-error gaps than error and skipped-bytes packets."""
+    tables = {}
+    for name in TABLES:
+        parts = [b[name] for b in batches if name in b]
+        for part in parts:
+            assert part.schema.equals(SCHEMAS[name])
+            for field in STORED_SCHEMAS[name]:
+                assert field.nullable or part.column(field.name).null_count == 0
+        tables[name] = pa.concat_tables(parts) if parts else SCHEMAS[name].empty_table()
+        assert np.all(np.diff(tables[name]["seq"].to_numpy()) >= 0)
+    kinds, lsip = packets["kind"], packets["flags"] & PacketFlag.LSIP
+    atoms = int(packets["count"][kinds == Kind.P_HEADER].sum()) + int(np.count_nonzero(lsip))
+    seqs = tables["instructions"]["seq"].to_numpy()
+    assert len(seqs) <= atoms and np.array_equal(seqs, np.arange(len(seqs)))
+    breaks = int(np.count_nonzero((kinds == Kind.ERROR) | (kinds == Kind.UNSYNCED)))
+    names = tables["events"]["name"].to_pylist()
+    assert names.count("error") + names.count("unsynced") <= breaks
+    return tables
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.binary(max_size=200))
 def test_any_bytes_after_an_i_sync_decode_or_fail_cleanly(data: bytes, tmp_path: Path) -> None:
+    """Lenient: well-formed tables, a warning per packet error; strict: the first packet error
+    fails the decode, and nothing else does."""
     enc = EtmEncoder(cycle_accurate=True).a_sync().i_sync(0x8000, "A32", 1, cycles=0)
     stream = tmp_path / "etm.bin"
     stream.write_bytes(enc.data + data)
     options = {**registers(enc), "buffer_format": "source_data", "images": [str(CORPUS / "calls-a32.elf")]}
+    config = EtmConfig(options["etmcr"], options["etmidr"], options["etmccer"])
+    packets = decode_packets(enc.data + data, config)
+    errors = int(np.count_nonzero(packets["kind"] == Kind.ERROR))
     ctx = DecodeContext(options=options)
-    try:
-        for batch in decode_captures(open_captures(stream, options), ctx):
-            for table in batch.values():
-                assert table.num_rows >= 0
-    except CputraceError:
-        pass
+    well_formed(list(decode_captures(open_captures(stream, options), ctx)), packets)
+    assert ctx.warnings == errors
+    strict = DecodeContext(strict=True, options=options)
+    if errors:
+        with pytest.raises(TraceFormatError, match=rf"{stream}:offset 0x[0-9a-f]+: expected "):
+            list(decode_captures(open_captures(stream, options), strict))
+    else:
+        list(decode_captures(open_captures(stream, options), strict))
+
+
+def test_strict_stops_at_the_first_packet_error(tmp_path: Path) -> None:
+    """A reserved header (0x3e) after two instructions: --strict names the buffer, the offset and
+    what was expected; lenient keeps going (a warning, a trace gap, the trace after the next
+    A-sync and I-sync)."""
+    enc = EtmEncoder().a_sync().i_sync(0x8000, "A32", 1).atoms("EE")
+    bad = len(enc.data)
+    enc.raw(b"\x3e\x00\x00").a_sync().i_sync(0x8000, "A32", 1).atoms("EE")
+    stream = tmp_path / "etm.bin"
+    stream.write_bytes(enc.data)
+    args = ["ingest", str(stream), "--format", "etmv3", "--etmcr", "0", "--buffer-format", "source_data",
+            "--image", str(CORPUS / "calls-a32.elf")]  # fmt: skip
+    strict = CliRunner().invoke(cli, [*args, "--strict", "-o", str(tmp_path / "strict.ctrace")])
+    assert strict.exit_code == 1
+    assert f"{stream}:offset 0x{bad:x}: expected an ETMv3 packet header, got '3e'" in strict.stderr
+    assert not (tmp_path / "strict.ctrace").exists()
+    lenient = ingest([stream], tmp_path / "lenient.ctrace", format="etmv3", options={
+        "etmcr": 0, "buffer_format": "source_data", "images": [str(CORPUS / "calls-a32.elf")]})  # fmt: skip
+    assert lenient.manifest["warnings"]["count"] == 1
+    assert f"offset 0x{bad:x}" in lenient.manifest["warnings"]["samples"][0]
+    t = cputrace.Trace(lenient.store)
+    assert t.manifest["counts"]["instructions"] == 4
+    gaps = t.sql("SELECT name, src FROM events WHERE kind = 'trace_gap'").to_pylist()
+    assert gaps == [{"name": "error", "src": bad}]
+
+
+def test_a_formatted_source_error_names_its_trace_id(tmp_path: Path) -> None:
+    enc = EtmEncoder().a_sync().i_sync(0x8000, "A32", 1).atoms("EE").raw(b"\x3e")
+    buffer = tmp_path / "etb.bin"
+    buffer.write_bytes(format_frames([(0x21, enc.data)]))
+    options = {"etmcr": 0, "buffer_format": "coresight", "images": [str(CORPUS / "calls-a32.elf")]}
+    with pytest.raises(TraceFormatError, match=r"etb\.bin:offset 0x[0-9a-f]+ \(source 0x21\): expected an "):
+        ingest([buffer], tmp_path / "s.ctrace", format="etmv3", strict=True, options=options)
+
+
+def nops(tmp_path: Path, count: int = 16) -> str:
+    """An image of `count` A32 NOPs at 0x8000 (its --image spec)."""
+    code = tmp_path / "nops.bin"
+    code.write_bytes(bytes.fromhex("00f020e3") * count)
+    return f"{code}@0x8000"
+
+
+def test_triggers_and_cycle_counts_are_events(tmp_path: Path) -> None:
+    """A trigger packet is a `trigger` event. A cycle-count packet is the trace-off time of the
+    trace-on I-sync before it that had none (the architecture: its Ws go before the most recent
+    non-periodic I-sync), as OpenCSD reports it: cycles of no instruction, a `trace_on` event
+    `cycle_count` (0: the counter overflowed, not known). Instruction cycles and the trace-on
+    events' value1 add up to every cycle the stream counts."""
+    enc = EtmEncoder(cycle_accurate=True).a_sync().i_sync(0x8000, "A32", 1, cycles=5)
+    enc.ca_format1(3, False).trigger()  # three instructions (a cycle each), then the trigger
+    enc.ca_format3(4, False)  # four cycles and no instruction: the trace stops
+    enc.i_sync(0x8000, "A32", 1).cycle_count(77)  # on again; the time it was off comes after
+    enc.ca_format1(2, False).cycle_count(0)  # two more; a count that overflowed
+    stream = tmp_path / "etm.bin"
+    stream.write_bytes(enc.data)
+    options = {"etmcr": 1 << 12, "buffer_format": "source_data", "images": [nops(tmp_path)]}
+    result = ingest([stream], tmp_path / "s.ctrace", format="etmv3", strict=True, options=options)
+    t = cputrace.Trace(result.store)
+    cycles = t.sql("SELECT cycles FROM instructions ORDER BY seq").column("cycles").to_pylist()
+    assert cycles == [1] * 5
+    events = t.sql("SELECT seq, kind, name, value1 FROM events ORDER BY seq, src").to_pylist()
+    assert [tuple(e.values()) for e in events] == [
+        (0, "trace_on", "trace_on", 5), (2, "trigger", "trigger", None), (2, "trace_on", "trace_on", 4),
+        (2, "trace_on", "cycle_count", 77), (4, "trace_on", "cycle_count", None),
+    ]  # fmt: skip
+    assert sum(cycles) + sum(e["value1"] or 0 for e in events) == 5 + 3 + 4 + 77 + 2  # what the encoder sent
+    args = ["etm", "packets", str(stream), "--etmcr", str(1 << 12), "--format", "csv"]
+    listed = CliRunner().invoke(cli, args)
+    kinds = [line.split(",")[4] for line in listed.output.splitlines()[1:]]
+    assert (kinds.count("trigger"), kinds.count("cycle_count")) == (1, 2)
 
 
 def test_a_bare_buffer_without_an_image_is_a_clear_error(tmp_path: Path) -> None:
@@ -351,3 +473,17 @@ def test_the_deprecated_exception_encoding(tmp_path: Path) -> None:
     store = cputrace.Trace(tmp_path / "etm.ctrace")
     names = store.sql("SELECT name FROM events WHERE kind = 'exception'").column("name").to_pylist()
     assert names and set(names) == {"IRQ"}
+
+
+def test_a_buffer_read_in_chunks_decodes_the_same(
+    tc2: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A buffer that fits in one chunk is split by trace ID once; a longer one is read once per
+    source, in chunks: the same store either way (TC2's 32 KiB buffer read in 4 KiB chunks)."""
+    whole = ingest([tc2 / "snapshot.ini"], tmp_path / "whole.ctrace", strict=True)
+    monkeypatch.setattr(capture, "CHUNK_BYTES", 4096)
+    chunked = ingest([tc2 / "snapshot.ini"], tmp_path / "chunked.ctrace", strict=True)
+    for table in ("instructions", "events", "memory"):
+        a, b = cputrace.Trace(whole.store), cputrace.Trace(chunked.store)
+        query = f"SELECT * FROM {table} ORDER BY seq, src"
+        assert a.sql(query).to_pylist() == b.sql(query).to_pylist(), table

@@ -463,6 +463,31 @@ def test_bare_buffer_settings(tmp_path: Path) -> None:
         bare_buffer_settings({"etm_config": str(as_json)})
 
 
+@pytest.mark.parametrize(
+    ("settings", "error"),
+    [
+        ({"etmcr": -1}, r"options: etmcr: -1 is out of range \(expected 0x0 to 0xFFFFFFFF\)"),
+        ({"etmcr": 1 << 40}, r"etmcr: 1099511627776 is out of range"),
+        ({"etmcr": 0x1000, "etmidr": "0x1410CF250"}, r"etmidr: '0x1410CF250' is out of range"),
+        ({"etmcr": 0x1000, "source": 0x90}, r"trace ID: 144 is out of range \(expected 0x1 to 0x6F\)"),
+        ({"etmcr": 0x1000, "source": 0}, r"trace ID: 0 is out of range"),
+    ],
+)
+def test_bare_buffer_registers_are_range_checked(settings: dict, error: str) -> None:
+    """Registers are 32 bits and a trace ID 0x01-0x6F: nothing is masked or wrapped silently."""
+    with pytest.raises(CputraceError, match=error):
+        bare_buffer_settings(settings)
+
+
+def test_a_config_file_number_out_of_range_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "etm.json"
+    path.write_text('{"etmcr": 123456789012345678901234567890}')
+    with pytest.raises(CputraceError, match=rf"{path}: etmcr: .* is out of range"):
+        bare_buffer_settings({"etm_config": str(path)})
+    with pytest.raises(CputraceError, match=r"ETMCR=-0x1: expected a 32-bit register value"):
+        EtmConfig(-1)
+
+
 @settings(max_examples=150, deadline=None)
 @given(text=st.one_of(
     st.text(max_size=120),

@@ -46,6 +46,43 @@ def _is_full_sync(buf, p):
     return buf[p] == 0xFF and buf[p + 1] == 0xFF and buf[p + 2] == 0xFF and buf[p + 3] == 0x7F
 
 
+@numba.njit(inline="always")
+def _is_padding(frames, p):
+    """Four full frame syncs: a frame of padding that resets the formatter."""
+    return (
+        _is_full_sync(frames, p)
+        and _is_full_sync(frames, p + 4)
+        and _is_full_sync(frames, p + 8)
+        and _is_full_sync(frames, p + 12)
+    )
+
+
+@numba.njit(inline="always")
+def _has_id_change(frames, p):
+    """Whether any even byte of the frame at p is an ID change (bit 0 set)."""
+    flags = 0
+    for q in range(p, p + FRAME_BYTES - 1, 2):
+        flags |= frames[q]
+    return (flags & 1) != 0
+
+
+@numba.njit(inline="always")
+def _source(trace_id):
+    """The trace ID if its bytes are a source's data; 0 for the null ID and the reserved ones."""
+    return trace_id if 0 < trace_id < FIRST_RESERVED_ID else 0
+
+
+@numba.njit(inline="always")
+def _pair(b, aux, j, cur):
+    """Byte 2j of a frame (`b`; `aux` is its byte 15) and the byte after it, with `cur` the ID
+    current before them: (the source of byte 2j, -1 for an ID change; its value, bit 0 from
+    byte 15; the source of byte 2j + 1, data for j < 7; the ID current after byte 2j)."""
+    if b & 1:
+        new = b >> 1
+        return -1, 0, _source(cur if (aux >> j) & 1 else new), new  # the byte after may still be cur's
+    return _source(cur), b | ((aux >> j) & 1), _source(cur), cur
+
+
 @numba.njit(cache=True, nogil=True)
 def _frame_owners(frames, state, owner, value):
     """The trace ID (owner[q]) and value (value[q]) of each byte q of whole frames.
@@ -56,44 +93,66 @@ def _frame_owners(frames, state, owner, value):
     cur = state[_CUR_ID]
     frame_count = padding = dropped = 0
     for p in range(0, len(frames) - FRAME_BYTES + 1, FRAME_BYTES):
-        owner[p + 15] = 0
-        if (
-            _is_full_sync(frames, p)
-            and _is_full_sync(frames, p + 4)
-            and _is_full_sync(frames, p + 8)
-            and _is_full_sync(frames, p + 12)
-        ):
+        if _is_padding(frames, p):
             cur = NO_ID
             padding += 1
-            owner[p : p + 15] = 0
+            owner[p : p + FRAME_BYTES] = 0
             continue
         frame_count += 1
-        aux = frames[p + 15]
+        aux = np.int64(frames[p + FRAME_BYTES - 1])
         for j in range(8):
             q = p + 2 * j
-            b = frames[q]
-            if b & 1:
-                new = np.int64(b >> 1)
-                owner[q] = 0
-                if j < 7:
-                    o = cur if (aux >> j) & 1 else new  # the byte after an ID change may still be cur's
-                    owner[q + 1] = o if 0 < o < FIRST_RESERVED_ID else 0
-                    value[q + 1] = frames[q + 1]
-                    dropped += owner[q + 1] == 0
-                cur = new
-            else:
-                o = cur if 0 < cur < FIRST_RESERVED_ID else 0
-                owner[q] = o
-                value[q] = b | ((aux >> j) & 1)
-                dropped += o == 0
-                if j < 7:
-                    owner[q + 1] = o
-                    value[q + 1] = frames[q + 1]
-                    dropped += o == 0
+            first, first_value, second, cur = _pair(np.int64(frames[q]), aux, j, cur)
+            owner[q], value[q] = max(first, 0), first_value
+            dropped += first == 0
+            if j < 7:
+                owner[q + 1], value[q + 1] = second, frames[q + 1]
+                dropped += second == 0
+        owner[p + FRAME_BYTES - 1] = 0
     state[_CUR_ID] = cur
     state[_FRAMES] += frame_count
     state[_PADDING] += padding
     state[_DROPPED] += dropped
+
+
+@numba.njit(cache=True, nogil=True)
+def _bytes_of(frames, state, wanted, positions, base, values, offsets):
+    """The bytes of one trace ID (`wanted`) in whole frames, into values and their offsets (as
+    _gather_owned gives them); returns how many. One pass that writes that ID's bytes alone:
+    a source decoded on its own costs a fraction of splitting the buffer by every ID."""
+    mapped = len(positions) > 0
+    cur = state[_CUR_ID]
+    frame_count = padding = dropped = 0
+    k = 0
+    for p in range(0, len(frames) - FRAME_BYTES + 1, FRAME_BYTES):
+        if _is_padding(frames, p):
+            cur = NO_ID
+            padding += 1
+            continue
+        frame_count += 1
+        if cur != wanted and not _has_id_change(frames, p):  # another source's frame
+            dropped += 0 if _source(cur) else FRAME_BYTES - 1
+            continue
+        aux = np.int64(frames[p + FRAME_BYTES - 1])
+        for j in range(8):
+            q = p + 2 * j
+            first, first_value, second, cur = _pair(np.int64(frames[q]), aux, j, cur)
+            dropped += first == 0
+            if first == wanted:
+                values[k] = first_value
+                offsets[k] = (positions[q] if mapped else q) + base
+                k += 1
+            if j < 7:
+                dropped += second == 0
+                if second == wanted:
+                    values[k] = frames[q + 1]
+                    offsets[k] = (positions[q + 1] if mapped else q + 1) + base
+                    k += 1
+    state[_CUR_ID] = cur
+    state[_FRAMES] += frame_count
+    state[_PADDING] += padding
+    state[_DROPPED] += dropped
+    return k
 
 
 @numba.njit(cache=True, nogil=True)
@@ -217,12 +276,15 @@ class FrameStats:
 
 
 class Deformatter:
-    """Splits a formatted buffer, fed in chunks of any size, into per-trace-ID byte streams."""
+    """Splits a formatted buffer, fed in chunks of any size, into per-trace-ID byte streams.
 
-    def __init__(self, layout: str = "coresight") -> None:
+    With `only`, the stream of that trace ID alone (and `stats.bytes_per_id` counts it alone)."""
+
+    def __init__(self, layout: str = "coresight", only: int | None = None) -> None:
         if layout not in FORMATTED_LAYOUTS:
             raise ValueError(f"not a formatted buffer layout: {layout!r}")
         self.layout = layout
+        self.only = only
         self.stats = FrameStats()
         self._unpack_state = np.array([NO_ID, 0, 0, 0], dtype=np.int64)
         self._sync_state = np.zeros(5, dtype=np.int64)
@@ -259,6 +321,9 @@ class Deformatter:
         self, frames: np.ndarray, positions: np.ndarray | None, offset: int
     ) -> dict[int, SourceBytes]:
         frames = read_only(frames)
+        positions = read_only(positions if positions is not None else _NO_POSITIONS)
+        if self.only is not None:
+            return self._unpack_only(self.only, frames, positions, offset)
         owner, value = np.empty(len(frames), np.int8), np.empty(len(frames), np.uint8)
         _frame_owners(frames, self._unpack_state, owner, value)
         counts = np.zeros(FIRST_RESERVED_ID, np.int64)
@@ -266,14 +331,27 @@ class Deformatter:
         counts[0] = 0  # bytes of no source
         starts = np.concatenate([[0], np.cumsum(counts)])
         values, offsets = np.empty(starts[-1], np.uint8), np.empty(starts[-1], np.int64)
-        positions = read_only(positions if positions is not None else _NO_POSITIONS)
         _gather_owned(owner, value, positions, offset, starts[:-1].copy(), values, offsets)
         out = {}
         for trace_id in np.flatnonzero(counts).tolist():
             run = slice(starts[trace_id], starts[trace_id + 1])
             out[trace_id] = SourceBytes(values[run], offsets[run])
-            self.stats.bytes_per_id[trace_id] = self.stats.bytes_per_id.get(trace_id, 0) + len(out[trace_id])
+            self._count(trace_id, len(out[trace_id]))
         return out
+
+    def _unpack_only(
+        self, trace_id: int, frames: np.ndarray, positions: np.ndarray, offset: int
+    ) -> dict[int, SourceBytes]:
+        # room for every byte; memory is only touched where the source's bytes are written
+        values, offsets = np.empty(len(frames), np.uint8), np.empty(len(frames), np.int64)
+        count = _bytes_of(frames, self._unpack_state, trace_id, positions, offset, values, offsets)
+        if not count:
+            return {}
+        self._count(trace_id, count)
+        return {trace_id: SourceBytes(values[:count], offsets[:count])}
+
+    def _count(self, trace_id: int, count: int) -> None:
+        self.stats.bytes_per_id[trace_id] = self.stats.bytes_per_id.get(trace_id, 0) + count
 
     def _update_stats(self) -> None:
         unpack, sync = self._unpack_state, self._sync_state

@@ -8,7 +8,10 @@
 - trace.ini: `[trace_buffers] buffers=` lists buffer sections (name, file, format);
   `[source_buffers]` maps trace sources to buffers, `[core_trace_sources]` cores to sources.
 
-Names are matched without regard to case, as the ini reader lower-cases keys.
+Names are matched without regard to case, as the ini reader lower-cases keys. What a decode
+needs is checked when it is asked for (`core_of`, `buffer_of`), so a snapshot whose other
+devices or buffers are unusable can still be decoded; every problem is an error naming the
+file, the line where there is one, and what was expected.
 """
 
 from __future__ import annotations
@@ -17,11 +20,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import CputraceError
+from ..errors import CputraceError, TraceFormatError
 from ..image import Image, load_snapshot_device
 from ..image.snapshot import read_ini_sections
+from .sniff import LAYOUTS
 
 SNAPSHOT_INI = "snapshot.ini"
+MAX_REGISTER = (1 << 64) - 1  # registers are 64 bits at most (AArch64 cores); a trace unit's are 32
 
 Sections = list[tuple[str, int, dict[str, tuple[int, str]]]]
 
@@ -46,7 +51,10 @@ class Device:
 class TraceBuffer:
     name: str
     path: Path
-    format: str  # coresight, dstream_coresight or source_data
+    format: str  # coresight, dstream_coresight or source_data (checked by Snapshot.buffer_of)
+    ini: str = ""  # the trace.ini that lists it, and the lines of its format= and file= (messages)
+    format_line: int = 0
+    file_line: int = 0
 
 
 @dataclass(frozen=True)
@@ -69,21 +77,42 @@ class Snapshot:
         return next((d for d in self.devices if d.name.lower() == name.lower()), None)
 
     def core_of(self, source: Device) -> Device | None:
-        """The core a trace source traces ([core_trace_sources])."""
+        """The core a trace source traces ([core_trace_sources]); None when none is named, or
+        the core named is not among the devices. A device named that is not a core (an
+        empty device file, a trace source) is an error."""
         for core, traced in self.core_sources.items():
             if traced == source.name.lower():
-                return self.device(core)
+                device = self.device(core)
+                if device is not None and device.kind.lower() != "core":
+                    named = f"[core_trace_sources] names {device.name} the core of {source.name}"
+                    got = f"class={device.kind}" if device.kind else "no class= (an empty or partial file)"
+                    raise TraceFormatError(str(device.path), "[device]", f"class=core ({named})", got)
+                return device
         return None
 
     def cpu_of(self, core: Device) -> int:
         """The core's number: its position among the snapshot's cores."""
-        return next(i for i, c in enumerate(self.cores) if c.name.lower() == core.name.lower())
+        for i, c in enumerate(self.cores):
+            if c.name.lower() == core.name.lower():
+                return i
+        raise CputraceError(f"{core.path}: {core.name} is not one of {self.path.name}'s core devices")
 
     def buffer_of(self, source: Device) -> TraceBuffer | None:
+        """The buffer holding a source's trace ([source_buffers], or the only buffer), its
+        format and file checked; None when none is listed."""
         name = self.source_buffers.get(source.name.lower())
         if name is None and len(self.buffers) == 1:
-            return self.buffers[0]
-        return next((b for b in self.buffers if b.name.lower() == (name or "").lower()), None)
+            buffer: TraceBuffer | None = self.buffers[0]
+        else:
+            buffer = next((b for b in self.buffers if b.name.lower() == (name or "").lower()), None)
+        if buffer is not None:
+            if buffer.format not in LAYOUTS:
+                expected = f"format= {', '.join(LAYOUTS[:-1])} or {LAYOUTS[-1]}"
+                raise TraceFormatError(buffer.ini, str(buffer.format_line), expected, buffer.format)
+            if not buffer.path.is_file():
+                expected = f"file= naming the buffer's file ({buffer.path} is not a file)"
+                raise TraceFormatError(buffer.ini, str(buffer.file_line), expected, buffer.path.name)
+        return buffer
 
     def memory(self, core: Device) -> Image:
         """The memory the core's device file dumps."""
@@ -92,17 +121,27 @@ class Snapshot:
 
 def _section(sections: Sections, name: str) -> dict[str, str]:
     """The keys of the first section called `name` (values only)."""
-    for found, _, keys in sections:
+    return {key: value for key, (_, value) in _numbered_section(sections, name)[1].items()}
+
+
+def _numbered_section(sections: Sections, name: str) -> tuple[int, dict[str, tuple[int, str]]]:
+    """The line and the keys (with their lines) of the first section called `name`; 0 and
+    none when there is no such section."""
+    for found, number, keys in sections:
         if found == name:
-            return {key: value for key, (_, value) in keys.items()}
-    return {}
+            return number, keys
+    return 0, {}
 
 
 def _register_value(path: Path, number: int, key: str, text: str) -> int:
     try:
-        return int(text, 0)
+        value = int(text, 0)
     except ValueError:
-        raise CputraceError(f"{path}:{number}: register {key}={text} is not a number") from None
+        raise TraceFormatError(str(path), str(number), f"{key}= a number", text) from None
+    if not 0 <= value <= MAX_REGISTER:
+        expected = f"{key}= a register value from 0 to 0x{MAX_REGISTER:X}"
+        raise TraceFormatError(str(path), str(number), expected, text)
+    return value
 
 
 def read_device(path: Path) -> Device:
@@ -142,12 +181,16 @@ def read_snapshot(path: str | os.PathLike[str]) -> Snapshot:
     listed = _need(trace_ini, _section(trace, "trace_buffers"), "buffers", "trace_buffers")
     buffers = []
     for section in (name.strip().lower() for name in listed.split(",") if name.strip()):
-        keys = _section(trace, section)
+        line, numbered = _numbered_section(trace, section)
+        keys = {key: value for key, (_, value) in numbered.items()}
         buffers.append(
             TraceBuffer(
                 keys.get("name", section),
                 folder / _need(trace_ini, keys, "file", section),
                 keys.get("format", "coresight").lower(),
+                str(trace_ini),
+                numbered.get("format", (line, ""))[0],
+                numbered["file"][0],
             )
         )
     return Snapshot(

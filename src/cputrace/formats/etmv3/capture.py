@@ -27,7 +27,7 @@ from ...coresight.snapshot import SNAPSHOT_INI, Device, Snapshot, read_snapshot
 from ...coresight.sniff import is_snapshot_ini, sniff_layout
 from ...errors import CputraceError
 from ...inputs import InputFile, read_exactly
-from .config import EtmConfig, bare_buffer_settings
+from .config import TRACE_IDS, EtmConfig, bare_buffer_settings
 from .packets import PacketDecoder, Packets
 
 CHUNK_BYTES = 4 << 20
@@ -96,6 +96,11 @@ def _snapshot_captures(snapshot: Snapshot, wanted: int | None) -> list[Capture]:
         formatted = buffer.format != "source_data"
         if config.trace_id is None and formatted:
             raise CputraceError(f"{device.path}: no ETMTRACEIDR to find its bytes in {buffer.path.name} by")
+        if formatted and config.trace_id not in TRACE_IDS:
+            raise CputraceError(
+                f"{device.path}: ETMTRACEIDR gives trace ID 0x{config.trace_id:02x}, which no source's bytes "
+                f"in {buffer.path.name} can have (expected 0x01 to 0x6F)"
+            )
         cpu = snapshot.cpu_of(core) if core else len(snapshot.cores) + position
         source = EtmSource(config, config.trace_id if formatted else None, cpu, device.name, core)
         found.append((device, source))
@@ -153,20 +158,59 @@ def split_sources(capture: Capture) -> list[Capture]:
         stream.close()
     found = sorted(deformatter.stats.bytes_per_id)
     return [
-        dataclasses.replace(
-            capture,
-            sources=[EtmSource(dataclasses.replace(capture.any_source, trace_id=i), i, i, f"0x{i:02x}")],
-            any_source=None,
-        )
+        dataclasses.replace(capture, sources=[_found_source(capture.any_source, i)], any_source=None)
         for i in found
     ]
+
+
+def _found_source(config: EtmConfig, trace_id: int) -> EtmSource:
+    """A source a bare formatted buffer holds, decoded with its registers (`config`); its core
+    number is its trace ID."""
+    return EtmSource(dataclasses.replace(config, trace_id=trace_id), trace_id, trace_id, f"0x{trace_id:02x}")
+
+
+def source_packets(
+    capture: Capture, chunk_bytes: int | None = None
+) -> Iterator[tuple[EtmSource, Iterator[Packets]]]:
+    """Each source of `capture` with its packet batches, the sources one after the other.
+
+    A formatted buffer that fits in one chunk (`chunk_bytes`, default CHUNK_BYTES) is split by
+    trace ID once, in memory; a longer one is read once per source (`split_sources`), so that
+    memory stays bounded."""
+    chunk_bytes = chunk_bytes or CHUNK_BYTES
+    whole = None if capture.layout == "source_data" else _whole_buffer(capture.path, chunk_bytes)
+    if whole is None:
+        for single in split_sources(capture):
+            yield single.sources[0], (batch for _, batch in PacketReader(single, chunk_bytes))
+        return
+    streams = Deformatter(capture.layout).feed(whole, 0, final=True)
+    if capture.any_source is None:
+        sources = capture.sources
+    else:
+        sources = [_found_source(capture.any_source, i) for i in sorted(streams)]
+    for source in sources:
+        if source.trace_id in streams:
+            stream = streams[source.trace_id]
+            yield source, PacketDecoder(source.config).feed(stream.data, stream.offsets, final=True)
+
+
+def _whole_buffer(path: Path, chunk_bytes: int) -> bytes | None:
+    """The buffer's content when it is at most `chunk_bytes` long; None otherwise."""
+    stream = InputFile(path).open()
+    try:
+        content = read_exactly(stream, chunk_bytes + 1, str(path))
+    finally:
+        stream.close()
+    return content if len(content) <= chunk_bytes else None
 
 
 @dataclass
 class PacketReader:
     """Reads a capture's buffer in chunks and yields (source, packets) as batches complete.
 
-    `frame_stats` describes the formatter frames once the buffer has been read.
+    A formatted buffer's sources come interleaved, chunk by chunk; a capture of one source
+    (`split_sources`) has that source's bytes alone taken from the frames. `frame_stats`
+    describes the formatter frames once the buffer has been read.
     """
 
     capture: Capture
@@ -198,7 +242,8 @@ class PacketReader:
 
     def _formatted(self, stream: Any) -> Iterator[tuple[EtmSource, Packets]]:
         capture = self.capture
-        deformatter = Deformatter(capture.layout)
+        single = len(capture.sources) == 1 and capture.any_source is None
+        deformatter = Deformatter(capture.layout, only=capture.sources[0].trace_id if single else None)
         decoders = {s.trace_id: (s, PacketDecoder(s.config)) for s in capture.sources}
         end = 0
         for block, offset in _chunks(stream, self.capture.path, self.chunk_bytes):
@@ -217,10 +262,9 @@ class PacketReader:
             if trace_id not in decoders:
                 if self.capture.any_source is None:
                     continue
-                config = dataclasses.replace(self.capture.any_source, trace_id=trace_id)
-                source = EtmSource(config, trace_id, trace_id, f"0x{trace_id:02x}")
+                source = _found_source(self.capture.any_source, trace_id)
                 self.discovered.append(source)
-                decoders[trace_id] = (source, PacketDecoder(config))
+                decoders[trace_id] = (source, PacketDecoder(source.config))
             source, decoder = decoders[trace_id]
             for batch in decoder.feed(data.data, data.offsets):
                 yield source, batch

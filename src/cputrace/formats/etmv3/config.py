@@ -34,6 +34,8 @@ from ...image.snapshot import read_ini_sections
 DEFAULT_ETMIDR = 0x4100F250
 DEFAULT_ETMCCER = 0x10000000
 ETMV3_MAJOR = 2  # ETMIDR bits 11:8 hold the major version minus one
+MAX_REGISTER = 0xFFFFFFFF  # the ETM's registers are 32 bits
+TRACE_IDS = range(0x01, 0x70)  # 0x00 is the null source, 0x70-0x7F are reserved
 
 # Positions in the configuration array handed to the compiled packet decoder.
 (
@@ -61,6 +63,10 @@ class EtmConfig:
     core: str | None = None
 
     def __post_init__(self) -> None:
+        for name in _REGISTER_KEYS:
+            _check_register(getattr(self, name), name.upper())
+        if self.trace_id is not None and not 0 <= self.trace_id <= 0x7F:
+            raise CputraceError(f"trace ID {self.trace_id}: expected 0x00 to 0x7F")
         major = (self.etmidr >> 8) & 0xF
         if major != ETMV3_MAJOR:
             raise CputraceError(
@@ -165,11 +171,14 @@ class EtmConfig:
         regs = device.registers
         if "ETMCR" not in regs:
             raise CputraceError(f"{device.path}: [regs] has no ETMCR, which an ETMv3 stream needs")
+        for name in ("ETMCR", "ETMIDR", "ETMCCER", "ETMTRACEIDR"):
+            if name in regs:
+                _check_register(regs[name], name, f"{device.path}: [regs] ")
         return cls(
             regs["ETMCR"],
             regs.get("ETMIDR", DEFAULT_ETMIDR),
             regs.get("ETMCCER", DEFAULT_ETMCCER),
-            regs["ETMTRACEIDR"] & 0x7F if "ETMTRACEIDR" in regs else None,
+            regs["ETMTRACEIDR"] & 0x7F if "ETMTRACEIDR" in regs else None,  # the ID field, bits 6:0
             core.type if core else None,
         )
 
@@ -182,13 +191,26 @@ class BareBufferSettings:
     layout: str | None  # None: sniff it
 
 
-def _number(value: Any, where: str) -> int:
+def _check_register(value: int, name: str, where: str = "") -> None:
+    if not 0 <= value <= MAX_REGISTER:
+        expected = f"a 32-bit register value (0 to 0x{MAX_REGISTER:X})"
+        raise CputraceError(f"{where}{name}={value:#x}: expected {expected}")
+
+
+def _number(value: Any, where: str, allowed: range = range(MAX_REGISTER + 1)) -> int:
+    """A number from a setting (an int, or text in any base Python reads), within `allowed`."""
     if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    try:
-        return int(str(value).strip(), 0)
-    except ValueError:
-        raise CputraceError(f"{where}: {value!r} is not a number (write 0x10001860 or 268441696)") from None
+        number = value
+    else:
+        try:
+            number = int(str(value).strip(), 0)
+        except ValueError:
+            hint = "write 0x10001860 or 268441696"
+            raise CputraceError(f"{where}: {value!r} is not a number ({hint})") from None
+    if number not in allowed:
+        expected = f"0x{allowed[0]:X} to 0x{allowed[-1]:X}"
+        raise CputraceError(f"{where}: {value!r} is out of range (expected {expected})")
+    return number
 
 
 def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -243,12 +265,16 @@ def bare_buffer_settings(options: Mapping[str, Any]) -> BareBufferSettings:
     layout = found.get("format")
     if layout is not None and layout not in LAYOUTS:
         raise CputraceError(f"{origin}: format {layout!r} is not one of {', '.join(LAYOUTS)}")
-    trace_id = found.get("trace_id", found.get("etmtraceidr"))
+    trace_id = None
+    if found.get("trace_id") is not None:
+        trace_id = _number(found["trace_id"], f"{origin}: trace ID", TRACE_IDS)
+    elif found.get("etmtraceidr") is not None:  # the register: its ID field, bits 6:0
+        trace_id = _number(found["etmtraceidr"], f"{origin}: etmtraceidr") & 0x7F
     config = EtmConfig(
         _number(found["etmcr"], f"{origin}: etmcr"),
         _number(found.get("etmidr", DEFAULT_ETMIDR), f"{origin}: etmidr"),
         _number(found.get("etmccer", DEFAULT_ETMCCER), f"{origin}: etmccer"),
-        None if trace_id is None else _number(trace_id, f"{origin}: trace_id") & 0x7F,
+        trace_id,
         None if found.get("core") is None else str(found["core"]),
     )
     return BareBufferSettings(config, layout)

@@ -6,7 +6,9 @@ not be the last instruction). Consecutive packets of one instruction are its tra
 order. Only the first traced transfer of a load/store-multiple carries the data address
 (later ones carry it only when not sequential), so transfer k without an address is at the
 last given address + 4 per transfer since. A partially traced LSM starts at whichever
-transfer the filter first matched, with its address. Values:
+transfer the filter first matched, with its address. A swap (SWP, SWPB) reads, then writes;
+when a filter traced only one of its transfers, the transfers are counted back from the last,
+as the architecture says for partly traced LSMs: a single packet is the write. Values:
 - normal data: the value when ETMCR traces values (leading zero bytes are not sent);
 - value not traced: a row with value null;
 - out-of-order placeholder: a row whose value is the one of the next out-of-order data
@@ -20,8 +22,9 @@ The ETM sends a packet per 32-bit word (a 64-bit transfer, as VLDR of a D regist
 the row's `size` is the instruction's access size, at most 4; `addr` is null when no address
 is traced; `time` is the instruction's.
 
-A store-failed packet follows the data packet of a STREX that did not store: that row keeps
-its address, gets `attrs` `X FAILED` and value null (the packet's value is a dummy 0). A
+Exclusive loads and stores (LDREX, STREX and their B/H/D and acquire/release forms) get
+`attrs` `X`. A store-failed packet follows the data packet of a STREX that did not store: that
+row keeps its address, gets `attrs` `X FAILED` and value null (the packet's value is a dummy 0). A
 data-suppressed packet (the ETM's FIFO was filling up) means data packets were dropped until
 the next one: a `trace_gap` event named `data_suppressed`, and the load/store in progress
 takes no more transfers (which of its transfers were traced cannot be known).
@@ -72,13 +75,14 @@ NO_ANCHOR = -1
 class DataMatcher:
     """One source's data packets, matched to the load/store instructions its walk yields."""
 
-    def __init__(self, program: Program, config: EtmConfig, cpu: int) -> None:
+    def __init__(self, program: Program, config: EtmConfig, cpu: int, first_seq: int = 0) -> None:
         self.program, self.cpu = program, cpu
+        self.first_seq = first_seq  # the source's first instruction (or the next, when it has none)
         self.values = config.data_value
         self.data_only = config.data_only
-        self.facts: dict[int, tuple[int, int, int]] = {}  # key -> (ops bits, data packets, size)
+        self.facts: dict[int, tuple[int, int, int, int]] = {}  # key -> _facts
         self.ls_seq = np.zeros(0, np.int64)  # executed loads/stores seen, in seq order
-        self.ls_facts = np.zeros((0, 3), np.int64)
+        self.ls_facts = np.zeros((0, _FACTS), np.int64)
         self.ls_time = np.zeros(0, np.int64)  # their times, NO_TIME when the trace has none
         self.seen_end = 0  # every instruction below this seq has been seen
         self.pending = np.zeros(0, _PENDING)
@@ -100,20 +104,23 @@ class DataMatcher:
         isa = instructions["isa"].combine_chunks().indices.to_numpy()
         keys = (instructions["pc"].to_numpy().astype(np.int64) << 3) | isa
         unique, inverse = np.unique(keys, return_inverse=True)  # a few hundred addresses per batch
-        facts = np.array([self._facts(k) for k in unique.tolist()], np.int64).reshape(-1, 3)[inverse]
+        facts = np.array([self._facts(k) for k in unique.tolist()], np.int64).reshape(-1, _FACTS)[inverse]
         keep = executed & (facts[:, 0] != 0)
         time = instructions["time"].fill_null(NO_TIME).to_numpy()
         self.ls_seq = np.concatenate([self.ls_seq, seq[keep]])
         self.ls_facts = np.concatenate([self.ls_facts, facts[keep]])
         self.ls_time = np.concatenate([self.ls_time, time[keep]])
 
-    def _facts(self, key: int) -> tuple[int, int, int]:
+    def _facts(self, key: int) -> tuple[int, int, int, int]:
+        """(ops: 1 load, 2 store, 3 swap; data packets; row size; exclusive) of an instruction."""
         found = self.facts.get(key)
         if found is None:
             info = self.program.blocks.insn_at(key >> 3, Isa(key & 7))
             ops = (1 if info.is_load else 0) | (2 if info.is_store else 0)
             words = max(-(-info.access_size // 4), 1)  # a packet per 32-bit word of each transfer
-            found = self.facts[key] = (ops, max(info.transfers, 1) * words, min(info.access_size, 4) or 4)
+            exclusive = info.mnemonic.startswith(_EXCLUSIVE)
+            size = min(info.access_size, 4) or 4
+            found = self.facts[key] = (ops, max(info.transfers, 1) * words, size, exclusive)
         return found
 
     def add(self, packets: Packets, built: PacketOps, op_end: np.ndarray, first_seq: int) -> None:
@@ -151,7 +158,7 @@ class DataMatcher:
             upcoming = int(self.pending["epoch"][0]) if len(self.pending) else self.epoch
             self.waiting[self.waiting[:, 1] != upcoming, 0] = -1
         waiting = self.waiting[:, 0]
-        cut = int(waiting[waiting >= 0].min(initial=len(self.held)))
+        cut = int(waiting[waiting >= 0].min(initial=self._settle_swaps(final)))
         if ready or cut:
             released, self.held = self.held[:cut], self.held[cut:]
             waiting[waiting >= 0] -= cut
@@ -161,22 +168,46 @@ class DataMatcher:
         # none later can own a packet
         self.ls_seq, self.ls_facts, self.ls_time = self.ls_seq[cut:], self.ls_facts[cut:], self.ls_time[cut:]
 
+    def _settle_swaps(self, final: bool) -> int:
+        """Give each swap's transfers their direction, working back from the last: it is the
+        write and one before it the read (a filter that traced only the write sent one packet).
+        Returns the held row from which a swap still waits for its write (len(held): none):
+        while the matcher has not moved on to another load/store, a second packet may come."""
+        ops = self.held["op"]
+        unsettled = np.flatnonzero(ops == _SWAP)
+        if not len(unsettled):
+            return len(self.held)
+        seq = self.held["seq"][unsettled]
+        waits_from = len(self.held)
+        owner, taken = self.state[S_OWNER], self.state[S_COUNT]
+        j = int(np.searchsorted(self.ls_seq, owner))
+        transfers = self.ls_facts[j, 1] if j < len(self.ls_seq) and self.ls_seq[j] == owner else 0
+        if not final and seq[-1] == owner and taken < transfers:  # the swap in progress: one packet so far
+            mine = seq == owner
+            waits_from = int(unsettled[mine][0])
+            unsettled, seq = unsettled[~mine], seq[~mine]
+        last = np.append(seq[1:] != seq[:-1], True)
+        ops[unsettled] = np.where(last, _WRITE, _READ)
+        return waits_from
+
     def _matched(self, p: np.ndarray) -> pa.Table:
         """Match packets to their instructions, holding their rows; returns the gap events."""
         n = len(p)
-        seq, address, has_address, op, size, status = (np.zeros(n, np.int64) for _ in range(6))
+        seq, address, has_address, op, size, exclusive, status = (np.zeros(n, np.int64) for _ in range(7))
         if self.data_only:
             _sequential(p["kind"], p["bits"], p["address"].astype(np.int64), self.state, address, has_address,
                         status)  # fmt: skip
-            seq[:] = np.maximum(p["at"] + 1, 0)
+            seq[:] = np.maximum(p["at"] + 1, self.first_seq)
         else:
             _match(p["kind"], p["at"], p["fence"], p["bits"], p["address"].astype(np.int64), self.ls_seq,
-                   self.ls_facts, self.state, seq, address, has_address, op, size, status)  # fmt: skip
+                   self.ls_facts, self.state, seq, address, has_address, op, size, exclusive,
+                   status)  # fmt: skip
         failed = _failed_stores(p["kind"], status)
         r = np.flatnonzero(status == _ROW)
         rows = np.zeros(len(r), _HELD)
         rows["seq"], rows["op"], rows["size"], rows["offset"] = seq[r], op[r], size[r], p["offset"][r]
         rows["address"], rows["has_address"], rows["failed"] = address[r], has_address[r], failed[r]
+        rows["exclusive"] = exclusive[r]
         rows["value"] = p["value"][r]
         rows["known"] = (p["kind"][r] == Kind.NORMAL_DATA) & self.values & ~failed[r]
         rows["time"] = NO_TIME if self.data_only else self.ls_time[np.searchsorted(self.ls_seq, seq[r])]
@@ -199,7 +230,7 @@ class DataMatcher:
             pa.array(rows["size"], mask=unknown),
             pa.array(rows["address"], mask=~rows["has_address"]), pa.nulls(n, pa.uint64()),
             pa.array(rows["value"], mask=~rows["known"]), pa.nulls(n, pa.binary()),
-            pa.array(np.where(failed, "X FAILED", None), pa.string()),
+            pa.array(np.select([failed, rows["exclusive"]], ["X FAILED", "X"], None), pa.string()),
             pa.array(rows["offset"]),
         ]  # fmt: skip
         return pa.Table.from_arrays(columns, schema=SCHEMAS["memory"])
@@ -209,7 +240,7 @@ class DataMatcher:
         n = len(p)
         return pa.Table.from_arrays(
             [
-                pa.array(np.maximum(p["at"], 0)), pa.nulls(n, pa.int64()),
+                pa.array(np.maximum(p["at"], self.first_seq)), pa.nulls(n, pa.int64()),
                 pa.array(np.full(n, self.cpu, np.uint16)),
                 pa.array(["trace_gap"] * n, pa.string()).dictionary_encode(), pa.nulls(n, pa.int64()),
                 pa.array(np.where(suppressed, "data_suppressed", "unexpected_data"), pa.string()),
@@ -224,10 +255,13 @@ class DataMatcher:
 _PENDING = np.dtype([("at", "<i8"), ("fence", "<i8"), ("epoch", "<i8"), ("offset", "<i8"), ("value", "<u8"),
                      ("address", "<u4"), ("kind", "u1"), ("bits", "u1"), ("info", "u1")])  # fmt: skip
 _HELD = np.dtype([("seq", "<i8"), ("time", "<i8"), ("offset", "<i8"), ("value", "<u8"), ("address", "<u8"),
-                  ("op", "u1"), ("size", "u1"), ("has_address", "?"), ("known", "?"),
-                  ("failed", "?")])  # fmt: skip
+                  ("op", "u1"), ("size", "u1"), ("has_address", "?"), ("known", "?"), ("failed", "?"),
+                  ("exclusive", "?")])  # fmt: skip
 _MAX_WAIT = 1 << 16  # rows a placeholder holds back before its value is given up (bounds memory)
 _ROW, _UNEXPECTED, _FILLER, _SUPPRESSED = 0, 1, 2, 3
+_READ, _WRITE, _SWAP = 0, 1, 2  # a row's op; _SWAP: a swap's transfer, a read or the write (_settle_swaps)
+_FACTS = 4  # columns of DataMatcher._facts
+_EXCLUSIVE = ("ldrex", "strex", "ldaex", "stlex")  # mnemonics of the exclusive loads and stores
 _K_OOO, _K_FAILED, _K_SUPPRESSED = int(Kind.OOO_DATA), int(Kind.STORE_FAILED), int(Kind.DATA_SUPPRESSED)
 _K_PLACEHOLDER = int(Kind.OOO_PLACEHOLDER)
 _NO_MORE = 1 << 62  # a transfer count no load/store reaches: its transfers are over
@@ -235,8 +269,9 @@ _NO_MORE = 1 << 62  # a transfer count no load/store reaches: its transfers are 
 
 @numba.njit(cache=True, nogil=True)
 def _match(kind, at, fence, bits, address, ls_seq, ls_facts, state, owner, out_address, has_address, op, size,
-           status):  # fmt: skip
-    """Give each packet its owner seq, transfer address, op (0 read, 1 write) and size, or a status."""
+           exclusive, status):  # fmt: skip
+    """Give each packet its owner seq, transfer address, op (_READ, _WRITE or _SWAP), size and
+    whether it is exclusive, or a status."""
     for i in range(len(kind)):
         if kind[i] == _K_OOO or kind[i] == _K_FAILED:
             status[i] = _FILLER
@@ -264,9 +299,10 @@ def _match(kind, at, fence, bits, address, ls_seq, ls_facts, state, owner, out_a
             out_address[i] = (state[S_ANCHOR] + 4 * (k - state[S_ANCHOR_K])) & 0xFFFFFFFF
             has_address[i] = 1
         ops = ls_facts[j, 0]
-        op[i] = 1 if ops == 2 or (ops == 3 and k > 0) else 0  # a swap reads, then writes
+        op[i] = _SWAP if ops == 3 else (_WRITE if ops == 2 else _READ)
         owner[i] = ls_seq[j]
         size[i] = ls_facts[j, 2]
+        exclusive[i] = ls_facts[j, 3]
         status[i] = _ROW
 
 

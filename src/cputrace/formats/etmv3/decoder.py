@@ -4,21 +4,29 @@ Sniffing knows a snapshot.ini, a trace port capture (frame syncs) and a raw ETMv
 starts with an A-sync; memory buffers (ETB, ETR) need `--format etmv3`.
 Packets become instructions by walking the program image (`instructions`): a snapshot's
 core memory dumps, or the images given with `--image` (which then replace the dumps).
+A reserved or malformed packet fails a `--strict` decode (naming the buffer file, the offset
+and what was expected); otherwise it is a warning and a `trace_gap` event, and the decode
+resynchronises at the next A-sync.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
-from ...errors import CputraceError
+from ...errors import CputraceError, TraceFormatError
 from ...flow import Program
 from ...image import Image, read_dump_entries
 from ...inputs import InputFile
 from ..base import Batch, DecodeContext
-from .capture import Capture, EtmSource, PacketReader, open_captures
+from .capture import Capture, EtmSource, open_captures, source_packets
 from .instructions import SourceWalk
+from .packets import Packets
+from .protocol import EXPECTED
+
+RAW_SHOWN = 16  # bytes of a bad packet an error message shows
 
 
 class Etmv3Decoder:
@@ -31,22 +39,37 @@ class Etmv3Decoder:
 def decode_captures(
     captures: list[Capture], ctx: DecodeContext, programs: dict[object, Program] | None = None
 ) -> Iterator[Batch]:
-    """Instructions and events of every source of `captures`, in one seq order.
+    """Instructions, events and memory of every source of `captures`, in one seq order: the
+    sources one after the other (`source_packets`), seq numbering on.
 
     `programs` holds the decoded program images by core; pass the same dict to decode more
     captures of the same cores without decoding their code again."""
     programs = {} if programs is None else programs
     next_seq = 0
     for capture in captures:
-        walks: dict[int | None, SourceWalk] = {}
-        for etm, packets in PacketReader(capture):
-            walk = walks.get(etm.trace_id)
-            if walk is None:
-                walk = walks[etm.trace_id] = SourceWalk(etm, _program(programs, capture, etm, ctx))
-            yield from walk.batch(packets, next_seq)
-            next_seq = walk.next_seq
-        for walk in walks.values():
-            yield from walk.finish()
+        for etm, batches in source_packets(capture):
+            walk = None  # made at the source's first packets: a source without any needs no image
+            for packets in batches:
+                if walk is None:
+                    report = partial(_packet_error, capture.path, etm, ctx)
+                    walk = SourceWalk(etm, _program(programs, capture, etm, ctx), next_seq, report)
+                yield from walk.batch(packets)
+            if walk is not None:
+                yield from walk.finish()
+                next_seq = walk.next_seq
+
+
+def _packet_error(path: Path, etm: EtmSource, ctx: DecodeContext, packets: Packets, row: int) -> None:
+    """A reserved or malformed packet: it fails a --strict decode; otherwise it is a warning
+    (its trace_gap event says where, and the trace resynchronises at the next A-sync)."""
+    source = "" if etm.trace_id is None else f" (source {etm.label})"
+    where = f"offset 0x{int(packets['offset'][row]):x}{source}"
+    expected = EXPECTED[int(packets["info"][row])]
+    raw = packets.raw(row)
+    got = raw[:RAW_SHOWN].hex(" ") + (" ..." if len(raw) > RAW_SHOWN else "")
+    if ctx.strict:
+        raise TraceFormatError(str(path), where, expected, got)
+    ctx.warn(str(path), where, f"expected {expected}, got {got}: a trace gap to the next A-sync")
 
 
 def _program(

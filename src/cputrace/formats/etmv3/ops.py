@@ -8,8 +8,9 @@
   atom carries its cycles: the W cycles of the P-headers since the last atom, plus its own
   (format 1: one per atom; format 2: one, on the first atom; format 3: the header's WWW+1
   cycles, on its E atom; format 4: none). W cycles left when an I-sync comes belong to the
-  trace-off time before it, not to an instruction, when that I-sync has a cycle count (trace
-  on after trace off: its event reports them); a periodic I-sync leaves them to the next atom.
+  trace-off time before it, not to an instruction, when that I-sync has a cycle count or is
+  not periodic (trace on after trace off, overflow, debug exit: its event reports them); a
+  periodic I-sync leaves them to the next atom.
 - Branch address: TARGET (where the E atom before it went), or EXCEPTION at the vector it
   gives, cancelling the last instruction when its cancel bit is set.
 - Error or resynchronisation after the trace was synchronised: GAP; nothing is walked until
@@ -28,7 +29,7 @@ import numpy as np
 
 from ...flow import EXCEPTION_CANCELS, NO_TIME, Op, Ops
 from .packets import Packets
-from .protocol import Flag, Kind
+from .protocol import I_SYNC_REASONS, Flag, Kind
 
 # Builder state carried from one packet batch to the next (int64 array).
 S_SYNCED, S_PENDING, S_TIME = range(3)
@@ -38,6 +39,7 @@ _SYNC, _ATOM, _TARGET = int(Op.SYNC), int(Op.ATOM), int(Op.TARGET)
 _EXCEPTION, _GAP = int(Op.EXCEPTION), int(Op.GAP)
 _K_I_SYNC, _K_BRANCH, _K_P_HEADER = int(Kind.I_SYNC), int(Kind.BRANCH), int(Kind.P_HEADER)
 _K_TIMESTAMP, _K_ERROR, _K_UNSYNCED = int(Kind.TIMESTAMP), int(Kind.ERROR), int(Kind.UNSYNCED)
+_PERIODIC = I_SYNC_REASONS.index("periodic")
 _F_EXCEPTION, _F_CANCEL, _F_LSIP = int(Flag.EXCEPTION), int(Flag.CANCEL), int(Flag.LSIP)
 
 
@@ -49,12 +51,14 @@ class PacketOps:
     packet: np.ndarray  # int64: the packet row each op comes from
     before: np.ndarray  # int64, one per packet: ops made from the packets before it
     pending: np.ndarray  # int64, one per packet: W cycles an I-sync ends (trace-off time), else 0
+    gap: np.ndarray  # bool, one per packet: an error or skipped bytes that broke a synchronised trace
     eventful: np.ndarray  # int64: rows of the packets that make events (see `instructions`)
 
     def without_ops(self) -> PacketOps:
         """The events of the packets and none of their ops (data-only trace: nothing to walk)."""
         none = np.zeros(0, np.int64)
-        return PacketOps(self.ops.select(none), none, np.zeros_like(self.before), self.pending, self.eventful)
+        before = np.zeros_like(self.before)
+        return PacketOps(self.ops.select(none), none, before, self.pending, self.gap, self.eventful)
 
 
 def new_state() -> np.ndarray:
@@ -71,11 +75,11 @@ def packet_ops(packets: Packets, state: np.ndarray, cycle_accurate: bool) -> Pac
     a, b = np.empty(capacity, np.uint64), np.empty(capacity, np.uint64)
     cycles, time, packet, src = (np.empty(capacity, np.int64) for _ in range(4))
     before, eventful = np.empty(len(t), np.int64), np.empty(len(t), np.int64)
-    pending = np.zeros(len(t), np.int64)
+    pending, gap = np.zeros(len(t), np.int64), np.zeros(len(t), np.bool_)
     columns = (kind, a, b, isa, cycles, time, packet, src)
-    n, events = _build(t, cycle_accurate, state, columns, before, pending, eventful)
+    n, events = _build(t, cycle_accurate, state, columns, before, pending, gap, eventful)
     ops = Ops(kind[:n], a[:n], b[:n], isa[:n], cycles[:n], time[:n], src[:n])
-    return PacketOps(ops, packet[:n], before, pending, eventful[:events])
+    return PacketOps(ops, packet[:n], before, pending, gap, eventful[:events])
 
 
 @numba.njit(cache=True, nogil=True)
@@ -100,7 +104,7 @@ def _atom_cycles(form: int, index: int, header_cycles: int) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
-def _build(packets, cycle_accurate, state, columns, before, pending, eventful):
+def _build(packets, cycle_accurate, state, columns, before, pending, gap, eventful):
     kind, a, b, isa, cycles, time, packet, src = columns
     n = 0
     events = 0
@@ -137,7 +141,7 @@ def _build(packets, cycle_accurate, state, columns, before, pending, eventful):
                 src[n] = pk.offset
                 n += 1
         elif k == _K_I_SYNC:
-            if pk.cycles >= 0:  # an I-sync with a cycle count: the trace stopped, W cycles end here
+            if pk.cycles >= 0 or (cycle_accurate and pk.info != _PERIODIC):  # the trace stopped: W cycles end
                 pending[p] = state[S_PENDING]
                 state[S_PENDING] = 0
             state[S_SYNCED] = 1
@@ -159,6 +163,7 @@ def _build(packets, cycle_accurate, state, columns, before, pending, eventful):
                 continue
             state[S_SYNCED] = 0
             state[S_PENDING] = 0
+            gap[p] = True
             n = _add(columns, n, p, pk.offset, _GAP, 0, 0, 0, state[S_TIME])
     return n, events
 

@@ -62,6 +62,18 @@ ERROR_TEXT: dict[int, str] = {
     ErrorReason.TRUNCATED: "packet cut off by the end of the trace",
 }
 
+EXPECTED: dict[int, str] = {
+    ErrorReason.RESERVED_HEADER: "an ETMv3 packet header",
+    ErrorReason.DATA_TRACE_OFF: "no data packet (ETMCR disables that data trace)",
+    ErrorReason.CONTEXT_ID_OFF: "no context ID packet (ETMCR traces no context ID)",
+    ErrorReason.BAD_A_SYNC: "an A-sync (five or more 0x00, then 0x80)",
+    ErrorReason.RESERVED_P_HEADER: "a P-header defined for this mode (cycle-accurate or not, as ETMCR says)",
+    ErrorReason.RESERVED_ISA: "an instruction set in byte 5 of a branch address",
+    ErrorReason.RESERVED_EXCEPTION: "a defined exception in a deprecated branch address byte 5",
+    ErrorReason.TRUNCATED: "the rest of the packet (the trace ends inside it)",
+}
+"""What the decoder expected where it found each error, for error messages."""
+
 
 class Flag(enum.IntFlag):
     """Bits of the `flags` column."""
