@@ -25,6 +25,7 @@ from test_export import _check_nesting, _parse_callgrind, _read_folded
 import cputrace
 from cputrace.cli import cli
 from cputrace.model import TABLES
+from cputrace.store import table_path
 
 COUNTS = {0: 7205, 1: 7471, 2: 1947}  # instructions per core (DS-5 and OpenCSD agree on each)
 
@@ -73,7 +74,7 @@ def test_every_table_is_in_seq_order(store: Path, trace: cputrace.Trace) -> None
     order, a seq's events in buffer order; every event belongs to an instruction of its core."""
     assert {cpu: n for cpu, n in rows(trace, "SELECT cpu, count(*) FROM instructions GROUP BY cpu")} == COUNTS
     for table in TABLES:
-        data = pq.read_table(store / f"{table}.parquet")
+        data = pq.read_table(table_path(store, table))
         seq = data["seq"].to_numpy()
         assert np.all(np.diff(seq) >= 0), table
         if table == "instructions":
@@ -205,7 +206,7 @@ def test_tarmac_export_reads_back(store: Path, trace: cputrace.Trace, tmp_path: 
 
 
 def test_csv_and_parquet_exports(store: Path, trace: cputrace.Trace, tmp_path: Path) -> None:
-    table = pq.read_table(store / "instructions.parquet")
+    table = pq.read_table(table_path(store, "instructions"))
     written = pq.read_table(export(store, "parquet", tmp_path / "i.parquet", "--table", "instructions"))
     assert written.select(["seq", "cpu", "pc", "executed", "cycles"]).equals(
         table.select(["seq", "cpu", "pc", "executed", "cycles"])
@@ -314,7 +315,6 @@ def test_vcd(store: Path, trace: cputrace.Trace, tmp_path: Path) -> None:
             assert values[int(np.searchsorted(times, seq, side="right")) - 1] == pc
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18.8: coverage reports of an image without symbols crash")
 @pytest.mark.parametrize("fmt", ["lcov", "cobertura"])
 def test_coverage_exports(store: Path, kernel: str, tmp_path: Path, fmt: str) -> None:
     """The same addresses as the coverage command's reports, by address range."""
