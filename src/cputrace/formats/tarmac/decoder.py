@@ -12,7 +12,6 @@ from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 import numpy as np
 import pyarrow as pa
@@ -24,55 +23,15 @@ from ...model import ISA_NAMES, SCHEMAS, Flag, Isa
 from ...regnames import canonical_register
 from ..base import Batch, DecodeContext
 from .lines import LineError, LineStamp, Rows, TarmacLineParser
-from .scan import KIND_SLOW, MEM_L, MEM_NS, MEM_T, MEM_X, TIME_UNITS, Scan, scan_chunk
+from .scan import KIND_LONG, KIND_SLOW, MEM_L, MEM_NS, MEM_T, MEM_X, TIME_UNITS, Scan, scan_chunk
 from .stitch import NO_SEQ, assign_seq, fill_forward, update_last_seq
-
-REAL_UNITS_PS = {
-    "fs": Fraction(1, 1000),
-    "ps": Fraction(1),
-    "ns": Fraction(1000),
-    "us": Fraction(10**6),
-    "ms": Fraction(10**9),
-    "s": Fraction(10**12),
-}
+from .timescale import TimeScale
 
 _MEMORY_ATTRS = [
     " ".join(name for bit, name in ((MEM_X, "X"), (MEM_T, "T"), (MEM_L, "L"), (MEM_NS, "NS")) if code & bit)
     or None
     for code in range(16)
 ]
-
-
-
-@dataclass
-class TimeScale:
-    """Chooses the unit `time` is stored in and converts every line's time to it.
-
-    The unit is the first one the input uses, except that microsecond (or coarser) and
-    fractional times are stored in picoseconds so they stay integers.
-    """
-
-    unit: str | None = None
-    _factors: dict[str, Fraction] = field(default_factory=dict)
-
-    def decide(self, unit: str, fractional: bool) -> None:
-        if self.unit is None:
-            real = unit in REAL_UNITS_PS
-            self.unit = "ps" if real and (fractional or REAL_UNITS_PS[unit] > 1000) else unit
-
-    def factor(self, unit: str) -> Fraction:
-        if unit not in self._factors:
-            if self.unit in REAL_UNITS_PS and unit in REAL_UNITS_PS:
-                self._factors[unit] = REAL_UNITS_PS[unit] / REAL_UNITS_PS[self.unit]
-            else:
-                self._factors[unit] = Fraction(1)
-        return self._factors[unit]
-
-    def convert(self, number: str, unit: str | None) -> int:
-        if unit is None:
-            return int(Fraction(number))
-        self.decide(unit, "." in number)
-        return int(Fraction(number) * self.factor(unit))
 
 
 @dataclass
@@ -105,7 +64,8 @@ class TarmacDecoder:
     def _records(self, source: InputFile, ctx: DecodeContext) -> Iterator[Batch]:
         default_isa = Isa[ctx.options.get("default_isa", "T32")]
         big_endian = _big_endian(ctx)
-        assembler = _Assembler(source.path, ctx, TarmacLineParser(default_isa, big_endian), big_endian)
+        parser = TarmacLineParser(default_isa, big_endian, TimeScale())
+        assembler = _Assembler(source, ctx, parser, big_endian)
         held: Batch | None = None  # each batch waits for the next: a line there may complete it
         for batch in _assembled(source, assembler):
             if held is not None:
@@ -124,7 +84,7 @@ def _assembled(source: InputFile, assembler: _Assembler) -> Iterator[Batch]:
     with ThreadPoolExecutor(max_workers=2) as pool:
         pending: deque[tuple[memoryview, Future[_Scanned]]] = deque()
         for chunk in prefetched(source.line_chunks()):
-            pending.append((chunk, pool.submit(_scan_and_build, chunk)))
+            pending.append((chunk, pool.submit(_scan_and_build, chunk, source.max_line)))
             if len(pending) > 2:
                 done, scanned = pending.popleft()
                 yield assembler.assemble(done, scanned.result())
@@ -155,12 +115,15 @@ def _big_endian(ctx: DecodeContext) -> bool:
 class _Assembler:
     """Turns one scanned chunk into model tables, in input order."""
 
-    def __init__(self, path: str, ctx: DecodeContext, parser: TarmacLineParser, big_endian: bool) -> None:
-        self.path = path
+    def __init__(
+        self, source: InputFile, ctx: DecodeContext, parser: TarmacLineParser, big_endian: bool
+    ) -> None:
+        self.path = source.path
+        self.max_line = source.max_line
         self.big_endian = big_endian
         self.ctx = ctx
         self.parser = parser
-        self.timescale = TimeScale()
+        self.timescale = parser.timescale
         self.carry = _Carry()
 
     def assemble(self, chunk: memoryview, scanned: _Scanned) -> Batch:
@@ -169,27 +132,37 @@ class _Assembler:
         self.carry.line += scan.n_lines
         fast = {name: _numbered(table, first) for name, table in scanned.tables.items()}
         rows = Rows()
-        has_time = scan.tunit > 0
-        slow_lines = np.flatnonzero(scan.kind == KIND_SLOW)
+        has_time = (scan.tunit > 0) & (scan.kind < KIND_SLOW)  # the slow path reads its own lines' times
+        slow_lines = np.flatnonzero(scan.kind >= KIND_SLOW)
         slow_time: dict[int, int] = {}
         # a timed fast line before any slow line chooses the time unit; else the slow path does
         self._decide_unit(scan, has_time, int(slow_lines[0]) if len(slow_lines) else scan.n_lines)
         for li in slow_lines.tolist():
-            raw = bytes(chunk[scan.line_start[li] : scan.line_start[li + 1]]).rstrip(b"\r\n")
-            text = raw.decode("utf-8", "replace")
+            start, end = scan.line_start[li], scan.line_start[li + 1]
             lineno = first + li
+            if scan.kind[li] == KIND_LONG:
+                cut = bytes(chunk[start : start + self.max_line])
+                self._reject(lineno, cut, f"a line of at most {self.max_line:,} bytes", rows)
+                continue
+            raw = bytes(chunk[start:end]).rstrip(b"\r\n")
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                self._reject(lineno, raw, "UTF-8 text", rows)
+                continue
             try:
                 stamp = self.parser.parse(text, lineno, rows)
             except LineError as exc:
-                self.ctx.reject(self.path, f"{lineno}", str(exc), text)
+                self._reject(lineno, raw, str(exc), rows)
                 stamp = exc.stamp or LineStamp()
-                rows.events.append(kind="text", text=text, src=lineno)
             if stamp.time is not None:
-                slow_time[li] = self.timescale.convert(stamp.time, stamp.unit)
+                slow_time[li] = stamp.time
             if stamp.cpu is not None:
                 scan.cpu[li] = stamp.cpu
         self._decide_unit(scan, has_time, scan.n_lines)
-        line_time, line_has_time = self._line_times(scan, has_time, slow_time)
+        line_time, line_has_time, too_late = self._line_times(scan, has_time, slow_time)
+        if len(too_late):
+            fast = self._rejected_late(chunk, scan, too_late, first, fast, rows)
         line_cpu = self._line_cpus(scan.cpu)
 
         insns = _merge(fast["instructions"], rows.instructions.to_table())
@@ -203,7 +176,7 @@ class _Assembler:
         for name, table in (
             ("registers", _merge(fast["registers"], rows.registers.to_table())),
             ("memory", _merge(self._core_memory(fast["memory"]), rows.memory.to_table())),
-            ("events", rows.events.to_table()),  # only the line parser makes events, in order
+            ("events", _sorted_by_src(rows.events.to_table())),  # only the line parser makes events
         ):
             line = table.column("src").to_numpy() - first
             seq = self._seq_of(line, line_cpu[line], insn_line, insn_cpu)
@@ -236,6 +209,26 @@ class _Assembler:
             table = table.take(pa.array(np.lexsort((table.column("src").to_numpy(), seq))))
         return table
 
+    def _reject(self, lineno: int, raw: bytes, expected: str, rows: Rows) -> None:
+        """A line the grammar does not take: a text event and a warning (an error with --strict)."""
+        text = raw.decode("utf-8", "replace")
+        self.ctx.reject(self.path, f"{lineno}", expected, text)
+        rows.events.append(kind="text", text=text, src=lineno)
+
+    def _rejected_late(
+        self, chunk: memoryview, scan: Scan, late: np.ndarray, first: int, fast: Batch, rows: Rows
+    ) -> Batch:
+        """Reject the scanner's lines whose time leaves 64 bits in the stored unit: `fast`
+        without their rows, and their text events in `rows`."""
+        for li in late.tolist():
+            raw = bytes(chunk[scan.line_start[li] : scan.line_start[li + 1]]).rstrip(b"\r\n")
+            self._reject(first + li, raw, self.timescale.out_of_range(None), rows)
+        kept = ~np.isin(np.arange(scan.n_lines), late)
+        return {
+            name: table.filter(pa.array(kept[table.column("src").to_numpy() - first]))
+            for name, table in fast.items()
+        }
+
     def completed(self, batch: Batch) -> Batch:
         """The previous chunk's batch, with what lines of the chunk after it added to its rows."""
         numbers = self.parser.take_earlier_numbers()
@@ -265,24 +258,33 @@ class _Assembler:
 
     def _line_times(
         self, scan: Scan, has_time: np.ndarray, slow_time: dict[int, int]
-    ) -> tuple[np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every line's time in the stored unit (carried on to lines without one), whether it
+        has one, and the scanner's lines whose time does not fit 64 bits once converted."""
         times = scan.time
-        units = np.flatnonzero(np.bincount(scan.tunit, minlength=len(TIME_UNITS))[1:]) + 1
+        has = has_time
+        too_late = []
+        units = np.flatnonzero(np.bincount(scan.tunit[has_time], minlength=len(TIME_UNITS))[1:]) + 1
         for code in units.tolist():
             factor = self.timescale.factor(TIME_UNITS[code])
             if factor != 1:
-                sel = scan.tunit == code
+                sel = has_time & (scan.tunit == code)
+                late = sel & (times > self.timescale.limit(TIME_UNITS[code]))
+                if late.any():
+                    too_late.append(np.flatnonzero(late))
+                    sel &= ~late
+                    has = has & ~late
                 times[sel] = times[sel] * factor.numerator // factor.denominator
-        has = has_time
         if slow_time:
-            has = has_time.copy()
+            has = has.copy()
             idx = np.fromiter(slow_time.keys(), np.int64, len(slow_time))
             times[idx] = np.fromiter(slow_time.values(), np.int64, len(slow_time))
             has[idx] = True
         carry = self.carry.time
         filled, known, last, have = fill_forward(times, has, carry or 0, carry is not None)
         self.carry.time = int(last) if have else None
-        return filled, known
+        late_lines = np.concatenate(too_late) if too_late else np.empty(0, np.int64)
+        return filled, known, late_lines
 
     def _line_cpus(self, cpu: np.ndarray) -> np.ndarray:
         if len(cpu) == 0 or cpu.max() < 0:  # no line names its core: all on the current one
@@ -322,13 +324,13 @@ class _Scanned:
     tables: dict[str, pa.Table]
 
 
-def _scan_and_build(chunk: memoryview) -> _Scanned:
+def _scan_and_build(chunk: memoryview, max_line: int) -> _Scanned:
     """Worker-thread half of decoding: everything that needs no state from earlier chunks.
 
     The tables' `src` counts lines from 0 in the chunk; the assembler, which knows where the
     chunk starts, numbers them in the input.
     """
-    scan = scan_chunk(chunk)
+    scan = scan_chunk(chunk, max_line)
     return _Scanned(
         scan,
         {

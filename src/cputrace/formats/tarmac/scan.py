@@ -6,7 +6,10 @@ It recognises, in one pass over raw bytes and without the GIL:
 - register lines `R name value` with at most 64 bits of value;
 - memory lines `MR<n>|MW<n>[XTL] vaddr[:paddr][_NS] data` with at most 64 bits of data;
 each optionally preceded by `<time> <unit>` and `cpuN`. Every other line is marked SLOW and
-parsed by `lines.TarmacLineParser`, which is the full grammar.
+parsed by `lines.TarmacLineParser`, which is the full grammar; so is every line whose numbers
+may be out of range (more than 16 hex digits, a core above 65535) or whose mode or disassembly
+is not ASCII: the scanner takes only what it can store exactly. Lines longer than the input's
+line cap are marked LONG.
 """
 
 from __future__ import annotations
@@ -16,7 +19,11 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-KIND_BLANK, KIND_INSN, KIND_REG, KIND_MEM, KIND_SLOW = 0, 1, 2, 3, 4
+from ...inputs import MAX_LINE_BYTES
+
+KIND_BLANK, KIND_INSN, KIND_REG, KIND_MEM, KIND_SLOW, KIND_LONG = 0, 1, 2, 3, 4, 5
+MAX_CORE = 65535  # `cpu` is uint16
+MAX_ACCESS_BYTES = 8  # the largest access whose value fits the scanner's 64 bits
 
 # Time units the scanner accepts (codes index TIME_UNITS); others go to the slow path.
 TIME_UNITS = ("", "clk", "ns", "ps", "cs", "cyc", "tic")
@@ -88,6 +95,16 @@ def _hex_run(d, q, e):
 
 
 @numba.njit(inline="always")
+def _address_end(d, q, e):
+    """Past an address's `_NS`/`_S` security suffix, if it has one."""
+    if q + 3 <= e and d[q] == 95 and d[q + 1] == 78 and d[q + 2] == 83:  # _NS
+        return q + 3
+    if q + 2 <= e and d[q] == 95 and d[q + 1] == 83:  # _S
+        return q + 2
+    return q
+
+
+@numba.njit(inline="always")
 def _value_token(d, q, e, colon_ok):
     """A whitespace-delimited hex value with `_` (and `:`) separators: (value, digits, end, ok)."""
     val = 0
@@ -108,6 +125,7 @@ def _value_token(d, q, e, colon_ok):
 @numba.njit(nogil=True, cache=True)
 def _scan(
     d,
+    max_line,
     line_start,
     kind,
     time,
@@ -159,6 +177,10 @@ def _scan(
         cpu[li] = -1
         tunit[li] = 0
         time[li] = 0
+        if e - s > max_line:
+            kind[li] = KIND_LONG
+            s = nxt
+            continue
         p = _skip(d, s, e)
         if p == e:
             kind[li] = KIND_BLANK
@@ -186,10 +208,10 @@ def _scan(
         if p + 3 < e and d[p] == 99 and d[p + 1] == 112 and d[p + 2] == 117 and 48 <= d[p + 3] <= 57:
             q = p + 3
             c = 0
-            while q < e and 48 <= d[q] <= 57:
+            while q < e and 48 <= d[q] <= 57 and c <= MAX_CORE:
                 c = c * 10 + (d[q] - 48)
                 q += 1
-            if q >= e or not _space(d[q]) or c > 65535:
+            if q >= e or not _space(d[q]) or c > MAX_CORE:
                 s = nxt
                 continue
             cpu[li] = c
@@ -220,15 +242,24 @@ def _scan(
                     s = nxt
                     continue
                 pc, nd, q = _hex_run(d, _skip(d, q + 1, e), e)
-                if nd == 0 or q >= e:
+                if nd == 0 or q >= e or _hex(d[q]) >= 0:  # none, or over 64 bits
                     s = nxt
                     continue
-                if d[q] == 58:  # ":paddr" (ignored: instructions keep the virtual address)
-                    q += 1
-                    while q < e and _hex(d[q]) >= 0:
-                        q += 1
-                while q < e and not _space(d[q]):  # "_NS", ",nextaddr"
-                    q += 1
+                if d[q] == 58:  # ":paddr" (checked, not kept: instructions keep the virtual address)
+                    _, nd, q = _hex_run(d, q + 1, e)
+                    if nd == 0 or (q < e and _hex(d[q]) >= 0):
+                        s = nxt
+                        continue
+                q = _address_end(d, q, e)
+                if q < e and d[q] == 44:  # ",nextaddr": the second halfword's address
+                    _, nd, q = _hex_run(d, q + 1, e)
+                    if nd == 0 or (q < e and _hex(d[q]) >= 0):
+                        s = nxt
+                        continue
+                    q = _address_end(d, q, e)
+                if q >= e or not _space(d[q]):
+                    s = nxt
+                    continue
                 q = _skip(d, q, e)
             # opcode
             o0 = q
@@ -306,6 +337,16 @@ def _scan(
             t = e
             while t > q and _space(d[t - 1]):
                 t -= 1
+            seen = 0  # every byte of mode and disassembly or-ed: 0x80 set if any is not ASCII
+            for k in range(m0, m1):
+                mode_buf[mode_pos + k - m0] = _lower(d[k])
+                seen |= d[k]
+            for k in range(q, t):
+                dis_buf[dis_pos + k - q] = d[k]
+                seen |= d[k]
+            if seen >= 128:
+                s = nxt
+                continue
             i_line[ni] = li
             i_pc[ni] = pc
             i_opcode[ni] = op
@@ -314,13 +355,9 @@ def _scan(
             i_exec[ni] = executed
             i_fail[ni] = fail
             mode_off[ni] = mode_pos
-            for k in range(m0, m1):
-                mode_buf[mode_pos] = _lower(d[k])
-                mode_pos += 1
+            mode_pos += m1 - m0
             dis_off[ni] = dis_pos
-            for k in range(q, t):
-                dis_buf[dis_pos] = d[k]
-                dis_pos += 1
+            dis_pos += t - q
             ni += 1
             mode_off[ni] = mode_pos
             dis_off[ni] = dis_pos
@@ -356,7 +393,7 @@ def _scan(
         elif c0 == 77 and (c1 == 82 or c1 == 87) and p + 2 < e and 48 <= d[p + 2] <= 57:
             q = p + 2
             size = 0
-            while q < e and 48 <= d[q] <= 57:
+            while q < e and 48 <= d[q] <= 57 and size <= MAX_ACCESS_BYTES:
                 size = size * 10 + (d[q] - 48)
                 q += 1
             attr = 0
@@ -370,7 +407,7 @@ def _scan(
                 else:
                     break
                 q += 1
-            if size == 0 or size > 8 or q >= e or not _space(d[q]):
+            if size == 0 or size > MAX_ACCESS_BYTES or q >= e or not _space(d[q]):
                 s = nxt
                 continue
             addr, nd, q = _hex_run(d, _skip(d, q, e), e)
@@ -432,8 +469,11 @@ class Scan:
     mem: dict[str, np.ndarray]
 
 
-def scan_chunk(data: bytes | bytearray | memoryview) -> Scan:
-    """Classify every line of `data` and extract the fields of the hot line shapes."""
+def scan_chunk(data: bytes | bytearray | memoryview, max_line: int = MAX_LINE_BYTES) -> Scan:
+    """Classify every line of `data` and extract the fields of the hot line shapes.
+
+    Lines longer than `max_line` bytes are only classified (KIND_LONG).
+    """
     d = np.frombuffer(data, dtype=np.uint8)
     d.flags.writeable = False  # one compiled signature, whether the chunk is bytes or a buffer
     cap = _count_newlines(d) + 1
@@ -474,7 +514,7 @@ def scan_chunk(data: bytes | bytearray | memoryview) -> Scan:
         "attr": np.empty(cap, np.uint8),
     }
     n_lines, ni, nr, nm, n_mode, n_dis, n_name = _scan(
-        d, line_start, kind, time, tunit, cpu,
+        d, max_line, line_start, kind, time, tunit, cpu,
         insn["line"], insn["pc"], insn["opcode"], insn["size"], insn["isa"],
         insn["executed"], insn["failed"], insn["mode_off"], insn["mode_buf"],
         insn["dis_off"], insn["dis_buf"],
