@@ -52,6 +52,13 @@ class DecodeContext:
             raise TraceFormatError(path, where, expected, got)
         self.warn(path, where, f"kept as text: expected {expected}")
 
+    def incomplete(self, path: str, where: str, message: str) -> None:
+        """Records that parse but cannot give their rows (a program image is missing, say):
+        an error in strict mode, a counted warning otherwise."""
+        if self.strict:
+            raise CputraceError(f"{path}:{where}: {message}")
+        self.warn(path, where, message)
+
 
 class Decoder(Protocol):
     name: ClassVar[str]

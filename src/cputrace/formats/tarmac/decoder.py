@@ -52,7 +52,7 @@ class TarmacDecoder:
     def decode(self, source: InputFile, ctx: DecodeContext) -> Iterator[Batch]:
         image = ctx.image()
         if image is None:
-            yield from self._records(source, ctx)
+            yield from _flow_noted(self._records(source, ctx), source.path, ctx)
             return
         from .flowonly import BranchFlow  # the walk (capstone, compiled flow) loads only when needed
 
@@ -77,6 +77,31 @@ class TarmacDecoder:
         if rest:
             yield rest
         ctx.notes["time_unit"] = assembler.timescale.unit
+
+
+def _flow_noted(batches: Iterator[Batch], path: str, ctx: DecodeContext) -> Iterator[Batch]:
+    """`batches`, and a warning (an error with --strict) if they are of a flow-only trace: FD/FI
+    records and no instructions, which only the program image can rebuild."""
+    flow_line = None
+    instructions = False
+    for batch in batches:
+        instructions = instructions or batch["instructions"].num_rows > 0
+        if flow_line is None and not instructions and batch["events"].num_rows:
+            events = batch["events"]
+            flow = pc.and_(
+                pc.equal(events.column("kind").cast(pa.string()), "branch"),
+                pc.match_substring_regex(events.column("name"), "^F[DI]"),
+            )
+            lines = events.filter(pc.fill_null(flow, False)).column("src")
+            flow_line = lines[0].as_py() if len(lines) else None
+        yield batch
+    if flow_line is not None and not instructions:
+        ctx.incomplete(
+            path,
+            str(flow_line),
+            "a flow-only trace (FD/FI records and no instructions): give the program image with "
+            "--image PATH to rebuild its instructions; only its branches are kept",
+        )
 
 
 def _assembled(source: InputFile, assembler: _Assembler) -> Iterator[Batch]:
