@@ -118,6 +118,11 @@ def _assembled(source: InputFile, assembler: _Assembler) -> Iterator[Batch]:
             yield assembler.assemble(done, scanned.result())
 
 
+def _units_of(scan: Scan, has_time: np.ndarray) -> list[int]:
+    """The time unit codes the scanner's timed lines use."""
+    return (np.flatnonzero(np.bincount(scan.tunit[has_time], minlength=len(TIME_UNITS)))).tolist()
+
+
 def _with_numbers(events: pa.Table, numbers: list[tuple[int, int | None]]) -> pa.Table:
     """`events` with the exception numbers given for the events of some lines."""
     src = events.column("src").to_numpy()
@@ -158,36 +163,15 @@ class _Assembler:
         fast = {name: _numbered(table, first) for name, table in scanned.tables.items()}
         rows = Rows()
         has_time = (scan.tunit > 0) & (scan.kind < KIND_SLOW)  # the slow path reads its own lines' times
-        slow_lines = np.flatnonzero(scan.kind >= KIND_SLOW)
-        slow_time: dict[int, int] = {}
-        # a timed fast line before any slow line chooses the time unit; else the slow path does
-        self._decide_unit(scan, has_time, int(slow_lines[0]) if len(slow_lines) else scan.n_lines)
-        for li in slow_lines.tolist():
-            start, end = scan.line_start[li], scan.line_start[li + 1]
-            lineno = first + li
-            if scan.kind[li] == KIND_LONG:
-                cut = bytes(chunk[start : start + self.max_line])
-                self._reject(lineno, cut, f"a line of at most {self.max_line:,} bytes", rows)
-                continue
-            raw = bytes(chunk[start:end]).rstrip(b"\r\n")
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                self._reject(lineno, raw, "UTF-8 text", rows)
-                continue
-            try:
-                stamp = self.parser.parse(text, lineno, rows)
-            except LineError as exc:
-                self._reject(lineno, raw, str(exc), rows)
-                stamp = exc.stamp or LineStamp()
-            if stamp.time is not None:
-                slow_time[li] = stamp.time
-            if stamp.cpu is not None:
-                scan.cpu[li] = stamp.cpu
-        self._decide_unit(scan, has_time, scan.n_lines)
-        line_time, line_has_time, too_late = self._line_times(scan, has_time, slow_time)
-        if len(too_late):
-            fast = self._rejected_late(chunk, scan, too_late, first, fast, rows)
+        slow_time, late = self._slow_lines(chunk, scan, first, has_time, rows)
+        if late:
+            kept = np.ones(scan.n_lines, bool)
+            kept[late] = has_time[late] = False
+            fast = {
+                name: table.filter(pa.array(kept[table.column("src").to_numpy() - first]))
+                for name, table in fast.items()
+            }
+        line_time, line_has_time = self._line_times(scan, has_time, slow_time)
         line_cpu = self._line_cpus(scan.cpu)
 
         insns = _merge(fast["instructions"], rows.instructions.to_table())
@@ -201,7 +185,7 @@ class _Assembler:
         for name, table in (
             ("registers", _merge(fast["registers"], rows.registers.to_table())),
             ("memory", _merge(self._core_memory(fast["memory"]), rows.memory.to_table())),
-            ("events", _sorted_by_src(rows.events.to_table())),  # only the line parser makes events
+            ("events", rows.events.to_table()),  # only the line parser makes events, in order
         ):
             line = table.column("src").to_numpy() - first
             seq = self._seq_of(line, line_cpu[line], insn_line, insn_cpu)
@@ -234,25 +218,71 @@ class _Assembler:
             table = table.take(pa.array(np.lexsort((table.column("src").to_numpy(), seq))))
         return table
 
+    def _slow_lines(
+        self, chunk: memoryview, scan: Scan, first: int, has_time: np.ndarray, rows: Rows
+    ) -> tuple[dict[int, int], list[int]]:
+        """Parse the lines the scanner left to the full grammar, in line order, rejecting those
+        too long, not UTF-8 or not Tarmac, and the scanner's lines whose time overflows once
+        converted (known when the unit is). The times of the lines parsed here, and the
+        scanner's lines rejected.
+
+        The first timed line, fast or slow, decides the stored time unit.
+        """
+        slow_time: dict[int, int] = {}
+        first_timed = int(np.argmax(has_time)) if has_time.any() else scan.n_lines
+        late: list[int] | None = None  # the scanner's lines whose time overflows, once known
+        rejected = 0
+        for li in [*np.flatnonzero(scan.kind >= KIND_SLOW).tolist(), scan.n_lines]:
+            if self.timescale.unit is None and first_timed < li:
+                self.timescale.decide(TIME_UNITS[scan.tunit[first_timed]], False)
+            if late is None and self.timescale.unit is not None:
+                late = self._late_lines(scan, has_time)
+            while late and rejected < len(late) and late[rejected] < li:
+                at = late[rejected]
+                self._reject(first + at, self._line(chunk, scan, at), self.timescale.out_of_range(None), rows)
+                rejected += 1
+            if li == scan.n_lines:
+                break
+            raw = self._line(chunk, scan, li)
+            if scan.kind[li] == KIND_LONG:
+                self._reject(first + li, raw, f"a line of at most {self.max_line:,} bytes", rows)
+                continue
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                self._reject(first + li, raw, "UTF-8 text", rows)
+                continue
+            try:
+                stamp = self.parser.parse(text, first + li, rows)
+            except LineError as exc:
+                self._reject(first + li, raw, str(exc), rows)
+                stamp = exc.stamp or LineStamp()
+            if stamp.time is not None:
+                slow_time[li] = stamp.time
+            if stamp.cpu is not None:
+                scan.cpu[li] = stamp.cpu
+        return slow_time, late or []
+
+    def _late_lines(self, scan: Scan, has_time: np.ndarray) -> list[int]:
+        """The scanner's lines whose time does not fit 64 bits in the stored unit (only a
+        unit converted to a finer one can overflow: the scanner reads at most 18 digits)."""
+        late = np.zeros(scan.n_lines, bool)
+        for code in _units_of(scan, has_time):
+            unit = TIME_UNITS[code]
+            if self.timescale.factor(unit).numerator > 1:
+                late |= has_time & (scan.tunit == code) & (scan.time > self.timescale.limit(unit))
+        return np.flatnonzero(late).tolist()
+
+    def _line(self, chunk: memoryview, scan: Scan, li: int) -> bytes:
+        """Line `li` of the chunk without its newline (at most its first `max_line` bytes)."""
+        start = scan.line_start[li]
+        return bytes(chunk[start : min(scan.line_start[li + 1], start + self.max_line)]).rstrip(b"\r\n")
+
     def _reject(self, lineno: int, raw: bytes, expected: str, rows: Rows) -> None:
-        """A line the grammar does not take: a text event and a warning (an error with --strict)."""
+        """A line kept as a text event, with a warning (an error with --strict)."""
         text = raw.decode("utf-8", "replace")
         self.ctx.reject(self.path, f"{lineno}", expected, text)
         rows.events.append(kind="text", text=text, src=lineno)
-
-    def _rejected_late(
-        self, chunk: memoryview, scan: Scan, late: np.ndarray, first: int, fast: Batch, rows: Rows
-    ) -> Batch:
-        """Reject the scanner's lines whose time leaves 64 bits in the stored unit: `fast`
-        without their rows, and their text events in `rows`."""
-        for li in late.tolist():
-            raw = bytes(chunk[scan.line_start[li] : scan.line_start[li + 1]]).rstrip(b"\r\n")
-            self._reject(first + li, raw, self.timescale.out_of_range(None), rows)
-        kept = ~np.isin(np.arange(scan.n_lines), late)
-        return {
-            name: table.filter(pa.array(kept[table.column("src").to_numpy() - first]))
-            for name, table in fast.items()
-        }
 
     def completed(self, batch: Batch) -> Batch:
         """The previous chunk's batch, with what lines of the chunk after it added to its rows."""
@@ -273,43 +303,27 @@ class _Assembler:
 
     # -- time and core of every line -------------------------------------------------------
 
-    def _decide_unit(self, scan: Scan, has_time: np.ndarray, before: int) -> None:
-        """Let the first timed scanner line, if it comes before line `before`, pick the unit."""
-        if self.timescale.unit is not None:
-            return
-        timed = np.flatnonzero(has_time[:before])
-        if len(timed):
-            self.timescale.decide(TIME_UNITS[scan.tunit[timed[0]]], False)
-
     def _line_times(
         self, scan: Scan, has_time: np.ndarray, slow_time: dict[int, int]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every line's time in the stored unit (carried on to lines without one), whether it
-        has one, and the scanner's lines whose time does not fit 64 bits once converted."""
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Every line's time in the stored unit (carried on to lines without one), and whether
+        it has one."""
         times = scan.time
-        has = has_time
-        too_late = []
-        units = np.flatnonzero(np.bincount(scan.tunit[has_time], minlength=len(TIME_UNITS))[1:]) + 1
-        for code in units.tolist():
+        for code in _units_of(scan, has_time):
             factor = self.timescale.factor(TIME_UNITS[code])
             if factor != 1:
                 sel = has_time & (scan.tunit == code)
-                late = sel & (times > self.timescale.limit(TIME_UNITS[code]))
-                if late.any():
-                    too_late.append(np.flatnonzero(late))
-                    sel &= ~late
-                    has = has & ~late
                 times[sel] = times[sel] * factor.numerator // factor.denominator
+        has = has_time
         if slow_time:
-            has = has.copy()
+            has = has_time.copy()
             idx = np.fromiter(slow_time.keys(), np.int64, len(slow_time))
             times[idx] = np.fromiter(slow_time.values(), np.int64, len(slow_time))
             has[idx] = True
         carry = self.carry.time
         filled, known, last, have = fill_forward(times, has, carry or 0, carry is not None)
         self.carry.time = int(last) if have else None
-        late_lines = np.concatenate(too_late) if too_late else np.empty(0, np.int64)
-        return filled, known, late_lines
+        return filled, known
 
     def _line_cpus(self, cpu: np.ndarray) -> np.ndarray:
         if len(cpu) == 0 or cpu.max() < 0:  # no line names its core: all on the current one
