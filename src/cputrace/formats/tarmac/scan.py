@@ -95,6 +95,15 @@ def _hex_run(d, q, e):
 
 
 @numba.njit(inline="always")
+def _hex_digits_end(d, q, e):
+    """Past 1 to 16 hex digits from q, or -1 if there are none or more."""
+    q0 = q
+    while q < e and _hex(d[q]) >= 0:
+        q += 1
+    return q if 0 < q - q0 <= 16 else -1
+
+
+@numba.njit(inline="always")
 def _address_end(d, q, e):
     """Past an address's `_NS`/`_S` security suffix, if it has one."""
     if q + 3 <= e and d[q] == 95 and d[q + 1] == 78 and d[q + 2] == 83:  # _NS
@@ -102,6 +111,15 @@ def _address_end(d, q, e):
     if q + 2 <= e and d[q] == 95 and d[q + 1] == 83:  # _S
         return q + 2
     return q
+
+
+@numba.njit(inline="always")
+def _ascii(d, a, b):
+    """Whether bytes a..b are all ASCII (string fields stay valid UTF-8)."""
+    k = a
+    while k < b and d[k] < 128:
+        k += 1
+    return k == b
 
 
 @numba.njit(inline="always")
@@ -126,6 +144,7 @@ def _value_token(d, q, e, colon_ok):
 def _scan(
     d,
     max_line,
+    ascii_only,
     line_start,
     kind,
     time,
@@ -241,19 +260,20 @@ def _scan(
                 if q >= e or d[q] != 41:  # ')'
                     s = nxt
                     continue
+                # a 17th digit is none of the characters allowed after an address: slow path
                 pc, nd, q = _hex_run(d, _skip(d, q + 1, e), e)
-                if nd == 0 or q >= e or _hex(d[q]) >= 0:  # none, or over 64 bits
+                if nd == 0 or q >= e:
                     s = nxt
                     continue
                 if d[q] == 58:  # ":paddr" (checked, not kept: instructions keep the virtual address)
-                    _, nd, q = _hex_run(d, q + 1, e)
-                    if nd == 0 or (q < e and _hex(d[q]) >= 0):
+                    q = _hex_digits_end(d, q + 1, e)
+                    if q < 0:
                         s = nxt
                         continue
                 q = _address_end(d, q, e)
                 if q < e and d[q] == 44:  # ",nextaddr": the second halfword's address
-                    _, nd, q = _hex_run(d, q + 1, e)
-                    if nd == 0 or (q < e and _hex(d[q]) >= 0):
+                    q = _hex_digits_end(d, q + 1, e)
+                    if q < 0:
                         s = nxt
                         continue
                     q = _address_end(d, q, e)
@@ -337,14 +357,7 @@ def _scan(
             t = e
             while t > q and _space(d[t - 1]):
                 t -= 1
-            seen = 0  # every byte of mode and disassembly or-ed: 0x80 set if any is not ASCII
-            for k in range(m0, m1):
-                mode_buf[mode_pos + k - m0] = _lower(d[k])
-                seen |= d[k]
-            for k in range(q, t):
-                dis_buf[dis_pos + k - q] = d[k]
-                seen |= d[k]
-            if seen >= 128:
+            if not ascii_only and not _ascii(d, m0, e):  # mode and disassembly: strings
                 s = nxt
                 continue
             i_line[ni] = li
@@ -355,9 +368,13 @@ def _scan(
             i_exec[ni] = executed
             i_fail[ni] = fail
             mode_off[ni] = mode_pos
-            mode_pos += m1 - m0
+            for k in range(m0, m1):
+                mode_buf[mode_pos] = _lower(d[k])
+                mode_pos += 1
             dis_off[ni] = dis_pos
-            dis_pos += t - q
+            for k in range(q, t):
+                dis_buf[dis_pos] = d[k]
+                dis_pos += 1
             ni += 1
             mode_off[ni] = mode_pos
             dis_off[ni] = dis_pos
@@ -447,11 +464,14 @@ def _scan(
 
 
 @numba.njit(nogil=True, cache=True)
-def _count_newlines(d):
+def _count_lines(d):
+    """The number of newlines, and whether every byte is ASCII (the string fields then are)."""
     n = 0
+    seen = 0
     for c in d:
         n += c == 10
-    return n
+        seen |= c
+    return n, seen < 128
 
 
 @dataclass
@@ -476,7 +496,8 @@ def scan_chunk(data: bytes | bytearray | memoryview, max_line: int = MAX_LINE_BY
     """
     d = np.frombuffer(data, dtype=np.uint8)
     d.flags.writeable = False  # one compiled signature, whether the chunk is bytes or a buffer
-    cap = _count_newlines(d) + 1
+    newlines, ascii_only = _count_lines(d)
+    cap = newlines + 1
     n_bytes = len(data)
     line_start = np.empty(cap + 1, np.int64)
     kind = np.empty(cap, np.uint8)
@@ -514,7 +535,7 @@ def scan_chunk(data: bytes | bytearray | memoryview, max_line: int = MAX_LINE_BY
         "attr": np.empty(cap, np.uint8),
     }
     n_lines, ni, nr, nm, n_mode, n_dis, n_name = _scan(
-        d, max_line, line_start, kind, time, tunit, cpu,
+        d, max_line, ascii_only, line_start, kind, time, tunit, cpu,
         insn["line"], insn["pc"], insn["opcode"], insn["size"], insn["isa"],
         insn["executed"], insn["failed"], insn["mode_off"], insn["mode_buf"],
         insn["dis_off"], insn["dis_buf"],
