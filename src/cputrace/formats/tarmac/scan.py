@@ -20,10 +20,10 @@ import numba
 import numpy as np
 
 from ...inputs import MAX_LINE_BYTES
+from .lines import MAX_CORE
 
 KIND_BLANK, KIND_INSN, KIND_REG, KIND_MEM, KIND_SLOW, KIND_LONG = 0, 1, 2, 3, 4, 5
-MAX_CORE = 65535  # `cpu` is uint16
-MAX_ACCESS_BYTES = 8  # the largest access whose value fits the scanner's 64 bits
+SCANNED_ACCESS_BYTES = 8  # the largest access whose value fits the scanner's 64 bits
 
 # Time units the scanner accepts (codes index TIME_UNITS); others go to the slow path.
 TIME_UNITS = ("", "clk", "ns", "ps", "cs", "cyc", "tic")
@@ -410,7 +410,7 @@ def _scan(
         elif c0 == 77 and (c1 == 82 or c1 == 87) and p + 2 < e and 48 <= d[p + 2] <= 57:
             q = p + 2
             size = 0
-            while q < e and 48 <= d[q] <= 57 and size <= MAX_ACCESS_BYTES:
+            while q < e and 48 <= d[q] <= 57 and size <= SCANNED_ACCESS_BYTES:
                 size = size * 10 + (d[q] - 48)
                 q += 1
             attr = 0
@@ -424,7 +424,7 @@ def _scan(
                 else:
                     break
                 q += 1
-            if size == 0 or size > MAX_ACCESS_BYTES or q >= e or not _space(d[q]):
+            if size == 0 or size > SCANNED_ACCESS_BYTES or q >= e or not _space(d[q]):
                 s = nxt
                 continue
             addr, nd, q = _hex_run(d, _skip(d, q, e), e)
