@@ -144,7 +144,7 @@ def _value_token(d, q, e, colon_ok):
 def _scan(
     d,
     max_line,
-    ascii_only,
+    check_ascii,
     line_start,
     kind,
     time,
@@ -357,7 +357,7 @@ def _scan(
             t = e
             while t > q and _space(d[t - 1]):
                 t -= 1
-            if not ascii_only and not _ascii(d, m0, e):  # mode and disassembly: strings
+            if check_ascii and not _ascii(d, m0, e):  # mode and disassembly: strings
                 s = nxt
                 continue
             i_line[ni] = li
@@ -464,14 +464,11 @@ def _scan(
 
 
 @numba.njit(nogil=True, cache=True)
-def _count_lines(d):
-    """The number of newlines, and whether every byte is ASCII (the string fields then are)."""
+def _count_newlines(d):
     n = 0
-    seen = 0
     for c in d:
         n += c == 10
-        seen |= c
-    return n, seen < 128
+    return n
 
 
 @dataclass
@@ -492,13 +489,21 @@ class Scan:
 def scan_chunk(data: bytes | bytearray | memoryview, max_line: int = MAX_LINE_BYTES) -> Scan:
     """Classify every line of `data` and extract the fields of the hot line shapes.
 
-    Lines longer than `max_line` bytes are only classified (KIND_LONG).
+    Lines longer than `max_line` bytes are only classified (KIND_LONG). Modes and disassembly
+    become strings: a chunk where any of them is not ASCII is scanned again, checking each
+    instruction line and leaving those to the full grammar, which checks their UTF-8.
     """
     d = np.frombuffer(data, dtype=np.uint8)
     d.flags.writeable = False  # one compiled signature, whether the chunk is bytes or a buffer
-    newlines, ascii_only = _count_lines(d)
-    cap = newlines + 1
-    n_bytes = len(data)
+    scan = _scanned(d, max_line, False)
+    if scan.insn["mode_buf"].max(initial=0) >= 128 or scan.insn["dis_buf"].max(initial=0) >= 128:
+        scan = _scanned(d, max_line, True)
+    return scan
+
+
+def _scanned(d: np.ndarray, max_line: int, check_ascii: bool) -> Scan:
+    cap = _count_newlines(d) + 1
+    n_bytes = len(d)
     line_start = np.empty(cap + 1, np.int64)
     kind = np.empty(cap, np.uint8)
     time = np.empty(cap, np.int64)
@@ -535,7 +540,7 @@ def scan_chunk(data: bytes | bytearray | memoryview, max_line: int = MAX_LINE_BY
         "attr": np.empty(cap, np.uint8),
     }
     n_lines, ni, nr, nm, n_mode, n_dis, n_name = _scan(
-        d, max_line, ascii_only, line_start, kind, time, tunit, cpu,
+        d, max_line, check_ascii, line_start, kind, time, tunit, cpu,
         insn["line"], insn["pc"], insn["opcode"], insn["size"], insn["isa"],
         insn["executed"], insn["failed"], insn["mode_off"], insn["mode_buf"],
         insn["dis_off"], insn["dis_buf"],
