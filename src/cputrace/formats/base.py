@@ -46,18 +46,18 @@ class DecodeContext:
         if len(self.warning_samples) < MAX_WARNINGS_KEPT:
             self.warning_samples.append(f"{path}:{where}: {message}")
 
+    def doubt(self, path: str, where: str, message: str) -> None:
+        """A result that is likely wrong though every record was read (the image of another
+        program): an error in strict mode, a counted warning otherwise."""
+        if self.strict:
+            raise CputraceError(f"{path}:{where}: {message}")
+        self.warn(path, where, message)
+
     def reject(self, path: str, where: str, expected: str, got: str) -> None:
         """An unparsable record: an error in strict mode, a counted warning otherwise."""
         if self.strict:
             raise TraceFormatError(path, where, expected, got)
         self.warn(path, where, f"kept as text: expected {expected}")
-
-    def incomplete(self, path: str, where: str, message: str) -> None:
-        """Records that parse but cannot give their rows (a program image is missing, say):
-        an error in strict mode, a counted warning otherwise."""
-        if self.strict:
-            raise CputraceError(f"{path}:{where}: {message}")
-        self.warn(path, where, message)
 
 
 class Decoder(Protocol):

@@ -96,7 +96,7 @@ def _flow_noted(batches: Iterator[Batch], path: str, ctx: DecodeContext) -> Iter
             flow_line = lines[0].as_py() if len(lines) else None
         yield batch
     if flow_line is not None and not instructions:
-        ctx.incomplete(
+        ctx.doubt(
             path,
             str(flow_line),
             "a flow-only trace (FD/FI records and no instructions): give the program image with "
