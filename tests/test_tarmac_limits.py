@@ -228,6 +228,11 @@ def test_exception_numbers_with_leading_zeros(tarmac) -> None:
         ("1 clk FD (1) 00008004 00008100 Q", "at most an instruction set letter after an FD target"),
         ("1 clk BR (00000080) A extra", "at most an instruction set letter after a branch target"),
         ("1 clk BR (00000080", "a branch target address in parentheses"),
+        ("1 clk R DC CISW 00000000:00000000 extra", "R DC <operation> <argument in hex>"),
+        ("1 clk R TLBI ALLE3 zz", "R TLBI <operation> <argument in hex>"),  # the value was null
+        ("1 clk MCW4___R (01000250:000000bb) TRANSFER 00000000 7", "TRANSFER and the value"),
+        ("1 clk E 00008200 svc 00000010 11 00000019 CoreEvent_ModeChange", "E <value> [<mode>]"),
+        ("1 clk E 00008000 00000019 Mode Change", "E <value> [<mode>]"),  # number null, 0x19 value1
         # a '.0' cell passed the column check and raised ValueError in bytes.fromhex
         ("1 clk LD 00001000 ........ ........ ........ .0.0....", "LD byte cells each"),
         ("1 clk ST 00001000 ........ ........ ........ 0#0#....", "ST byte cells each"),

@@ -371,10 +371,12 @@ class TarmacLineParser:
         name = rest[0]
         if name in SYSOP_KINDS and len(rest) >= 3 and not _VALUE_DIGITS.fullmatch(rest[1]):
             value = rest[2].replace(":", "").replace("_", "")
+            if len(rest) > 3 or not _HEXISH.fullmatch(value):
+                raise LineError(f"R {name} <operation> <argument in hex> and nothing after it")
             rows.events.append(
                 kind=SYSOP_KINDS[name],
                 name=f"{name} {rest[1]}",
-                value=hex_number(value, "a system operation argument") if _HEXISH.fullmatch(value) else None,
+                value=hex_number(value, "a system operation argument"),
                 text=record,
                 src=src,
             )
@@ -481,11 +483,12 @@ class TarmacLineParser:
                 raise LineError("a parenthesised (address:serial) pair in hex")
             k += 1
         if k < len(rest) and rest[k] == "TRANSFER":
-            value = rest[k + 1] if k + 1 < len(rest) else ""
+            if len(rest) != k + 2 or not _HEXISH.fullmatch(rest[k + 1]):
+                raise LineError("TRANSFER and the value transferred in hex, and nothing after it")
             rows.events.append(
                 kind="coprocessor",
                 name=kw,
-                value=hex_number(value, "a transferred value") if _HEXISH.fullmatch(value) else None,
+                value=hex_number(rest[k + 1], "a transferred value"),
                 text=record,
                 src=src,
             )
@@ -632,10 +635,13 @@ class TarmacLineParser:
         first = _ADDRESS.fullmatch(rest[0])
         if first and len(rest) >= 3 and not _HEXISH.fullmatch(rest[-1]):
             # E <value> {<mode>} {<value1>} <number> <desc>
-            number = _optional_hex(rest[-2], "an event number", 63)
             middle = rest[1:-2]
-            mode = next((t for t in middle if not _HEXISH.fullmatch(t)), None)
-            value1 = next((_optional_hex(t, "an event value") for t in middle if _HEXISH.fullmatch(t)), None)
+            shape = "".join("h" if _HEXISH.fullmatch(t) else "m" for t in middle)
+            if shape not in ("", "m", "h", "mh") or not _HEXISH.fullmatch(rest[-2]):
+                raise LineError("E <value> [<mode>] [<value1>] <number> <description>")
+            number = hex_number(rest[-2], "an event number", 63)
+            mode = middle[0] if shape.startswith("m") else None
+            value1 = hex_number(middle[-1], "an event value") if shape.endswith("h") else None
             desc = rest[-1]
             kind = "mode_change" if number == 0x19 or "ModeChange" in desc else "exception"
             rows.events.append(
