@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cputrace import inputs
 from cputrace.errors import TraceFormatError
 from cputrace.formats import armulator
 from cputrace.formats.armulator import ArmulatorDecoder
@@ -141,22 +142,70 @@ def test_register_lines(tmp_path: Path) -> None:
         "RCP p15c1=0x00000078\n",
     )
     assert ctx.warnings == 0
-    assert pick(rows["registers"], "seq", "reg", "value", "src") == [
-        (0, "r0", 1, 1),
-        (0, "r14", 0x20000060, 3),
-        (0, "cpsr", 0x200000D3, 3),
-        (0, "r1", 2, 4),
-        (0, "r13", 0x1000, 4),
-        (0, "r8_fiq", 0xDEADBEEF, 4),
-        (0, "p15c1", 0x78, 5),
+    assert pick(rows["registers"], "seq", "reg", "size", "value", "src") == [
+        (0, "r0", 4, 1, 1),
+        (0, "r14", 4, 0x20000060, 3),
+        (0, "cpsr", 4, 0x200000D3, 3),
+        (0, "r1", 1, 2, 4),  # size: the bytes printed
+        (0, "r13", 4, 0x1000, 4),
+        (0, "r8_fiq", 4, 0xDEADBEEF, 4),
+        (0, "p15c1", 4, 0x78, 5),
     ]
 
 
 def test_wide_register_value(tmp_path: Path) -> None:
     rows, _ = decode_text(tmp_path, "R q0=00112233445566778899aabbccddeeff\n")
     (row,) = rows["registers"]
-    assert row["value"] is None
+    assert row["value"] is None and row["size"] == 16
     assert row["wide"] == bytes.fromhex("00112233445566778899aabbccddeeff")[::-1]
+
+
+def test_register_values_up_to_the_size_column(tmp_path: Path) -> None:
+    """`size` is uint16: 65,535 bytes are kept, one more is rejected where it is read."""
+    digits = "0123456789abcdef" * (65535 * 2 // 16) + "0123456789abcd"
+    rows, ctx = decode_text(tmp_path, f"R z0={digits}\n", strict=True)
+    (row,) = rows["registers"]
+    assert row["size"] == 65535 and row["wide"] == bytes.fromhex(digits)[::-1]
+    line = f"R z0={digits}00"
+    with pytest.raises(TraceFormatError, match=r":1: expected register values of at most 65,535 bytes"):
+        decode_text(tmp_path, line, strict=True)
+    rows, ctx = decode_text(tmp_path, line)
+    assert ctx.warnings == 1 and rows["registers"] == []
+    assert pick(rows["events"], "kind", "text") == [("text", line)]
+
+
+def test_times_up_to_the_time_column(tmp_path: Path) -> None:
+    """`time` is int64: T 7fffffffffffffff is kept, T 8000000000000000 rejected where it is read."""
+    rows, _ = decode_text(tmp_path, "T 7fffffffffffffff IT 00008000 e28f8090\n", strict=True)
+    assert pick(rows["instructions"], "time", "pc") == [(2**63 - 1, 0x8000)]
+    line = "T 8000000000000000 IT 00008000 e28f8090"
+    with pytest.raises(TraceFormatError, match=r":1: expected T <hex time below 2\^63>"):
+        decode_text(tmp_path, line, strict=True)
+    rows, ctx = decode_text(tmp_path, line)
+    assert ctx.warnings == 1 and rows["instructions"] == []
+    assert pick(rows["events"], "kind", "text") == [("text", line)]
+
+
+@pytest.mark.parametrize("compressed", [False, True], ids=["mapped", "gzip"])
+def test_lines_past_the_cap_are_rejected(tmp_path: Path, monkeypatch, compressed: bool) -> None:
+    """A line past inputs.MAX_LINE_BYTES is a text event of its first bytes (an error with
+    --strict), cut while reading when it runs past the buffer; the lines after it are whole."""
+    monkeypatch.setattr(inputs, "MAX_LINE_BYTES", 64)
+    monkeypatch.setattr(inputs, "CHUNK_BYTES", 128)
+    long_insn = "IT 00008004 e28f8090 " + "x" * 100  # past the cap, inside a chunk
+    long_garbage = "z" * 3000  # past the chunk: cut while reading
+    text = "\n".join(["IT 00008000 e28f8090", long_insn, long_garbage, "R r0=00000001"]) + "\n"
+    data = gzip.compress(text.encode()) if compressed else text.encode()
+    with pytest.raises(TraceFormatError, match=r":2: expected a line of at most 64 bytes"):
+        decode_text(tmp_path, data, strict=True)
+    rows, ctx = decode_text(tmp_path, data)
+    assert ctx.warnings == 2
+    assert pick(rows["events"], "kind", "text", "src") == [
+        ("text", long_insn[:64], 2),
+        ("text", long_garbage[:64], 3),
+    ]
+    assert pick(rows["instructions"], "pc", "src") == [(0x8000, 1)]
+    assert pick(rows["registers"], "reg", "src") == [("r0", 4)]
 
 
 def test_event_lines(tmp_path: Path) -> None:

@@ -26,6 +26,11 @@ import zstandard
 from .errors import TraceFormatError
 
 CHUNK_BYTES = 16 << 20
+MAX_LINE_BYTES = 4 << 20
+"""The longest line a line-based decoder accepts. Memory stays bounded whatever the input: a
+line that runs on past this without a newline is cut to its first MAX_LINE_BYTES + 1 bytes
+(the rest is read and dropped), so the decoder sees it is too long and rejects it."""
+SKIP_BYTES = 1 << 20
 
 T = TypeVar("T")
 
@@ -99,6 +104,7 @@ class InputFile:
         with open(path, "rb") as f:
             self.head_raw = f.read(8)
         self.compression = compression_of(self.head_raw)
+        self.max_line = MAX_LINE_BYTES
         self._on_read = on_read
         self._tally: _Tally | None = None
 
@@ -133,18 +139,21 @@ class InputFile:
         """The content in chunks of whole lines (the last may lack its newline).
 
         An uncompressed file is mapped a chunk at a time (no copy, no fresh memory to fault
-        in); a compressed one is decompressed into a buffer per chunk.
+        in); a compressed one is decompressed into a buffer per chunk. A line that runs on
+        past `max_line` bytes is cut (see MAX_LINE_BYTES).
         """
         if self.compression is not None:
             stream = self.open()
             try:
-                yield from line_chunks(stream, self.path, chunk_bytes)
+                yield from line_chunks(stream, self.path, chunk_bytes, self.max_line)
             finally:
                 stream.close()
             return
         self._tally = _Tally(self._on_read)
         with open(self.path, "rb") as file:
-            yield from _mapped_line_chunks(file.fileno(), chunk_bytes or CHUNK_BYTES, self._tally)
+            yield from _mapped_line_chunks(
+                file.fileno(), chunk_bytes or CHUNK_BYTES, self.max_line, self._tally
+            )
 
     def content_hash(self) -> str | None:
         """XXH3-128 of the raw file, once it has been read to its end."""
@@ -186,15 +195,29 @@ def _input_errors(path: str) -> Iterator[None]:
         raise TraceFormatError(path, "0", "a readable compressed stream", str(exc)) from exc
 
 
-def line_chunks(stream: BinaryIO, path: str, chunk_bytes: int | None = None) -> Iterator[memoryview]:
+def line_chunks(
+    stream: BinaryIO, path: str, chunk_bytes: int | None = None, max_line: int | None = None
+) -> Iterator[memoryview]:
     """Split a stream into chunks of whole lines (the last may lack its newline).
 
     Each chunk is read straight into its own buffer: only the partial line at its end is
-    copied, to the start of the next. A line longer than a chunk grows the buffer.
+    copied, to the start of the next. A line longer than a chunk grows the buffer, up to
+    `max_line` bytes (MAX_LINE_BYTES): a line that runs on past that is cut.
     """
     size = chunk_bytes or CHUNK_BYTES
-    carry = b""
+    cap = MAX_LINE_BYTES if max_line is None else max_line
+    carry = b""  # the start of a line (never a newline in it)
     while True:
+        if len(carry) > cap:  # a line over the cap, its newline not read yet
+            rest = _after_newline(stream, path)
+            yield memoryview(carry[: cap + 1] + (b"" if rest is None else b"\n"))
+            if rest is None:
+                return
+            cut = rest.rfind(b"\n") + 1
+            if cut:
+                yield memoryview(rest)[:cut]
+            carry = rest[cut:]
+            continue
         chunk = bytearray(max(size, 2 * len(carry)))
         chunk[: len(carry)] = carry
         end = len(carry) + read_into(stream, memoryview(chunk)[len(carry) :], path)
@@ -203,35 +226,72 @@ def line_chunks(stream: BinaryIO, path: str, chunk_bytes: int | None = None) -> 
                 yield memoryview(chunk)[:end]
             return
         cut = chunk.rfind(b"\n") + 1
-        if cut == 0:  # a single line longer than the buffer: keep growing it
-            carry = bytes(chunk)
-            continue
-        carry = bytes(memoryview(chunk)[cut:])
-        yield memoryview(chunk)[:cut]
+        carry = bytes(memoryview(chunk)[cut:])  # all of it when a single line fills the buffer
+        if cut:
+            yield memoryview(chunk)[:cut]
+
+
+def _after_newline(stream: BinaryIO, path: str) -> bytes | None:
+    """Read on to the next newline: what came after it in the last block, or None at the end."""
+    block = bytearray(SKIP_BYTES)
+    while True:
+        got = read_into(stream, memoryview(block), path)
+        at = block.find(b"\n", 0, got)
+        if at >= 0:
+            return bytes(block[at + 1 : got])
+        if got < len(block):
+            return None
 
 
 _MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)  # populate: one call, not a fault a page
 
 
-def _mapped_line_chunks(fd: int, chunk_bytes: int, tally: _Tally) -> Iterator[memoryview]:
+def _mapped(fd: int, start: int, end: int) -> tuple[mmap.mmap, int]:
+    """A read-only mapping of the file from `start` to `end`, and where `start` is in it."""
+    base = start - start % mmap.ALLOCATIONGRANULARITY
+    window = mmap.mmap(fd, end - base, flags=_MAP_FLAGS, prot=mmap.PROT_READ, offset=base)
+    return window, start - base
+
+
+def _mapped_line_chunks(fd: int, chunk_bytes: int, max_line: int, tally: _Tally) -> Iterator[memoryview]:
     """Whole-line chunks of a plain file, each a view of its own mapping (unmapped when dropped)."""
     total = os.fstat(fd).st_size
     start = 0
     while start < total:
         want = chunk_bytes
         while True:
-            base = start - start % mmap.ALLOCATIONGRANULARITY
             end = min(total, start + want)
-            window = mmap.mmap(fd, end - base, flags=_MAP_FLAGS, prot=mmap.PROT_READ, offset=base)
-            cut = end - start if end == total else window.rfind(b"\n", start - base) + 1 - (start - base)
-            if cut > 0:
+            window, at = _mapped(fd, start, end)
+            cut = end - start if end == total else window.rfind(b"\n", at) + 1 - at
+            if cut > 0 or end - start > max_line:
                 break
             window.close()
             want *= 2  # a single line longer than the window: map more of it
-        chunk = memoryview(window)[start - base : start - base + cut]
-        tally.update(chunk)
-        yield chunk
-        start += cut
+        if cut > 0:
+            chunk = memoryview(window)[at : at + cut]
+            tally.update(chunk)
+            yield chunk
+            start += cut
+            continue
+        head = window[at : at + max_line + 1]  # a line over the cap: its start, copied
+        window.close()
+        start, newline = _skip_mapped_line(fd, start, total, chunk_bytes, tally)
+        yield memoryview(head + b"\n" if newline else head)
+
+
+def _skip_mapped_line(fd: int, start: int, total: int, window_bytes: int, tally: _Tally) -> tuple[int, bool]:
+    """Tally the rest of the line at `start`: (where the next line starts, whether a newline ended it)."""
+    while start < total:
+        window, at = _mapped(fd, start, min(total, start + window_bytes))
+        newline = window.find(b"\n", at)
+        stop = len(window) if newline < 0 else newline + 1
+        with memoryview(window) as view:
+            tally.update(view[at:stop])
+        window.close()
+        start += stop - at
+        if newline >= 0:
+            return start, True
+    return start, False
 
 
 def prefetched(items: Iterator[T], depth: int = 2) -> Iterator[T]:

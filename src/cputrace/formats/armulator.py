@@ -19,6 +19,10 @@ stalls `cache`, TLB walks `ttw`, simulator configuration changes `sysop`, everyt
 (IRQ/FIQ spotted, pipeline dependencies, prefetch unit, signals, user events) `signal`. Idle
 and coprocessor cycles (`MI`, `MIO`, `MC`, `BI`…) move no data and are `signal` events named
 `idle`, `instruction_idle` and `coprocessor`, with the line as text.
+
+Numbers are checked against the model's ranges where they are read (times below 2^63,
+register values of at most 65,535 bytes); a line longer than the input's line cap
+(inputs.MAX_LINE_BYTES) is rejected, kept as a text event of its first bytes.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from typing import ClassVar
+
+import numpy as np
 
 from ..inputs import InputFile
 from ..regnames import canonical_register
@@ -37,6 +43,8 @@ BATCH_LINES = 1 << 16
 FETCH_WINDOW = 4  # instructions an opcode fetch may run ahead of the instruction it fetches
 SNIFF_LINES = 400
 CPU = 0  # the Tracer traces a single core
+MAX_TIME = 2**63 - 1  # `time` is int64
+MAX_REGISTER_BYTES = 0xFFFF  # register `size` is uint16
 
 _HEADER_KEYS = frozenset({"Date:", "Source:", "Options:", "Range:", "Sample:"})
 _SUFFIXES = frozenset({"wait", "abort", "peek", "poke"})
@@ -127,9 +135,12 @@ def _text(data: bytes) -> str:
     return text.replace("\xa0", " ")
 
 
-def _lines(chunk: bytes, first_line: int) -> Iterator[tuple[int, str]]:
-    for index, line in enumerate(_text(chunk).split("\n")):
-        yield first_line + index, line
+def _long_lines(chunk: bytes, max_line: int) -> dict[int, bytes]:
+    """The lines of `chunk` longer than `max_line` bytes, by index: their first `max_line` bytes."""
+    ends = np.flatnonzero(np.frombuffer(chunk, np.uint8) == 10)
+    starts = np.concatenate(([0], ends + 1))
+    ends = np.append(ends, len(chunk))
+    return {int(i): chunk[starts[i] : starts[i] + max_line] for i in np.flatnonzero(ends - starts > max_line)}
 
 
 def _split(text: str) -> tuple[str, str]:
@@ -141,9 +152,10 @@ def _split(text: str) -> tuple[str, str]:
 class _Parser:
     """Turns lines into rows, keeping the instruction count and the pending opcode fetches."""
 
-    def __init__(self, path: str, ctx: DecodeContext) -> None:
+    def __init__(self, path: str, ctx: DecodeContext, max_line: int) -> None:
         self.path = path
         self.ctx = ctx
+        self.max_line = max_line
         self.buffers = {name: RowBuffer(name) for name in ("instructions", "registers")}
         self.buffers["memory"] = self.memory = RowBuffer("memory")
         self.buffers["events"] = self.events = RowBuffer("events")
@@ -173,8 +185,17 @@ class _Parser:
         try:
             self._record(src, text)
         except _Unparsed as bad:
-            self.ctx.reject(self.path, str(src), bad.expected, text)
-            self._event(src, None, "text", text=text)
+            self._reject(src, bad.expected, text)
+
+    def long_line(self, src: int, start: bytes) -> None:
+        """A line over the input's line cap: kept as a text event of its first `max_line` bytes."""
+        self.lines += 1
+        self._reject(src, f"a line of at most {self.max_line:,} bytes", _text(start))
+
+    def _reject(self, src: int, expected: str, text: str) -> None:
+        """A line kept as a text event with a warning (an error with --strict)."""
+        self.ctx.reject(self.path, str(src), expected, text)
+        self._event(src, None, "text", text=text)
 
     def _event(self, src: int, time: int | None, kind: str, **values: object) -> None:
         self.events.append(seq=self.seq, time=time, cpu=CPU, kind=kind, src=src, **values)
@@ -187,6 +208,8 @@ class _Parser:
                 raise _Unparsed("T <hex time>")
             stamp, rest = _split(rest)
             time = _hex(stamp)
+            if time > MAX_TIME:
+                raise _Unparsed("T <hex time below 2^63>")
             if not rest:
                 self._event(src, time, "timestamp", value=time, text=text)
                 return
@@ -298,7 +321,10 @@ class _Parser:
         if not _PAIRS.fullmatch(rest):
             raise _Unparsed(_EXPECT_R)
         registers = self.buffers["registers"]
-        for name, digits in _PAIR_RE.findall(rest):
+        pairs = _PAIR_RE.findall(rest)
+        if any(len(digits) > 2 * MAX_REGISTER_BYTES for _, digits in pairs):
+            raise _Unparsed(f"register values of at most {MAX_REGISTER_BYTES:,} bytes")
+        for name, digits in pairs:
             number = int(digits, 16)
             nbytes = (len(digits) + 1) // 2
             wide = number.to_bytes(nbytes, "little") if nbytes > 8 else None
@@ -307,6 +333,7 @@ class _Parser:
                 time=time,
                 cpu=CPU,
                 reg=canonical_register(name, nbytes),
+                size=nbytes,
                 value=None if wide else number,
                 wide=wide,
                 src=src,
@@ -359,12 +386,16 @@ class ArmulatorDecoder:
     name: ClassVar[str] = "armulator"
 
     def decode(self, source: InputFile, ctx: DecodeContext) -> Iterator[Batch]:
-        parser = _Parser(source.path, ctx)
+        parser = _Parser(source.path, ctx, source.max_line)
         first_line = 1
         for view in source.line_chunks():
             chunk = bytes(view)
-            for src, line in _lines(chunk, first_line):
-                parser.line(src, line)
+            long = _long_lines(chunk, source.max_line)
+            for index, line in enumerate(_text(chunk).split("\n")):
+                if index in long:
+                    parser.long_line(first_line + index, long[index])
+                else:
+                    parser.line(first_line + index, line)
                 if parser.ready():
                     yield parser.take()
             first_line += chunk.count(b"\n")

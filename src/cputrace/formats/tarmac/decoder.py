@@ -12,7 +12,6 @@ from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 import numpy as np
 import pyarrow as pa
@@ -24,55 +23,15 @@ from ...model import ISA_NAMES, SCHEMAS, Flag, Isa
 from ...regnames import canonical_register
 from ..base import Batch, DecodeContext
 from .lines import LineError, LineStamp, Rows, TarmacLineParser
-from .scan import KIND_SLOW, MEM_L, MEM_NS, MEM_T, MEM_X, TIME_UNITS, Scan, scan_chunk
+from .scan import KIND_LONG, KIND_SLOW, MEM_L, MEM_NS, MEM_T, MEM_X, TIME_UNITS, Scan, scan_chunk
 from .stitch import NO_SEQ, assign_seq, fill_forward, update_last_seq
-
-REAL_UNITS_PS = {
-    "fs": Fraction(1, 1000),
-    "ps": Fraction(1),
-    "ns": Fraction(1000),
-    "us": Fraction(10**6),
-    "ms": Fraction(10**9),
-    "s": Fraction(10**12),
-}
+from .timescale import TimeScale
 
 _MEMORY_ATTRS = [
     " ".join(name for bit, name in ((MEM_X, "X"), (MEM_T, "T"), (MEM_L, "L"), (MEM_NS, "NS")) if code & bit)
     or None
     for code in range(16)
 ]
-
-
-
-@dataclass
-class TimeScale:
-    """Chooses the unit `time` is stored in and converts every line's time to it.
-
-    The unit is the first one the input uses, except that microsecond (or coarser) and
-    fractional times are stored in picoseconds so they stay integers.
-    """
-
-    unit: str | None = None
-    _factors: dict[str, Fraction] = field(default_factory=dict)
-
-    def decide(self, unit: str, fractional: bool) -> None:
-        if self.unit is None:
-            real = unit in REAL_UNITS_PS
-            self.unit = "ps" if real and (fractional or REAL_UNITS_PS[unit] > 1000) else unit
-
-    def factor(self, unit: str) -> Fraction:
-        if unit not in self._factors:
-            if self.unit in REAL_UNITS_PS and unit in REAL_UNITS_PS:
-                self._factors[unit] = REAL_UNITS_PS[unit] / REAL_UNITS_PS[self.unit]
-            else:
-                self._factors[unit] = Fraction(1)
-        return self._factors[unit]
-
-    def convert(self, number: str, unit: str | None) -> int:
-        if unit is None:
-            return int(Fraction(number))
-        self.decide(unit, "." in number)
-        return int(Fraction(number) * self.factor(unit))
 
 
 @dataclass
@@ -93,7 +52,7 @@ class TarmacDecoder:
     def decode(self, source: InputFile, ctx: DecodeContext) -> Iterator[Batch]:
         image = ctx.image()
         if image is None:
-            yield from self._records(source, ctx)
+            yield from _flow_noted(self._records(source, ctx), source.path, ctx)
             return
         from .flowonly import BranchFlow  # the walk (capstone, compiled flow) loads only when needed
 
@@ -105,7 +64,8 @@ class TarmacDecoder:
     def _records(self, source: InputFile, ctx: DecodeContext) -> Iterator[Batch]:
         default_isa = Isa[ctx.options.get("default_isa", "T32")]
         big_endian = _big_endian(ctx)
-        assembler = _Assembler(source.path, ctx, TarmacLineParser(default_isa, big_endian), big_endian)
+        parser = TarmacLineParser(default_isa, big_endian, TimeScale())
+        assembler = _Assembler(source, ctx, parser, big_endian)
         held: Batch | None = None  # each batch waits for the next: a line there may complete it
         for batch in _assembled(source, assembler):
             if held is not None:
@@ -119,18 +79,48 @@ class TarmacDecoder:
         ctx.notes["time_unit"] = assembler.timescale.unit
 
 
+def _flow_noted(batches: Iterator[Batch], path: str, ctx: DecodeContext) -> Iterator[Batch]:
+    """`batches`, and a warning (an error with --strict) if they are of a flow-only trace: FD/FI
+    records and no instructions, which only the program image can rebuild."""
+    flow_line = None
+    instructions = False
+    for batch in batches:
+        instructions = instructions or batch["instructions"].num_rows > 0
+        if flow_line is None and not instructions and batch["events"].num_rows:
+            events = batch["events"]
+            flow = pc.and_(
+                pc.equal(events.column("kind").cast(pa.string()), "branch"),
+                pc.match_substring_regex(events.column("name"), "^F[DI]"),
+            )
+            lines = events.filter(pc.fill_null(flow, False)).column("src")
+            flow_line = lines[0].as_py() if len(lines) else None
+        yield batch
+    if flow_line is not None and not instructions:
+        ctx.doubt(
+            path,
+            str(flow_line),
+            "a flow-only trace (FD/FI records and no instructions): give the program image with "
+            "--image PATH to rebuild its instructions; only its branches are kept",
+        )
+
+
 def _assembled(source: InputFile, assembler: _Assembler) -> Iterator[Batch]:
     """Chunks scanned two at a time on worker threads, assembled in input order."""
     with ThreadPoolExecutor(max_workers=2) as pool:
         pending: deque[tuple[memoryview, Future[_Scanned]]] = deque()
         for chunk in prefetched(source.line_chunks()):
-            pending.append((chunk, pool.submit(_scan_and_build, chunk)))
+            pending.append((chunk, pool.submit(_scan_and_build, chunk, source.max_line)))
             if len(pending) > 2:
                 done, scanned = pending.popleft()
                 yield assembler.assemble(done, scanned.result())
         while pending:
             done, scanned = pending.popleft()
             yield assembler.assemble(done, scanned.result())
+
+
+def _units_of(scan: Scan, has_time: np.ndarray) -> list[int]:
+    """The time unit codes the scanner's timed lines use."""
+    return (np.flatnonzero(np.bincount(scan.tunit[has_time], minlength=len(TIME_UNITS)))).tolist()
 
 
 def _with_numbers(events: pa.Table, numbers: list[tuple[int, int | None]]) -> pa.Table:
@@ -155,12 +145,15 @@ def _big_endian(ctx: DecodeContext) -> bool:
 class _Assembler:
     """Turns one scanned chunk into model tables, in input order."""
 
-    def __init__(self, path: str, ctx: DecodeContext, parser: TarmacLineParser, big_endian: bool) -> None:
-        self.path = path
+    def __init__(
+        self, source: InputFile, ctx: DecodeContext, parser: TarmacLineParser, big_endian: bool
+    ) -> None:
+        self.path = source.path
+        self.max_line = source.max_line
         self.big_endian = big_endian
         self.ctx = ctx
         self.parser = parser
-        self.timescale = TimeScale()
+        self.timescale = parser.timescale
         self.carry = _Carry()
 
     def assemble(self, chunk: memoryview, scanned: _Scanned) -> Batch:
@@ -169,26 +162,15 @@ class _Assembler:
         self.carry.line += scan.n_lines
         fast = {name: _numbered(table, first) for name, table in scanned.tables.items()}
         rows = Rows()
-        has_time = scan.tunit > 0
-        slow_lines = np.flatnonzero(scan.kind == KIND_SLOW)
-        slow_time: dict[int, int] = {}
-        # a timed fast line before any slow line chooses the time unit; else the slow path does
-        self._decide_unit(scan, has_time, int(slow_lines[0]) if len(slow_lines) else scan.n_lines)
-        for li in slow_lines.tolist():
-            raw = bytes(chunk[scan.line_start[li] : scan.line_start[li + 1]]).rstrip(b"\r\n")
-            text = raw.decode("utf-8", "replace")
-            lineno = first + li
-            try:
-                stamp = self.parser.parse(text, lineno, rows)
-            except LineError as exc:
-                self.ctx.reject(self.path, f"{lineno}", str(exc), text)
-                stamp = exc.stamp or LineStamp()
-                rows.events.append(kind="text", text=text, src=lineno)
-            if stamp.time is not None:
-                slow_time[li] = self.timescale.convert(stamp.time, stamp.unit)
-            if stamp.cpu is not None:
-                scan.cpu[li] = stamp.cpu
-        self._decide_unit(scan, has_time, scan.n_lines)
+        has_time = (scan.tunit > 0) & (scan.kind < KIND_SLOW)  # the slow path reads its own lines' times
+        slow_time, late = self._slow_lines(chunk, scan, first, has_time, rows)
+        if late:
+            kept = np.ones(scan.n_lines, bool)
+            kept[late] = has_time[late] = False
+            fast = {
+                name: table.filter(pa.array(kept[table.column("src").to_numpy() - first]))
+                for name, table in fast.items()
+            }
         line_time, line_has_time = self._line_times(scan, has_time, slow_time)
         line_cpu = self._line_cpus(scan.cpu)
 
@@ -236,6 +218,72 @@ class _Assembler:
             table = table.take(pa.array(np.lexsort((table.column("src").to_numpy(), seq))))
         return table
 
+    def _slow_lines(
+        self, chunk: memoryview, scan: Scan, first: int, has_time: np.ndarray, rows: Rows
+    ) -> tuple[dict[int, int], list[int]]:
+        """Parse the lines the scanner left to the full grammar, in line order, rejecting those
+        too long, not UTF-8 or not Tarmac, and the scanner's lines whose time overflows once
+        converted (known when the unit is). The times of the lines parsed here, and the
+        scanner's lines rejected.
+
+        The first timed line, fast or slow, decides the stored time unit.
+        """
+        slow_time: dict[int, int] = {}
+        first_timed = int(np.argmax(has_time)) if has_time.any() else scan.n_lines
+        late: list[int] | None = None  # the scanner's lines whose time overflows, once known
+        rejected = 0
+        for li in [*np.flatnonzero(scan.kind >= KIND_SLOW).tolist(), scan.n_lines]:
+            if self.timescale.unit is None and first_timed < li:
+                self.timescale.decide(TIME_UNITS[scan.tunit[first_timed]], False)
+            if late is None and self.timescale.unit is not None:
+                late = self._late_lines(scan, has_time)
+            while late and rejected < len(late) and late[rejected] < li:
+                at = late[rejected]
+                self._reject(first + at, self._line(chunk, scan, at), self.timescale.out_of_range(None), rows)
+                rejected += 1
+            if li == scan.n_lines:
+                break
+            raw = self._line(chunk, scan, li)
+            if scan.kind[li] == KIND_LONG:
+                self._reject(first + li, raw, f"a line of at most {self.max_line:,} bytes", rows)
+                continue
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                self._reject(first + li, raw, "UTF-8 text", rows)
+                continue
+            try:
+                stamp = self.parser.parse(text, first + li, rows)
+            except LineError as exc:
+                self._reject(first + li, raw, str(exc), rows)
+                stamp = exc.stamp or LineStamp()
+            if stamp.time is not None:
+                slow_time[li] = stamp.time
+            if stamp.cpu is not None:
+                scan.cpu[li] = stamp.cpu
+        return slow_time, late or []
+
+    def _late_lines(self, scan: Scan, has_time: np.ndarray) -> list[int]:
+        """The scanner's lines whose time does not fit 64 bits in the stored unit (only a
+        unit converted to a finer one can overflow: the scanner reads at most 18 digits)."""
+        late = np.zeros(scan.n_lines, bool)
+        for code in _units_of(scan, has_time):
+            unit = TIME_UNITS[code]
+            if self.timescale.factor(unit).numerator > 1:
+                late |= has_time & (scan.tunit == code) & (scan.time > self.timescale.limit(unit))
+        return np.flatnonzero(late).tolist()
+
+    def _line(self, chunk: memoryview, scan: Scan, li: int) -> bytes:
+        """Line `li` of the chunk without its newline (at most its first `max_line` bytes)."""
+        start = scan.line_start[li]
+        return bytes(chunk[start : min(scan.line_start[li + 1], start + self.max_line)]).rstrip(b"\r\n")
+
+    def _reject(self, lineno: int, raw: bytes, expected: str, rows: Rows) -> None:
+        """A line kept as a text event, with a warning (an error with --strict)."""
+        text = raw.decode("utf-8", "replace")
+        self.ctx.reject(self.path, f"{lineno}", expected, text)
+        rows.events.append(kind="text", text=text, src=lineno)
+
     def completed(self, batch: Batch) -> Batch:
         """The previous chunk's batch, with what lines of the chunk after it added to its rows."""
         numbers = self.parser.take_earlier_numbers()
@@ -255,23 +303,16 @@ class _Assembler:
 
     # -- time and core of every line -------------------------------------------------------
 
-    def _decide_unit(self, scan: Scan, has_time: np.ndarray, before: int) -> None:
-        """Let the first timed scanner line, if it comes before line `before`, pick the unit."""
-        if self.timescale.unit is not None:
-            return
-        timed = np.flatnonzero(has_time[:before])
-        if len(timed):
-            self.timescale.decide(TIME_UNITS[scan.tunit[timed[0]]], False)
-
     def _line_times(
         self, scan: Scan, has_time: np.ndarray, slow_time: dict[int, int]
     ) -> tuple[np.ndarray, np.ndarray]:
+        """Every line's time in the stored unit (carried on to lines without one), and whether
+        it has one."""
         times = scan.time
-        units = np.flatnonzero(np.bincount(scan.tunit, minlength=len(TIME_UNITS))[1:]) + 1
-        for code in units.tolist():
+        for code in _units_of(scan, has_time):
             factor = self.timescale.factor(TIME_UNITS[code])
             if factor != 1:
-                sel = scan.tunit == code
+                sel = has_time & (scan.tunit == code)
                 times[sel] = times[sel] * factor.numerator // factor.denominator
         has = has_time
         if slow_time:
@@ -322,13 +363,13 @@ class _Scanned:
     tables: dict[str, pa.Table]
 
 
-def _scan_and_build(chunk: memoryview) -> _Scanned:
+def _scan_and_build(chunk: memoryview, max_line: int) -> _Scanned:
     """Worker-thread half of decoding: everything that needs no state from earlier chunks.
 
     The tables' `src` counts lines from 0 in the chunk; the assembler, which knows where the
     chunk starts, numbers them in the input.
     """
-    scan = scan_chunk(chunk)
+    scan = scan_chunk(chunk, max_line)
     return _Scanned(
         scan,
         {

@@ -4,6 +4,11 @@ This is the reference parser: it understands every record type and producer dial
 (formats.md section 1). The compiled scanner in `scan.py` handles the few line shapes that
 make up nearly all of a large trace and hands every other line to this parser, so the two
 must agree on the lines both accept (a test checks that over the shared samples).
+
+Every token of a record is accounted for: a record with tokens this grammar does not place,
+or a number out of the model's range, is a LineError (an error with `--strict`, else a text
+event and a warning). Free text is kept where the record has it: disassembly, event names
+and descriptions, LD/ST attributes.
 """
 
 from __future__ import annotations
@@ -15,24 +20,38 @@ from ...model import Flag, Isa
 from ...regnames import canonical_register
 from ...rows import RowBuffer
 from ..cycleword import parse_cycle_word
+from .timescale import TimeScale
 
 UNITS = ("clk", "ns", "ps", "cs", "cyc", "tic", "us", "ms", "s", "fs")
 
 KNOWN_TEXT_RECORDS = frozenset({"CADI", "SIGNAL", "SIGNAL:", "INFO_EXCEPTION_REASON:", "P"})
 
+MAX_CORE = 0xFFFF  # `cpu` is uint16
+MAX_ACCESS_BYTES = 0xFF  # memory `size` is uint8
+MAX_REGISTER_BYTES = 0xFFFF  # register `size` is uint16
+MAX_NUMBER = 2**63 - 1  # event `number` is int64
+ADDRESS_BITS = 64
+
 _TOKEN = re.compile(r"\S+")
-_TIME = re.compile(r"(\d+(?:\.\d+)?)([a-z]*)")
-_CPU = re.compile(r"cpu(\d+)")
+_TIME = re.compile(r"([0-9]+(?:\.[0-9]+)?)([a-z]*)")
+_CPU = re.compile(r"cpu([0-9]+)")
 _HEXISH = re.compile(r"[0-9a-fA-F]+")
-_ADDRESS = re.compile(r"([0-9a-fA-F]+)(?::([0-9a-fA-F]+))?(?:_(NS|S))?(?:,\S*)?")
+_DECIMAL = re.compile(r"[0-9]+")
+_ADDRESS = re.compile(
+    r"([0-9a-fA-F]+)(?::([0-9a-fA-F]+))?(?:_(NS|S))?(?:,([0-9a-fA-F]+)(?:_(?:NS|S))?)?"
+)  # va[:pa][_NS|_S][,next halfword's address]
+_PARENTHESISED = re.compile(r"\((\S*)\)")
+_TICK_OR_ADDRESS = re.compile(r"([0-9a-fA-F]+)(?::([0-9a-fA-F]+))?")  # (tick), (addr), (addr:serial)
 _OPCODE = re.compile(r"[0-9a-fA-F]{4}|[0-9a-fA-F]{8}|-{4}|-{8}")
 _VALUE_DIGITS = re.compile(r"[0-9a-fA-FxX_:\-]+")
-_REG_RANGE = re.compile(r"([A-Za-z0-9_]+)<(\d+):(\d+)>")
-_BRACKET_NUMBER = re.compile(r"\[(0x[0-9a-fA-F]+|\d+)\]")
-_SHORT_MEMORY = re.compile(r"([RW])(\d\d)")
-_UPDATE = re.compile(r"MU(\d+)_([A-Z]+)")
-_BUS = re.compile(r"B([RW])(\d+)([ID])([LX_])([P_])([SN])")
+_FLAGS = re.compile(r"[NZCVQ_]{4,5}")  # `R cpsr 20000000 __C_`: the flags spelt out
+_REG_RANGE = re.compile(r"([A-Za-z0-9_]+)<([0-9]+):([0-9]+)>")
+_BRACKET_NUMBER = re.compile(r"\[(?:0x([0-9a-fA-F]+)|([0-9]+))\]")
+_SHORT_MEMORY = re.compile(r"([RW])([0-9][0-9])")
+_UPDATE = re.compile(r"MU([0-9]+)_([A-Z]+)")
+_BUS = re.compile(r"B([RW])([0-9]+)([ID])([LX_])([P_])([SN])")
 _DIAGRAM_COLUMN = re.compile(r"[0-9a-fA-F.#]{8}")
+_DIAGRAM_CELL = re.compile(r"\.\.|##|[0-9a-fA-F]{2}")
 _SECURE_PADDR = re.compile(r"(N?S):([0-9a-fA-F]+)")
 
 ISA_LETTERS = {
@@ -55,11 +74,26 @@ class LineError(ValueError):
 
 @dataclass
 class LineStamp:
-    """Time and core printed on a line (None where the line leaves them out)."""
+    """Time (in the stored unit) and core printed on a line (None where the line leaves them out)."""
 
-    time: str | None = None
-    unit: str | None = None
+    time: int | None = None
     cpu: int | None = None
+
+
+def hex_number(digits: str, what: str, bits: int = ADDRESS_BITS) -> int:
+    """Hex digits (already matched as such) as a number of at most `bits` bits."""
+    value = int(digits, 16)  # linear in the digits: base 16 has no length limit
+    if value >> bits:
+        raise LineError(f"{what} of at most {bits} bits")
+    return value
+
+
+def decimal_number(digits: str, what: str, largest: int) -> int:
+    """Decimal digits (already matched as such) as a number of at most `largest`."""
+    digits = digits.lstrip("0") or "0"
+    if len(digits) > len(str(largest)) or int(digits) > largest:
+        raise LineError(f"{what} of at most {largest:,}")
+    return int(digits)
 
 
 class Rows:
@@ -90,6 +124,36 @@ def parse_hex_value(digits: str) -> tuple[bytes, bytes]:
     return bytes(data), bytes(known)
 
 
+def _address(match: re.Match[str], what: str) -> int:
+    """The (virtual) address of an `_ADDRESS` match; every address in it of at most 64 bits."""
+    for extra in (match.group(2), match.group(4)):
+        if extra:
+            hex_number(extra, "a physical or second address")
+    return hex_number(match.group(1), what)
+
+
+def _access_size(digits: str) -> int:
+    size = decimal_number(digits, "an access size in bytes", MAX_ACCESS_BYTES)
+    if size == 0:
+        raise LineError("an access size of at least one byte")
+    return size
+
+
+def _window(digits: str, what: str) -> int:
+    """The base address of an LD/ST diagram: its 16 bytes must all have 64-bit addresses."""
+    if not _HEXISH.fullmatch(digits):
+        raise LineError(f"{what} in hex")
+    base = hex_number(digits, what)
+    if base + 15 >> ADDRESS_BITS:
+        raise LineError(f"{what} at least 16 bytes below 2^64")
+    return base
+
+
+def _optional_hex(digits: str, what: str, bits: int = ADDRESS_BITS) -> int | None:
+    """A hex field of a record whose text is kept whole: None when it is not hex."""
+    return hex_number(digits, what, bits) if _HEXISH.fullmatch(digits) else None
+
+
 def mask_bytes(known_le: bytes) -> bytes | None:
     """The model's byte mask (bit i = byte i written), or None when every byte was."""
     if all(known_le):
@@ -116,8 +180,11 @@ def split_power_of_two(lo: int, hi: int) -> list[tuple[int, int]]:
 class TarmacLineParser:
     """Parses Tarmac lines into model rows; keeps the little state some dialects need."""
 
-    def __init__(self, default_isa: Isa = Isa.T32, big_endian: bool = False) -> None:
+    def __init__(
+        self, default_isa: Isa = Isa.T32, big_endian: bool = False, timescale: TimeScale | None = None
+    ) -> None:
         self.default_isa = default_isa
+        self.timescale = timescale or TimeScale()
         self.big_endian = big_endian  # MR/MW data printed as a big-endian value: memory order
         self._diagram_line = -2  # line number of the last LD/ST line (continuations follow)
         self._diagram_kind = ""
@@ -140,8 +207,8 @@ class TarmacLineParser:
         if not spans:
             return stamp
         toks = [t for _, t in spans]
-        i = self._read_stamp(toks, stamp)
         try:
+            i = self._read_stamp(toks, stamp)
             self._dispatch(s, spans, toks, i, stamp, lineno, rows)
         except LineError as exc:
             exc.stamp = stamp
@@ -202,22 +269,25 @@ class TarmacLineParser:
 
     # -- pieces ------------------------------------------------------------------------
 
-    @staticmethod
-    def _read_stamp(toks: list[str], stamp: LineStamp) -> int:
+    def _read_stamp(self, toks: list[str], stamp: LineStamp) -> int:
         i = 0
         m = _TIME.fullmatch(toks[0])
         if m:
             number, unit = m.groups()
             if unit in UNITS:
-                stamp.time, stamp.unit, i = number, unit, 1
+                i = 1
             elif not unit and len(toks) > 1 and toks[1] in UNITS:
-                stamp.time, stamp.unit, i = number, toks[1], 2
+                unit, i = toks[1], 2
             elif not unit and "." not in number and len(toks) > 1 and _looks_like_keyword(toks[1]):
-                stamp.time, i = number, 1
+                unit, i = None, 1
+            if i:
+                stamp.time = self.timescale.convert(number, unit)
+                if stamp.time is None:
+                    raise LineError(self.timescale.out_of_range(unit))
         if i < len(toks):
             m = _CPU.fullmatch(toks[i])
             if m:
-                stamp.cpu = int(m.group(1))
+                stamp.cpu = decimal_number(m.group(1), "a core number", MAX_CORE)
                 i += 1
         return i
 
@@ -228,11 +298,16 @@ class TarmacLineParser:
         j = 0
         paren = None
         if toks and toks[0].startswith("("):
-            paren = toks[0].strip("()")
+            bracketed = _PARENTHESISED.fullmatch(toks[0])
+            if not bracketed:
+                raise LineError("a parenthesised tick or address, as in (123)")
+            paren = bracketed.group(1)
             j = 1
         if kw == "ES":
             addr_text, _, opcode_text = (paren or "").partition(":")
         else:
+            if paren is not None and not _TICK_OR_ADDRESS.fullmatch(paren):
+                raise LineError("a tick or address in hex or decimal in the parentheses")
             after = toks[j:]
             if (
                 len(after) >= 2
@@ -254,7 +329,7 @@ class TarmacLineParser:
         addr = _ADDRESS.fullmatch(addr_text)
         if not addr or not _OPCODE.fullmatch(opcode_text):
             raise LineError("an instruction address and opcode")
-        pc = int(addr.group(1), 16)
+        pc = _address(addr, "an instruction address")
         fetch_failed = opcode_text.startswith("-")
         opcode = None if fetch_failed else int(opcode_text, 16)
 
@@ -296,10 +371,12 @@ class TarmacLineParser:
         name = rest[0]
         if name in SYSOP_KINDS and len(rest) >= 3 and not _VALUE_DIGITS.fullmatch(rest[1]):
             value = rest[2].replace(":", "").replace("_", "")
+            if len(rest) > 3 or not _HEXISH.fullmatch(value):
+                raise LineError(f"R {name} <operation> <argument in hex> and nothing after it")
             rows.events.append(
                 kind=SYSOP_KINDS[name],
                 name=f"{name} {rest[1]}",
-                value=int(value, 16) & (2**64 - 1) if _HEXISH.fullmatch(value) else None,
+                value=hex_number(value, "a system operation argument"),
                 text=record,
                 src=src,
             )
@@ -319,15 +396,27 @@ class TarmacLineParser:
         while k < len(rest) and len(rest[k]) == width and _VALUE_DIGITS.fullmatch(rest[k]):
             digits.append(rest[k])
             k += 1
-        if k < len(rest) and rest[k].startswith("(") and rest[k].endswith(")") and not suffix:
-            suffix = "_" + rest[k][1:-1].lower()
-        data_be, known_be = parse_hex_value("".join(digits))
+        if k < len(rest) and _PARENTHESISED.fullmatch(rest[k]):  # `R r13 20001fff (MSP)`
+            if not suffix:
+                suffix = "_" + rest[k][1:-1].lower()
+            k += 1
+        if k < len(rest) and _FLAGS.fullmatch(rest[k]):
+            k += 1
+        if k < len(rest):
+            raise LineError("nothing after a register value but a (bank) or flags (NZCV) annotation")
+        value = "".join(digits)
+        if len(value) - value.count("_") - value.count(":") > 2 * MAX_REGISTER_BYTES:
+            raise LineError(f"a register value of at most {MAX_REGISTER_BYTES:,} bytes")
+        data_be, known_be = parse_hex_value(value)
         offset = 0
         ranged = _REG_RANGE.fullmatch(name)
         if ranged:
             name = ranged.group(1)
-            hi, lo = int(ranged.group(2)), int(ranged.group(3))
-            span = (hi - lo + 1 + 7) // 8
+            hi = decimal_number(ranged.group(2), "a register bit", 8 * MAX_REGISTER_BYTES - 1)
+            lo = decimal_number(ranged.group(3), "a register bit", 8 * MAX_REGISTER_BYTES - 1)
+            if hi < lo or lo % 8 or hi % 8 != 7:
+                raise LineError("a byte-aligned register bit range <hi:lo> with hi above lo")
+            span = (hi - lo + 1) // 8
             offset = lo // 8
             pad = span - len(data_be)
             if pad > 0:
@@ -361,13 +450,13 @@ class TarmacLineParser:
         short = _SHORT_MEMORY.fullmatch(kw)
         bus = _BUS.fullmatch(kw)
         if update:
-            op, size, flags = "U", int(update.group(1)), update.group(2)
+            op, size, flags = "U", _access_size(update.group(1)), update.group(2)
         elif short:
-            op, size = short.group(1), int(short.group(2))
+            op, size = short.group(1), _access_size(short.group(2))
         elif bus:
             # B<rw><sz><fd><lk><p><s> I<wrcbs> O<wrcbs> <master> <addr> <data>, data lowest
             # byte first
-            op, size, source = bus.group(1), int(bus.group(2)), "bus"
+            op, size, source = bus.group(1), _access_size(bus.group(2)), "bus"
             fetch, memory_order = bus.group(3) == "I", True
             flags = "".join(c for c in bus.group(4, 5) if c != "_") + bus.group(6)
             bus_attrs, rest = rest[:3], rest[3:]
@@ -389,13 +478,17 @@ class TarmacLineParser:
             attrs.append(rest[k])
             k += 1
         if k < len(rest) and rest[k].startswith("("):  # (pc:serial) of some RTL dialects
+            paired = _PARENTHESISED.fullmatch(rest[k])
+            if not paired or not _TICK_OR_ADDRESS.fullmatch(paired.group(1)):
+                raise LineError("a parenthesised (address:serial) pair in hex")
             k += 1
         if k < len(rest) and rest[k] == "TRANSFER":
-            value = rest[k + 1] if k + 1 < len(rest) else ""
+            if len(rest) != k + 2 or not _HEXISH.fullmatch(rest[k + 1]):
+                raise LineError("TRANSFER and the value transferred in hex, and nothing after it")
             rows.events.append(
                 kind="coprocessor",
                 name=kw,
-                value=int(value, 16) if _HEXISH.fullmatch(value) else None,
+                value=hex_number(rest[k + 1], "a transferred value"),
                 text=record,
                 src=src,
             )
@@ -404,6 +497,7 @@ class TarmacLineParser:
         if addr is None:
             raise LineError("a memory address")
         k += 1
+        address = _address(addr, "a memory address")
         if addr.group(3) == "NS":
             attrs.append("NS")
         data_tokens = []
@@ -411,18 +505,23 @@ class TarmacLineParser:
             data_tokens.append(rest[k])
             k += 1
         value = wide = None
-        if k < len(rest) and rest[k].upper() in ("(ABORTED)", "(ABORT)"):
+        if k < len(rest) and rest[k].upper() in ("(ABORTED)", "(ABORT)") and not data_tokens:
             attrs.append("ABORTED")
+            k += 1
         elif not data_tokens:
             raise LineError("memory data in hex")
-        else:
+        if k < len(rest):
+            raise LineError("nothing after a memory access's data")
+        if data_tokens:
             data_be, known_be = parse_hex_value("".join(data_tokens))
             data = data_be if memory_order or self.big_endian else data_be[::-1]
             width = len(data)
             if width > size and width & (width - 1) == 0:
                 # a narrow access printed as the whole aligned bus word (Cortex-M RTL fetches)
-                lane = int(addr.group(1), 16) % width
+                lane = address % width
                 data = data[lane : lane + size]
+            elif width > size:
+                raise LineError(f"at most {size} bytes of data for a {size}-byte access")
             data = (data + bytes(size))[:size]
             if all(known_be):
                 if size <= 8:
@@ -433,8 +532,8 @@ class TarmacLineParser:
             op="F" if fetch else op,
             source=source,
             size=size,
-            addr=int(addr.group(1), 16),
-            paddr=int(addr.group(2), 16) if addr.group(2) else None,
+            addr=address,
+            paddr=hex_number(addr.group(2), "a physical address") if addr.group(2) else None,
             value=value,
             wide=wide,
             attrs=" ".join(attrs) or None,
@@ -449,17 +548,17 @@ class TarmacLineParser:
         columns = rest[1:5]
         if not all(_DIAGRAM_COLUMN.fullmatch(c) for c in columns):
             raise LineError(f"{kind} address and four 8-character byte columns")
-        base = int(rest[0], 16)
+        base = _window(rest[0], "an address")
         paddr_base = None
         attrs = []
         for tok in rest[5:]:
             m = _SECURE_PADDR.fullmatch(tok)
             if m and paddr_base is None:
-                paddr_base = int(m.group(2), 16)
+                paddr_base = _window(m.group(2), "a physical address")
                 if m.group(1) == "NS":
                     attrs.append("NS")
             elif paddr_base is None and _HEXISH.fullmatch(tok):
-                paddr_base = int(tok, 16)
+                paddr_base = _window(tok, "a physical address")
             else:
                 attrs.append(tok)
         cells: list[str] = []  # cell b = byte at base + b
@@ -467,6 +566,8 @@ class TarmacLineParser:
             col = columns[3 - b // 4]
             at = 2 * (3 - b % 4)
             cells.append(col[at : at + 2])
+        if not all(_DIAGRAM_CELL.fullmatch(cell) for cell in cells):
+            raise LineError(f"{kind} byte cells each '..', '##' or two hex digits")
         self._diagram_line, self._diagram_kind = src, kind
         b = 0
         runs: list[tuple[int, int, bool]] = []
@@ -498,8 +599,13 @@ class TarmacLineParser:
 
     def _exc(self, rest: list[str], record: str, src: int, rows: Rows) -> None:
         number = None
-        if rest and _BRACKET_NUMBER.fullmatch(rest[0]):
-            number = int(rest[0][1:-1], 0)
+        bracketed = _BRACKET_NUMBER.fullmatch(rest[0]) if rest else None
+        if bracketed:
+            hexadecimal, decimal = bracketed.groups()
+            if hexadecimal is not None:
+                number = hex_number(hexadecimal, "an exception number", 63)
+            else:
+                number = decimal_number(decimal, "an exception number", MAX_NUMBER)
             rest = rest[1:]
         name = " ".join(rest)
         pending = self._pending_exception
@@ -529,51 +635,66 @@ class TarmacLineParser:
         first = _ADDRESS.fullmatch(rest[0])
         if first and len(rest) >= 3 and not _HEXISH.fullmatch(rest[-1]):
             # E <value> {<mode>} {<value1>} <number> <desc>
-            number = int(rest[-2], 16) if _HEXISH.fullmatch(rest[-2]) else None
             middle = rest[1:-2]
-            mode = next((t for t in middle if not _HEXISH.fullmatch(t)), None)
-            value1 = next((int(t, 16) for t in middle if _HEXISH.fullmatch(t)), None)
+            shape = "".join("h" if _HEXISH.fullmatch(t) else "m" for t in middle)
+            if shape not in ("", "m", "h", "mh") or not _HEXISH.fullmatch(rest[-2]):
+                raise LineError("E <value> [<mode>] [<value1>] <number> <description>")
+            number = hex_number(rest[-2], "an event number", 63)
+            mode = middle[0] if shape.startswith("m") else None
+            value1 = hex_number(middle[-1], "an event value") if shape.endswith("h") else None
             desc = rest[-1]
             kind = "mode_change" if number == 0x19 or "ModeChange" in desc else "exception"
             rows.events.append(
                 kind=kind,
                 number=number,
                 name=desc if mode is None else f"{desc} {mode}",
-                value=int(first.group(1), 16),
+                value=_address(first, "an event value"),
                 value1=value1,
                 text=record,
                 src=src,
             )
             return
         name = rest[0]
-        value = int(rest[1], 16) if len(rest) > 1 and _HEXISH.fullmatch(rest[1]) else None
+        value = _optional_hex(rest[1], "an event value") if len(rest) > 1 else None
         kind = "debug" if name.startswith("DebugEvent") else "signal"
         rows.events.append(kind=kind, name=name, value=value, text=record, src=src)
 
     @staticmethod
     def _branch(rest: list[str], record: str, src: int, rows: Rows) -> None:
-        target = rest[0].strip("()")
-        if not _HEXISH.fullmatch(target):
-            raise LineError("a branch target address")
-        isa = ISA_LETTERS.get(rest[1])[0].name if len(rest) > 1 and rest[1] in ISA_LETTERS else None
-        rows.events.append(kind="branch", value=int(target, 16), name=isa, text=record, src=src)
+        """`BR (target) [ISA]`."""
+        bracketed = _PARENTHESISED.fullmatch(rest[0])
+        if not bracketed or not _HEXISH.fullmatch(bracketed.group(1)):
+            raise LineError("a branch target address in parentheses")
+        if len(rest) > 2 or (len(rest) == 2 and rest[1] not in ISA_LETTERS):
+            raise LineError("at most an instruction set letter after a branch target")
+        isa = ISA_LETTERS[rest[1]][0].name if len(rest) == 2 else None
+        target = hex_number(bracketed.group(1), "a branch target")
+        rows.events.append(kind="branch", value=target, name=isa, text=record, src=src)
 
     @staticmethod
     def _flow(kw: str, rest: list[str], record: str, src: int, rows: Rows) -> None:
         """Program-flow records: `FD|FI (tick) <addr> <target> <ISA after>`; the tick is `number`."""
-        tick = rest[0][1:-1] if rest and rest[0].startswith("(") and rest[0].endswith(")") else None
-        args = rest[1:] if rest and rest[0].startswith("(") else rest
+        tick = None
+        args = rest
+        if rest and rest[0].startswith("("):
+            bracketed = _PARENTHESISED.fullmatch(rest[0])
+            if not bracketed or not _DECIMAL.fullmatch(bracketed.group(1)):
+                raise LineError(f"{kw} tick as a decimal number in parentheses")
+            tick = decimal_number(bracketed.group(1), "a tick", MAX_NUMBER)
+            args = rest[1:]
         source = _ADDRESS.fullmatch(args[0]) if args else None
         target = _ADDRESS.fullmatch(args[1]) if len(args) > 1 else None
         if not source or not target:
             raise LineError(f"{kw} branch address and target address")
-        isa = ISA_LETTERS[args[2]][0].name if len(args) > 2 and args[2] in ISA_LETTERS else None
+        if len(args) > 3 or (len(args) == 3 and args[2] not in ISA_LETTERS):
+            raise LineError(f"at most an instruction set letter after an {kw} target address")
+        isa = ISA_LETTERS[args[2]][0].name if len(args) == 3 else None
         rows.events.append(
             kind="branch",
             name=f"{kw} {isa}" if isa else kw,
-            number=int(tick) if tick is not None and tick.isdigit() else None,
-            value=int(source.group(1), 16),
-            value1=int(target.group(1), 16),
+            number=tick,
+            value=_address(source, "a branch address"),
+            value1=_address(target, "a branch target"),
             text=record,
             src=src,
         )
@@ -584,15 +705,14 @@ class TarmacLineParser:
         name, value, value1 = kw, None, None
         if kw == "CACHE" and len(rest) >= 5 and rest[1] == "LINE":
             name = f"CACHE {rest[3]}"
-            value1 = int(rest[2], 16) if _HEXISH.fullmatch(rest[2]) else None
-            paddr = rest[4].removeprefix("0x").removesuffix("_NS")
-            value = int(paddr, 16) if _HEXISH.fullmatch(paddr) else None
+            value1 = _optional_hex(rest[2], "a cache line index")
+            value = _optional_hex(rest[4].removeprefix("0x").removesuffix("_NS"), "a physical address")
         elif kw == "CACHE" and rest[:1] == ["MAINTENANCE"]:
             name = "CACHE MAINTENANCE"
         elif kw in ("TTW", "TTU") and len(rest) >= 5:
             name = f"{kw} {rest[0]}"
-            value = int(rest[3], 16) if _HEXISH.fullmatch(rest[3]) else None
-            value1 = int(rest[4], 16) if _HEXISH.fullmatch(rest[4]) else None
+            value = _optional_hex(rest[3], "a table address")
+            value1 = _optional_hex(rest[4], "a table descriptor")
         elif kw in ("TLB", "WALKCACHE") and rest:
             name = f"{kw} {rest[0]}"
         kind = {"CACHE": "cache", "TTW": "ttw", "TTU": "ttw"}.get(kw, "tlb")

@@ -6,7 +6,10 @@ It recognises, in one pass over raw bytes and without the GIL:
 - register lines `R name value` with at most 64 bits of value;
 - memory lines `MR<n>|MW<n>[XTL] vaddr[:paddr][_NS] data` with at most 64 bits of data;
 each optionally preceded by `<time> <unit>` and `cpuN`. Every other line is marked SLOW and
-parsed by `lines.TarmacLineParser`, which is the full grammar.
+parsed by `lines.TarmacLineParser`, which is the full grammar; so is every line whose numbers
+may be out of range (more than 16 hex digits, a core above 65535) or whose mode or disassembly
+is not ASCII: the scanner takes only what it can store exactly. Lines longer than the input's
+line cap are marked LONG.
 """
 
 from __future__ import annotations
@@ -16,7 +19,11 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-KIND_BLANK, KIND_INSN, KIND_REG, KIND_MEM, KIND_SLOW = 0, 1, 2, 3, 4
+from ...inputs import MAX_LINE_BYTES
+from .lines import MAX_CORE
+
+KIND_BLANK, KIND_INSN, KIND_REG, KIND_MEM, KIND_SLOW, KIND_LONG = 0, 1, 2, 3, 4, 5
+SCANNED_ACCESS_BYTES = 8  # the largest access whose value fits the scanner's 64 bits
 
 # Time units the scanner accepts (codes index TIME_UNITS); others go to the slow path.
 TIME_UNITS = ("", "clk", "ns", "ps", "cs", "cyc", "tic")
@@ -88,6 +95,34 @@ def _hex_run(d, q, e):
 
 
 @numba.njit(inline="always")
+def _hex_digits_end(d, q, e):
+    """Past 1 to 16 hex digits from q, or -1 if there are none or more."""
+    q0 = q
+    while q < e and _hex(d[q]) >= 0:
+        q += 1
+    return q if 0 < q - q0 <= 16 else -1
+
+
+@numba.njit(inline="always")
+def _address_end(d, q, e):
+    """Past an address's `_NS`/`_S` security suffix, if it has one."""
+    if q + 3 <= e and d[q] == 95 and d[q + 1] == 78 and d[q + 2] == 83:  # _NS
+        return q + 3
+    if q + 2 <= e and d[q] == 95 and d[q + 1] == 83:  # _S
+        return q + 2
+    return q
+
+
+@numba.njit(inline="always")
+def _ascii(d, a, b):
+    """Whether bytes a..b are all ASCII (string fields stay valid UTF-8)."""
+    k = a
+    while k < b and d[k] < 128:
+        k += 1
+    return k == b
+
+
+@numba.njit(inline="always")
 def _value_token(d, q, e, colon_ok):
     """A whitespace-delimited hex value with `_` (and `:`) separators: (value, digits, end, ok)."""
     val = 0
@@ -108,6 +143,8 @@ def _value_token(d, q, e, colon_ok):
 @numba.njit(nogil=True, cache=True)
 def _scan(
     d,
+    max_line,
+    check_ascii,
     line_start,
     kind,
     time,
@@ -159,6 +196,10 @@ def _scan(
         cpu[li] = -1
         tunit[li] = 0
         time[li] = 0
+        if e - s > max_line:
+            kind[li] = KIND_LONG
+            s = nxt
+            continue
         p = _skip(d, s, e)
         if p == e:
             kind[li] = KIND_BLANK
@@ -186,10 +227,10 @@ def _scan(
         if p + 3 < e and d[p] == 99 and d[p + 1] == 112 and d[p + 2] == 117 and 48 <= d[p + 3] <= 57:
             q = p + 3
             c = 0
-            while q < e and 48 <= d[q] <= 57:
+            while q < e and 48 <= d[q] <= 57 and c <= MAX_CORE:
                 c = c * 10 + (d[q] - 48)
                 q += 1
-            if q >= e or not _space(d[q]) or c > 65535:
+            if q >= e or not _space(d[q]) or c > MAX_CORE:
                 s = nxt
                 continue
             cpu[li] = c
@@ -219,16 +260,26 @@ def _scan(
                 if q >= e or d[q] != 41:  # ')'
                     s = nxt
                     continue
+                # a 17th digit is none of the characters allowed after an address: slow path
                 pc, nd, q = _hex_run(d, _skip(d, q + 1, e), e)
                 if nd == 0 or q >= e:
                     s = nxt
                     continue
-                if d[q] == 58:  # ":paddr" (ignored: instructions keep the virtual address)
-                    q += 1
-                    while q < e and _hex(d[q]) >= 0:
-                        q += 1
-                while q < e and not _space(d[q]):  # "_NS", ",nextaddr"
-                    q += 1
+                if d[q] == 58:  # ":paddr" (checked, not kept: instructions keep the virtual address)
+                    q = _hex_digits_end(d, q + 1, e)
+                    if q < 0:
+                        s = nxt
+                        continue
+                q = _address_end(d, q, e)
+                if q < e and d[q] == 44:  # ",nextaddr": the second halfword's address
+                    q = _hex_digits_end(d, q + 1, e)
+                    if q < 0:
+                        s = nxt
+                        continue
+                    q = _address_end(d, q, e)
+                if q >= e or not _space(d[q]):
+                    s = nxt
+                    continue
                 q = _skip(d, q, e)
             # opcode
             o0 = q
@@ -306,6 +357,9 @@ def _scan(
             t = e
             while t > q and _space(d[t - 1]):
                 t -= 1
+            if check_ascii and not _ascii(d, m0, e):  # mode and disassembly: strings
+                s = nxt
+                continue
             i_line[ni] = li
             i_pc[ni] = pc
             i_opcode[ni] = op
@@ -356,7 +410,7 @@ def _scan(
         elif c0 == 77 and (c1 == 82 or c1 == 87) and p + 2 < e and 48 <= d[p + 2] <= 57:
             q = p + 2
             size = 0
-            while q < e and 48 <= d[q] <= 57:
+            while q < e and 48 <= d[q] <= 57 and size <= SCANNED_ACCESS_BYTES:
                 size = size * 10 + (d[q] - 48)
                 q += 1
             attr = 0
@@ -370,7 +424,7 @@ def _scan(
                 else:
                     break
                 q += 1
-            if size == 0 or size > 8 or q >= e or not _space(d[q]):
+            if size == 0 or size > SCANNED_ACCESS_BYTES or q >= e or not _space(d[q]):
                 s = nxt
                 continue
             addr, nd, q = _hex_run(d, _skip(d, q, e), e)
@@ -432,12 +486,24 @@ class Scan:
     mem: dict[str, np.ndarray]
 
 
-def scan_chunk(data: bytes | bytearray | memoryview) -> Scan:
-    """Classify every line of `data` and extract the fields of the hot line shapes."""
+def scan_chunk(data: bytes | bytearray | memoryview, max_line: int = MAX_LINE_BYTES) -> Scan:
+    """Classify every line of `data` and extract the fields of the hot line shapes.
+
+    Lines longer than `max_line` bytes are only classified (KIND_LONG). Modes and disassembly
+    become strings: a chunk where any of them is not ASCII is scanned again, checking each
+    instruction line and leaving those to the full grammar, which checks their UTF-8.
+    """
     d = np.frombuffer(data, dtype=np.uint8)
     d.flags.writeable = False  # one compiled signature, whether the chunk is bytes or a buffer
+    scan = _scanned(d, max_line, False)
+    if scan.insn["mode_buf"].max(initial=0) >= 128 or scan.insn["dis_buf"].max(initial=0) >= 128:
+        scan = _scanned(d, max_line, True)
+    return scan
+
+
+def _scanned(d: np.ndarray, max_line: int, check_ascii: bool) -> Scan:
     cap = _count_newlines(d) + 1
-    n_bytes = len(data)
+    n_bytes = len(d)
     line_start = np.empty(cap + 1, np.int64)
     kind = np.empty(cap, np.uint8)
     time = np.empty(cap, np.int64)
@@ -474,7 +540,7 @@ def scan_chunk(data: bytes | bytearray | memoryview) -> Scan:
         "attr": np.empty(cap, np.uint8),
     }
     n_lines, ni, nr, nm, n_mode, n_dis, n_name = _scan(
-        d, line_start, kind, time, tunit, cpu,
+        d, max_line, check_ascii, line_start, kind, time, tunit, cpu,
         insn["line"], insn["pc"], insn["opcode"], insn["size"], insn["isa"],
         insn["executed"], insn["failed"], insn["mode_off"], insn["mode_buf"],
         insn["dis_off"], insn["dis_buf"],
