@@ -18,6 +18,7 @@ import pytest
 from cputrace import inputs
 from cputrace.errors import CputraceError, TraceFormatError
 from cputrace.model import TABLES
+from cputrace.store import table_path
 
 INSN = "IT (1) 00008000 e3a00001 A svc_s : MOV r0,#1"
 
@@ -29,7 +30,7 @@ def tarmac(ingest_text):
 
 
 def tables(store: Path) -> dict[str, list[dict]]:
-    return {name: pq.read_table(store / f"{name}.parquet").to_pylist() for name in TABLES}
+    return {name: pq.read_table(table_path(store, name)).to_pylist() for name in TABLES}
 
 
 def rejected_alone(tarmac, line: str | bytes, expected: str) -> None:
