@@ -162,8 +162,8 @@ def run() -> NoReturn:
         status = exc.exit_code
     except click.Abort as exc:  # click's form of Ctrl-C while parsing (or printing --help)
         if not isinstance(exc.__cause__, KeyboardInterrupt):
-            raise
-        status = exits.INTERRUPTED
+            fail(exc)
+        status = exits.INTERRUPTED  # click has ended the line of the terminal's ^C
     except (Exception, KeyboardInterrupt) as exc:
         fail(exc)
     _flush_stdout()
