@@ -24,8 +24,11 @@ TIME_UNITS = ("", "clk", "ns", "ps", "cs", "cyc", "tic")
 # ISA codes follow model.Isa: A32=0, T32=1, A64=2, T32EE=3.
 MEM_X, MEM_T, MEM_L, MEM_NS = 1, 2, 4, 8
 
+# The helpers are plain compiled functions, which LLVM inlines into the scanner all the same:
+# numba's own inlining (inline="always") made the scanner's first compilation three times as long.
 
-@numba.njit(inline="always")
+
+@numba.njit(cache=True)
 def _hex(c):
     if 48 <= c <= 57:
         return c - 48
@@ -36,26 +39,26 @@ def _hex(c):
     return -1
 
 
-@numba.njit(inline="always")
+@numba.njit(cache=True)
 def _space(c):
     return c == 32 or c == 9 or c == 13
 
 
-@numba.njit(inline="always")
+@numba.njit(cache=True)
 def _skip(d, p, e):
     while p < e and _space(d[p]):
         p += 1
     return p
 
 
-@numba.njit(inline="always")
+@numba.njit(cache=True)
 def _lower(c):
     if 65 <= c <= 90:
         return c + 32
     return c
 
 
-@numba.njit(inline="always")
+@numba.njit(cache=True)
 def _unit_code(d, a, b):
     n = b - a
     if n == 2:
@@ -75,7 +78,7 @@ def _unit_code(d, a, b):
     return 0
 
 
-@numba.njit(inline="always")
+@numba.njit(cache=True)
 def _hex_run(d, q, e):
     """Up to 16 hex digits from q: (value, digit count, position after them)."""
     val = 0
@@ -87,7 +90,7 @@ def _hex_run(d, q, e):
     return val, nd, q
 
 
-@numba.njit(inline="always")
+@numba.njit(cache=True)
 def _value_token(d, q, e, colon_ok):
     """A whitespace-delimited hex value with `_` (and `:`) separators: (value, digits, end, ok)."""
     val = 0
