@@ -466,8 +466,10 @@ def _reader(isa: Isa) -> Callable[[int, int], tuple[np.ndarray, int]]:
 
     def read_chunk(records: int, count: int) -> tuple[np.ndarray, int]:
         out = np.empty((count, _O_COUNT), np.int64)
-        cut = _read_facts(records, count, int(isa), layout, classes, sizes, widths, out) if count else 0
-        return out, cut
+        if not count:
+            return out, 0
+        # records as _block passes them (uint64): one compiled version of _read_facts serves both
+        return out, _read_facts(np.uint64(records), count, int(isa), layout, classes, sizes, widths, out)
 
     return read_chunk
 
