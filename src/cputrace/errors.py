@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import unicodedata
+
+SHOWN_BYTES = 16
+"""Bytes of a binary `got` shown (in hex) in a message."""
+
 
 class CputraceError(Exception):
     """Base of the errors cputrace reports to users without a traceback."""
@@ -15,7 +20,7 @@ class TraceFormatError(CputraceError):
         path: str,
         where: str,
         expected: str,
-        got: str | None = None,
+        got: str | bytes | None = None,
     ) -> None:
         self.path = path
         self.where = where
@@ -23,9 +28,32 @@ class TraceFormatError(CputraceError):
         self.got = got
         message = f"{path}:{where}: expected {expected}"
         if got is not None:
-            shown = got if len(got) <= 120 else got[:117] + "..."
-            message += f", got {shown!r}"
+            message += f", got {shown(got)}"
         super().__init__(message)
+
+
+def shown(got: str | bytes) -> str:
+    """What a message shows of what was found: text quoted (cut at 120 characters), anything
+    binary as its first bytes in hex, never raw control characters."""
+    text = got.decode("latin-1") if isinstance(got, bytes) else got
+    if not _binary(text):
+        return repr(text if len(text) <= 120 else text[:117] + "...")
+    data = got if isinstance(got, bytes) else _bytes_of(text)
+    more = " ..." if len(data) > SHOWN_BYTES else ""
+    return f"binary data, bytes {data[:SHOWN_BYTES].hex(' ')}{more}"
+
+
+def _binary(text: str) -> bool:
+    """Control characters other than tab, bytes left undecoded, or bytes replaced in decoding."""
+    return "\ufffd" in text or any(unicodedata.category(c) in ("Cc", "Cs") and c != "\t" for c in text)
+
+
+def _bytes_of(text: str) -> bytes:
+    """The bytes a decoder read as `text`: Latin-1 when that covers it, else UTF-8 (surrogates
+    from `surrogateescape` back to their bytes; a character a decoder replaced is lost)."""
+    if all(ord(c) < 256 for c in text):
+        return text.encode("latin-1")
+    return text.encode("utf-8", "surrogateescape")
 
 
 class StoreError(CputraceError):

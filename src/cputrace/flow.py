@@ -670,8 +670,10 @@ def _gather(
         opcode[row] = program_opcode[rows[row]]
     for row in range(n):
         size[row], isa[row] = program_size[rows[row]], program_isa[rows[row]]
-    seq[:], src[:] = out[_O_SEQ, :n], out[_O_SRC, :n]
-    time[:], cycles[:] = out[_O_TIME, :n], out[_O_CYCLES, :n]
+    for row in range(n):  # loops, not slices: see isa.arm._copy_rows
+        seq[row], src[row] = out[_O_SEQ, row], out[_O_SRC, row]
+    for row in range(n):
+        time[row], cycles[row] = out[_O_TIME, row], out[_O_CYCLES, row]
     for row in range(n):
         timed[row], counted[row] = time[row] != NO_TIME, cycles[row] != NO_TIME
     outcome, cancelled = out[_O_EXEC, :n], out[_O_CANCEL, :n]

@@ -183,6 +183,13 @@ class Timeline:
 
 
 @numba.njit(cache=True, nogil=True)
+def _copy_row(source, row, target, at):
+    """target[at] = source[row], as a loop: see isa.arm._copy_rows."""
+    for column in range(source.shape[1]):
+        target[at, column] = source[row, column]
+
+
+@numba.njit(cache=True, nogil=True)
 def _timeline_block(frames, final, stack, state, opens, events):
     """The events up to the opening of the last of `frames` (and every close after it with
     `final`); returns how many.
@@ -197,14 +204,14 @@ def _timeline_block(frames, final, stack, state, opens, events):
         while top > 0 and ((last and final) or (not last and stack[top - 1, 4] <= frames[i, 0])):
             top -= 1
             opens[k] = False
-            events[k] = stack[top]
+            _copy_row(stack, top, events, k)
             events[k, 0] = stack[top, 4]
             k += 1
         if last:
             break
         opens[k] = True
-        events[k] = frames[i]
-        stack[top] = frames[i]
+        _copy_row(frames, i, events, k)
+        _copy_row(frames, i, stack, top)
         top += 1
         k += 1
     state[0] = top

@@ -53,7 +53,8 @@ def nest_block(entry_idx, end_idx, entry_time, end_time, function, end_sites, st
             if end_idx[i] > stack[p, K_END]:
                 end_idx[i] = stack[p, K_END]
                 end_time[i] = stack[p, K_END_TIME]
-                end_sites[i, :] = stack[p, K_SITES:]
+                for k in range(END_SITES):  # loops, not slices: see isa.arm._copy_rows
+                    end_sites[i, k] = stack[p, K_SITES + k]
             parent[i] = stack[p, K_ID]
             depth[i] = stack[p, K_DEPTH] + 1
             stack[p, K_SELF] -= end_idx[i] - entry_idx[i]
@@ -70,7 +71,8 @@ def nest_block(entry_idx, end_idx, entry_time, end_time, function, end_sites, st
         stack[top, K_DEPTH] = depth[i]
         stack[top, K_SELF] = end_idx[i] - entry_idx[i]
         stack[top, K_SELF_TIME] = end_time[i] - entry_time[i]
-        stack[top, K_SITES:] = end_sites[i, :]
+        for k in range(END_SITES):
+            stack[top, K_SITES + k] = end_sites[i, k]
         top += 1
     if final:
         while top > 0:

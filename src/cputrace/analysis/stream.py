@@ -8,7 +8,9 @@ skipped using the Parquet statistics of `seq`.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
@@ -82,11 +84,26 @@ def _row_groups(file: pq.ParquetFile, window: Window) -> list[int]:
     return groups
 
 
+_instructions_read: ContextVar[Callable[[int], None] | None] = ContextVar("instructions_read", default=None)
+
+
+@contextlib.contextmanager
+def reading_progress(hook: Callable[[int], None]) -> Iterator[None]:
+    """Call `hook(rows)` for every batch of instructions `read_batches` yields inside the block,
+    whichever analysis or export reads them (the command line's progress bar)."""
+    token = _instructions_read.set(hook)
+    try:
+        yield
+    finally:
+        _instructions_read.reset(token)
+
+
 def read_batches(
     trace: Trace, table: str, columns: Sequence[str], window: Window = WHOLE_TRACE, rows: int = CHUNK_ROWS
 ) -> Iterator[pa.RecordBatch]:
     """Record batches of `table` (seq order, as stored) restricted to the window, read from
     the trace's version of the store with page CRCs checked (a damaged file: StoreError)."""
+    progress = _instructions_read.get() if table == "instructions" else None
     file = trace.parquet_file(table)
     wanted = list(dict.fromkeys(["seq", *columns]))
     last = None
@@ -105,6 +122,8 @@ def read_batches(
             last = seq[-1]
         lo, hi = window.bounds(seq)
         if lo < hi:
+            if progress is not None:
+                progress(hi - lo)
             yield batch.slice(lo, hi - lo)
         if window.stop is not None and len(seq) and seq[-1] >= window.stop:
             return

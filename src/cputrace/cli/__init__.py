@@ -1,22 +1,70 @@
 """The command line: one thin layer over the library, one module per group of commands.
 
-Exit codes: 0 success, 1 bad input (the message names file, line or offset), 2 bad usage.
+Exit statuses are in `exits`. `main` imports the commands itself, so that Ctrl-C during the
+imports of start-up ends the command as quietly as Ctrl-C later on.
 """
 
 from __future__ import annotations
 
-from .common import cli
+import contextlib
+import os
+import signal
+import sys
+import threading
+from types import FrameType
+from typing import TYPE_CHECKING, Any, NoReturn
 
-cli.modules = {
-    "ingest": "ingest", "info": "store", "list": "store", "sql": "store",
-    "calls": "analysis", "profile": "analysis", "export": "export",
-    "state": "state", "diff": "diff", "coverage": "coverage",
-    "record": "record", "etm": "etm", "verify": "verify",
-}  # fmt: skip
+from . import exits
+
+if TYPE_CHECKING:
+    from .common import cli
+
+GRACE_SECONDS = 3.0
+"""After Ctrl-C, how long the command may take to stop (removing its temporary files) before
+the process exits anyway: a worker thread in the middle of a compilation does not stop."""
 
 
 def main() -> None:
-    cli(prog_name="cputrace")
+    """The `cputrace` console script and `python -m cputrace`."""
+    signal.signal(signal.SIGINT, _interrupted)
+    try:
+        from .common import run
+
+        run()
+    except KeyboardInterrupt:
+        sys.exit(exits.INTERRUPTED)
+
+
+_interrupts = 0
+
+
+def _interrupted(_signal: int, _frame: FrameType | None) -> NoReturn:
+    """Ctrl-C: stop as KeyboardInterrupt does (so temporary files go), but exit within
+    GRACE_SECONDS whatever the threads are doing, and at once on a second Ctrl-C."""
+    global _interrupts
+    _interrupts += 1
+    if _interrupts > 1:
+        _exit_now()
+    watchdog = threading.Timer(GRACE_SECONDS, _exit_now)
+    watchdog.daemon = True
+    watchdog.start()
+    raise KeyboardInterrupt
+
+
+def _exit_now() -> NoReturn:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(exits.INTERRUPTED)
+
+
+def __getattr__(name: str) -> Any:
+    """`cli`, the click group (imported on first use, see `main`)."""
+    if name != "cli":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from .common import cli
+
+    return cli
 
 
 __all__ = ["cli", "main"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 import click
@@ -16,7 +17,8 @@ from ..analysis.calltree import FRAME_SCHEMA
 from ..analysis.framestream import frame_stream
 from ..analysis.profile import TABLES as PROFILE_TABLES
 from ..analysis.profile import Profile, profile, share
-from .common import cli, json_value, open_trace_arg, write_batches, write_rows
+from ..export.output import output_path
+from .common import cli, json_value, open_trace_arg, reading_bar, write_batches, write_rows
 from .options import image_option, load_images, resolve_window, window_options
 
 _METHOD_HELP = (
@@ -139,7 +141,10 @@ def calls_cmd(
     window = resolve_window(t, window_spec)
     out = sys.stdout
     if tree:
-        with frame_stream(t, window, Method(method), image, list(cpus) or None) as frames:
+        with (
+            reading_bar([t], window),
+            frame_stream(t, window, Method(method), image, list(cpus) or None) as frames,
+        ):
             if fmt == "text":
                 _tree_text(frames.rows(), out)
             elif fmt == "csv":
@@ -147,7 +152,8 @@ def calls_cmd(
             else:
                 _tree_json(frames.rows(), out)
         return
-    result = CallSums.for_trace(t, window, Method(method), image, list(cpus) or None)
+    with reading_bar([t], window):
+        result = CallSums.for_trace(t, window, Method(method), image, list(cpus) or None)
     functions = result.functions()
     if fmt == "text":
         unit = (t.manifest.get("time") or {}).get("unit")
@@ -184,6 +190,21 @@ def _with_shares(name: str, table: pa.Table, result: Profile) -> pa.Table:
     return shared
 
 
+def _plot_file(_ctx: click.Context, _param: click.Parameter, path: str | None) -> str | None:
+    """--plot's file, checked before any work: matplotlib is there and can write its format."""
+    if path is None:
+        return None
+    try:
+        from matplotlib.backend_bases import FigureCanvasBase
+    except ImportError:
+        raise click.BadParameter("needs matplotlib, the plot extra: pip install 'cputrace[plot]'") from None
+    formats = FigureCanvasBase.get_supported_filetypes()
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if suffix and suffix not in formats:
+        raise click.BadParameter(f"{path}: matplotlib writes {', '.join(sorted(formats))}, not {suffix}")
+    return path
+
+
 @cli.command("profile")
 @click.argument("trace")
 @image_option
@@ -200,7 +221,9 @@ def _with_shares(name: str, table: pa.Table, result: Profile) -> pa.Table:
 @click.option(
     "--plot",
     type=click.Path(dir_okay=False),
-    help="Also draw time per function and execution over time (.png/.svg).",
+    callback=_plot_file,
+    help="Also draw time per function and execution over time to this file (.png, .svg, .pdf); "
+    "needs matplotlib, the plot extra: pip install 'cputrace[plot]'.",
 )
 def profile_cmd(
     trace: str, images: tuple[str, ...], method: str, window_spec: tuple, tables: tuple[str, ...], top: int,
@@ -212,7 +235,8 @@ def profile_cmd(
     t = open_trace_arg(trace)
     image = load_images(images)
     window = resolve_window(t, window_spec)
-    result = profile(t, window, image, Method(method), heat=plot is not None)
+    with reading_bar([t], window):
+        result = profile(t, window, image, Method(method), heat=plot is not None)
     chosen = list(tables) or (["functions"] if fmt == "csv" else list(PROFILE_TABLES))
     out = sys.stdout
     if fmt == "csv":
@@ -234,5 +258,6 @@ def profile_cmd(
     if plot is not None:
         from ..analysis.plot import plot_profile
 
-        plot_profile(result, plot, title=t.path.name, unit=(t.manifest.get("time") or {}).get("unit"))
+        with output_path(plot) as staged:
+            plot_profile(result, staged, title=t.path.name, unit=(t.manifest.get("time") or {}).get("unit"))
         click.echo(f"wrote {plot}", err=True)

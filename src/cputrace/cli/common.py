@@ -1,4 +1,4 @@
-"""What every command shares: the group, error handling, progress, opening a trace, row output."""
+"""What every command shares: the group, exit statuses, progress, opening a trace, row output."""
 
 from __future__ import annotations
 
@@ -6,21 +6,27 @@ import contextlib
 import csv
 import importlib
 import json
+import os
 import sys
-from collections.abc import Iterable, Iterator
+import traceback
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from .. import __version__
 from ..errors import CputraceError
 from ..inputs import Fingerprint
+from . import exits
+from .examples import examples_epilog, with_examples
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from ..analysis.stream import Window
     from ..ingest import ProgressHook
     from ..trace import Trace
 
@@ -44,6 +50,48 @@ def progress(total: int, label: str) -> Iterator[ProgressHook | None]:
         yield lambda n: bar.advance(task, n)
 
 
+@contextlib.contextmanager
+def reading_bar(traces: Sequence[Trace], window: Window | None = None) -> Iterator[None]:
+    """A progress bar of the instructions that analyses and exports read inside the block (a new
+    pass over them starts it again), on a terminal; nothing when stderr is piped.
+
+    It appears with the first instructions read: work that reads none (a DuckDB copy) shows none.
+    """
+    if not sys.stderr.isatty():
+        yield
+        return
+    from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
+
+    from ..analysis.stream import reading_progress
+
+    total = sum(_instructions_in(t, window) for t in traces)
+    count = TextColumn("{task.completed:,.0f}/{task.total:,.0f} instructions")
+    bar = Progress("reading", BarColumn(), count, TimeRemainingColumn(), console=err, transient=True)
+    task: TaskID | None = None
+
+    def advance(rows: int) -> None:
+        nonlocal task
+        if task is None:
+            bar.start()
+            task = bar.add_task("reading", total=total)
+        elif bar.tasks[0].completed + rows > total:
+            bar.reset(task)
+        bar.advance(task, rows)
+
+    try:
+        with reading_progress(advance):
+            yield
+    finally:
+        bar.stop()
+
+
+def _instructions_in(trace: Trace, window: Window | None) -> int:
+    if window is None or (window.start, window.stop) == (None, None):
+        return int(trace.manifest["counts"]["instructions"])
+    counted = trace.sql(f"SELECT count(*) AS n FROM instructions WHERE {window.sql()}")
+    return int(counted.column("n")[0].as_py())
+
+
 def open_trace_arg(trace: str) -> Trace:
     """A store, or a raw input ingested (once) into its cached store."""
     from ..trace import Trace
@@ -59,13 +107,19 @@ def open_trace_arg(trace: str) -> Trace:
 
 
 class _Group(click.Group):
-    """The command group: reports CputraceError as exit 1, and imports command modules lazily.
+    """The command group: imports command modules lazily, and ends a failed command with the exit
+    status that says why (see `fail`).
 
     `modules` maps each command to the module that defines it, so a command pays only for
     the imports it needs (start-up matters for short commands).
     """
 
-    modules: ClassVar[dict[str, str]] = {}
+    modules: ClassVar[dict[str, str]] = {
+        "ingest": "ingest", "info": "store", "list": "store", "sql": "store",
+        "calls": "analysis", "profile": "analysis", "export": "export",
+        "state": "state", "diff": "diff", "coverage": "coverage",
+        "record": "record", "etm": "etm", "verify": "verify",
+    }  # fmt: skip
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*self.modules, *self.commands})
@@ -73,33 +127,115 @@ class _Group(click.Group):
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in self.commands and name in self.modules:
             importlib.import_module(f"{__package__}.{self.modules[name]}")
-        return super().get_command(ctx, name)
+        command = super().get_command(ctx, name)
+        return with_examples(command, name) if command is not None else None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except CputraceError as exc:
-            err.print(f"[red]error:[/red] {exc}", markup=True)
-            sys.exit(1)
-        except Exception as exc:
-            duckdb = sys.modules.get("duckdb")  # only a command that imported DuckDB can raise its errors
-            if duckdb is None or not isinstance(exc, duckdb.Error):
-                raise
-            err.print(f"[red]error:[/red] SQL: {exc}", markup=True)
-            sys.exit(2)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except (Exception, KeyboardInterrupt) as exc:
+            fail(exc)
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=_Group, context_settings={"help_option_names": ["-h", "--help"]}, epilog=examples_epilog("")
+)
 @click.version_option(__version__, prog_name="cputrace")
 def cli() -> None:
     """Read processor instruction traces into one queryable execution history."""
+    if "numba" in sys.modules:  # the command compiles nothing otherwise (ingest sees to itself)
+        from .compiling import explain_compiling
+
+        explain_compiling()
+
+
+def run() -> NoReturn:
+    """The command line of this process, ended with the exit status that says how it went."""
+    try:
+        status = cli.main(prog_name="cputrace", standalone_mode=False)
+    except SystemExit as exc:  # a command's own status (diff --exit-code), or `fail`'s
+        status = exc.code
+    except click.ClickException as exc:
+        exc.show()
+        status = exc.exit_code
+    except click.Abort as exc:  # click's form of Ctrl-C while parsing (or printing --help)
+        if not isinstance(exc.__cause__, KeyboardInterrupt):
+            fail(exc)
+        status = exits.INTERRUPTED  # click has ended the line of the terminal's ^C
+    except (Exception, KeyboardInterrupt) as exc:
+        fail(exc)
+    _flush_stdout()
+    sys.exit(status)
+
+
+def fail(exc: BaseException) -> NoReturn:
+    """Exit for an exception that ended a command: bad input and failed file operations 1 (the
+    message names the file), bad SQL 2, Ctrl-C 130, a closed stdout 141 (quietly), and
+    anything else 70, a bug, in one line (CPUTRACE_DEBUG=1 adds the traceback)."""
+    status = exits.INTERNAL
+    duckdb = sys.modules.get("duckdb")  # only a command that imported DuckDB can raise its errors
+    if isinstance(exc, KeyboardInterrupt):
+        if sys.stderr.isatty():
+            sys.stderr.write("\n")  # ends the line of the terminal's ^C
+        status = exits.INTERRUPTED
+    elif isinstance(exc, BrokenPipeError):
+        status = exits.BROKEN_PIPE
+    elif isinstance(exc, CputraceError):
+        status = _error(str(exc), exits.BAD_INPUT)
+    elif isinstance(exc, OSError):
+        status = _error(os_error_text(exc), exits.BAD_INPUT)
+    elif duckdb is not None and isinstance(exc, duckdb.IOException):
+        status = _error(str(exc), exits.BAD_INPUT)
+    elif duckdb is not None and isinstance(exc, duckdb.Error):
+        status = _error(f"SQL: {exc}", exits.USAGE)
+    else:
+        if os.environ.get("CPUTRACE_DEBUG"):
+            traceback.print_exception(exc)
+        err.print(
+            f"[red]internal error[/red] (a bug in cputrace): {escape(f'{type(exc).__name__}: {exc}')}; "
+            "run again with CPUTRACE_DEBUG=1 for the traceback",
+            markup=True,
+        )
+    _flush_stdout()
+    sys.exit(status)
+
+
+def _error(message: str, status: int) -> int:
+    err.print(f"[red]error:[/red] {escape(message)}", markup=True)
+    return status
+
+
+def os_error_text(exc: OSError) -> str:
+    """`PATH: reason` (both paths of a rename or copy), or the reason alone when it names no file."""
+    reason = exc.strerror or str(exc)
+    paths = [os.fsdecode(p) if isinstance(p, bytes) else str(p) for p in (exc.filename, exc.filename2)
+             if p is not None]  # fmt: skip
+    return f"{' -> '.join(paths)}: {reason}" if paths else reason
+
+
+def _flush_stdout() -> None:
+    """Flush what is left for stdout; if its reader went away (or it cannot take more), drop it.
+
+    Standard output then points at the null device, so the flush at exit is quiet too.
+    """
+    try:
+        sys.stdout.flush()
+    except OSError:
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def plain(value: Any) -> str:
+    """A cell of csv (and of text tables): empty for null, bytes in hex, booleans as `true`/`false`
+    (as DuckDB's and Arrow's csv writers have them)."""
     if value is None:
         return ""
     if isinstance(value, bytes):
         return value.hex()
+    if isinstance(value, bool):
+        return "true" if value else "false"
     return str(value)
 
 

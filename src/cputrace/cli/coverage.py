@@ -12,9 +12,10 @@ from rich.table import Table
 from ..analysis.coverage import LISTING, Coverage, compute_coverage, listing_beside
 from ..export.cobertura import write_cobertura
 from ..export.lcov import write_lcov
+from ..export.output import output_file
 from ..image import parse_image_spec
 from ..model import Isa
-from .common import cli, err, open_trace_arg
+from .common import cli, err, open_trace_arg, reading_bar
 from .options import load_images, resolve_window, window_options
 from .params import NUMBER
 
@@ -98,25 +99,28 @@ def coverage_cmd(
     reports = [p for p in (lcov_path, cobertura_path) if p]
     listing = listing_path or (str(listing_beside(reports[0])) if reports else LISTING)
     t = open_trace_arg(trace)
-    coverage = compute_coverage(
-        t,
-        image,
-        image_name=parse_image_spec(images[0])[0].name,
-        address_range=address_range,
-        default_isa=Isa[isa] if isa else None,
-        cpus=set(cpus) or None,
-        window=resolve_window(t, window_spec),
-        listing=listing,
-    )
+    window = resolve_window(t, window_spec)
+    with reading_bar([t], window):
+        coverage = compute_coverage(
+            t,
+            image,
+            image_name=parse_image_spec(images[0])[0].name,
+            address_range=address_range,
+            default_isa=Isa[isa] if isa else None,
+            cpus=set(cpus) or None,
+            window=window,
+            listing=listing,
+        )
     if coverage.listing and reports:
-        Path(coverage.listing).write_text(coverage.listing_text())
+        with output_file(coverage.listing) as out:
+            out.write(coverage.listing_text())
         err.print(f"wrote {coverage.listing} (object-code listing for code without DWARF lines)")
     if lcov_path:
-        with open(lcov_path, "w") as out:
+        with output_file(lcov_path) as out:
             write_lcov(coverage, out, Path(trace).name)
         err.print(f"wrote {lcov_path}")
     if cobertura_path:
-        with open(cobertura_path, "wb") as out:
+        with output_file(cobertura_path, "wb") as out:
             write_cobertura(coverage, out)
         err.print(f"wrote {cobertura_path}")
     _print_coverage(coverage, Console(file=sys.stdout, highlight=False), functions)

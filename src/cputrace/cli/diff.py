@@ -11,7 +11,7 @@ import click
 
 from ..analysis.diff import KINDS, DiffOptions, Divergence, diff_traces, instruction_rows, neighbours
 from ..trace import Trace
-from .common import cli, open_trace_arg
+from .common import cli, open_trace_arg, reading_bar
 
 
 def _value(value: int | None) -> str:
@@ -112,7 +112,7 @@ def diff_cmd(
     exit_code: bool,
     fmt: str,
 ) -> None:
-    """Compare two traces of the same program (e.g. RTL against a model), core by core.
+    """Compare two traces of the same program core by core, such as RTL against a model.
 
     The instruction streams are aligned by pc and resynchronised after a divergence; paired
     instructions are compared on opcode, executed flag, time and the register and memory
@@ -120,7 +120,8 @@ def diff_cmd(
     """
     a, b = open_trace_arg(trace_a), open_trace_arg(trace_b)
     options = DiffOptions(tuple(ignore_registers), ignore_time, window)
-    result = diff_traces(a, b, options, limit)
+    with reading_bar([a, b]):
+        result = diff_traces(a, b, options, limit)
     if fmt == "json":
         body = {
             "a": {"store": str(a.path), "instructions": result.a_instructions},

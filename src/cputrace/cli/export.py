@@ -10,7 +10,7 @@ from ..analysis.calls import Method
 from ..export.calldata import CLOCKS
 from ..export.registry import EXPORTERS, ExportRequest
 from .analysis import method_option
-from .common import cli, open_trace_arg
+from .common import cli, open_trace_arg, reading_bar
 from .options import image_option, load_images, resolve_window, window_options
 
 
@@ -56,5 +56,6 @@ def export_cmd(
         clock=clock,
         method=Method(method),
     )
-    exporter.load()(request)
+    with reading_bar([t], request.window):
+        exporter.write(request)
     click.echo(f"{output}: {fmt}, {Path(output).stat().st_size:,} bytes", err=True)

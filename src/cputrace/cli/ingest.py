@@ -9,6 +9,7 @@ from ..formats import FORMATS
 from ..ingest import ingest
 from ..inputs import Fingerprint
 from .common import cli, err, progress
+from .compiling import explain_compiling
 from .etmoptions import etm_input_options, etm_options
 
 
@@ -49,6 +50,7 @@ def ingest_cmd(
             raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--option")
         options[key.strip()] = value.strip()
     total = sum(Fingerprint.of(p).size for p in inputs)
+    explain_compiling()  # the decoders are about to import numba
 
     def said_format(path: str, name: str) -> None:
         how = "given" if fmt else "sniffed"

@@ -2,11 +2,13 @@
 
 Writers are imported only when used, so listing them costs nothing. To add one, write a
 function `write_x(request: ExportRequest) -> None` that streams to `request.output`, and add
-an `Exporter` entry to EXPORTERS below.
+an `Exporter` entry to EXPORTERS below. `Exporter.write` runs it on a temporary file that
+replaces the target only once it is complete (`output.output_path`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +18,7 @@ from ..analysis.calls import Method
 from ..analysis.stream import WHOLE_TRACE, Window
 from ..image import Image
 from ..trace import Trace
+from .output import output_path
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,12 @@ class ExportRequest:
     table: str | None = None  # csv/parquet: which table
     clock: str | None = None  # call-based exports: "time" or "insns" (None: time when the trace has it)
     method: Method = Method.AUTO  # call detection
+    target: Path | None = None  # the file `output` becomes, when that is a temporary file
+
+    @property
+    def destination(self) -> Path:
+        """The file the export ends up in: what names the files written beside it."""
+        return self.target or self.output
 
 
 @dataclass(frozen=True)
@@ -41,6 +50,11 @@ class Exporter:
 
     def load(self) -> Callable[[ExportRequest], None]:
         return getattr(importlib.import_module(self.module), self.function)
+
+    def write(self, request: ExportRequest) -> None:
+        """The export of `request`, whole or not at all: an existing file is replaced only on success."""
+        with output_path(request.output) as staged:
+            self.load()(dataclasses.replace(request, output=staged, target=request.output))
 
 
 EXPORTERS: dict[str, Exporter] = {

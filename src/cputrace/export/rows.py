@@ -8,6 +8,12 @@ computed first; they are as large as the program, not the trace.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import re
+
+import duckdb
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
@@ -61,7 +67,21 @@ def _copy_model_table(request: ExportRequest, name: str, options: str) -> None:
     source = str(request.trace.file(name)).replace("'", "''")
     target = str(request.output).replace("'", "''")
     query = f"SELECT {', '.join(columns)} FROM read_parquet('{source}') WHERE {request.window.sql()}"
-    request.trace.db.execute(f"COPY ({query}) TO '{target}' ({options})")
+    try:
+        request.trace.db.execute(f"COPY ({query}) TO '{target}' ({options})")
+    except duckdb.IOException as exc:
+        raise _copy_error(exc, request) from None
+
+
+def _copy_error(exc: duckdb.IOException, request: ExportRequest) -> Exception:
+    """DuckDB's I/O error as an OSError naming the target when it carries an errno (as a JSON
+    detail); otherwise its text, with the file written (perhaps a temporary one) named as the target."""
+    detail = re.search(r"\{.*\}", str(exc))
+    with contextlib.suppress(ValueError, TypeError, KeyError):
+        number = int(json.loads(detail.group())["errno"]) if detail else None
+        if number:
+            return OSError(number, os.strerror(number), str(request.destination))
+    return CputraceError(str(exc).replace(str(request.output), str(request.destination)))
 
 
 def write_csv(request: ExportRequest) -> None:

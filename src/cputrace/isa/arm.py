@@ -466,8 +466,10 @@ def _reader(isa: Isa) -> Callable[[int, int], tuple[np.ndarray, int]]:
 
     def read_chunk(records: int, count: int) -> tuple[np.ndarray, int]:
         out = np.empty((count, _O_COUNT), np.int64)
-        cut = _read_facts(records, count, int(isa), layout, classes, sizes, widths, out) if count else 0
-        return out, cut
+        if not count:
+            return out, 0
+        # records as _block passes them (uint64): one compiled version of _read_facts serves both
+        return out, _read_facts(np.uint64(records), count, int(isa), layout, classes, sizes, widths, out)
 
     return read_chunk
 
@@ -553,11 +555,21 @@ def _block(entry, code, address, isa, layout, classes, sizes, widths, keys, valu
 
 
 @numba.njit(cache=True, nogil=True)
+def _copy_rows(source, first, count, target, at):
+    """target[at : at + count] = source[first : first + count, :C_COUNT], as a loop: numba (0.68)
+    compiles the shape check of an array-to-array slice assignment into error-message
+    formatting that costs seconds of the first run."""
+    for i in range(count):
+        for column in range(C_COUNT):
+            target[at + i, column] = source[first + i, column]
+
+
+@numba.njit(cache=True, nogil=True)
 def _keep(run, count, keys, values, isa, before, through_conditional, out):
     """Copy the first `count` rows of `run` to out[before:] up to where the block ends (ends.end_in)."""
     known = holds(keys, values, run[:count, C_ADDRESS], isa)
     kept, why, at = end_in(run[:count, C_FACTS], known, before, through_conditional)
-    out[before : before + kept] = run[:kept, :C_COUNT]
+    _copy_rows(run, 0, kept, out, before)
     return kept, why, at
 
 
@@ -565,7 +577,7 @@ def _keep(run, count, keys, values, isa, before, through_conditional, out):
 def _leave(run, used, count, out, at):
     """Copy the rows of `run` after the first `used` (of `count`) to out[at:]; how many."""
     left = count - used
-    out[at : at + left] = run[used:count, :C_COUNT]
+    _copy_rows(run, used, left, out, at)
     return left
 
 

@@ -619,7 +619,7 @@ def _decode(data, offsets, base, final, cfg, st, out):
     n = len(data)
     cap = len(out)
     mode = 1 if cfg[C_CYCLE_ACCURATE] else 0
-    i = 0
+    i = np.int64(0)  # not the literal 0: numba would compile _packet for it as well as for int64
     k = 0
     while i < n and k + 2 <= cap:
         if not st[S_SYNCED]:

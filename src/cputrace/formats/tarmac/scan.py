@@ -31,8 +31,11 @@ TIME_UNITS = ("", "clk", "ns", "ps", "cs", "cyc", "tic")
 # ISA codes follow model.Isa: A32=0, T32=1, A64=2, T32EE=3.
 MEM_X, MEM_T, MEM_L, MEM_NS = 1, 2, 4, 8
 
+# The helpers are plain compiled functions, which LLVM inlines into the scanner all the same:
+# numba's own inlining (inline="always") made the scanner's first compilation three times as long.
 
-@numba.njit(inline="always")
+
+@numba.njit(cache=True)
 def _hex(c):
     if 48 <= c <= 57:
         return c - 48
@@ -43,26 +46,26 @@ def _hex(c):
     return -1
 
 
-@numba.njit(inline="always")
+@numba.njit(cache=True)
 def _space(c):
     return c == 32 or c == 9 or c == 13
 
 
-@numba.njit(inline="always")
+@numba.njit(cache=True)
 def _skip(d, p, e):
     while p < e and _space(d[p]):
         p += 1
     return p
 
 
-@numba.njit(inline="always")
+@numba.njit(cache=True)
 def _lower(c):
     if 65 <= c <= 90:
         return c + 32
     return c
 
 
-@numba.njit(inline="always")
+@numba.njit(cache=True)
 def _unit_code(d, a, b):
     n = b - a
     if n == 2:
@@ -82,7 +85,7 @@ def _unit_code(d, a, b):
     return 0
 
 
-@numba.njit(inline="always")
+@numba.njit(cache=True)
 def _hex_run(d, q, e):
     """Up to 16 hex digits from q: (value, digit count, position after them)."""
     val = 0
@@ -94,7 +97,7 @@ def _hex_run(d, q, e):
     return val, nd, q
 
 
-@numba.njit(inline="always")
+@numba.njit(cache=True)
 def _hex_digits_end(d, q, e):
     """Past 1 to 16 hex digits from q, or -1 if there are none or more."""
     q0 = q
@@ -103,7 +106,7 @@ def _hex_digits_end(d, q, e):
     return q if 0 < q - q0 <= 16 else -1
 
 
-@numba.njit(inline="always")
+@numba.njit(cache=True)
 def _address_end(d, q, e):
     """Past an address's `_NS`/`_S` security suffix, if it has one."""
     if q + 3 <= e and d[q] == 95 and d[q + 1] == 78 and d[q + 2] == 83:  # _NS
@@ -113,7 +116,7 @@ def _address_end(d, q, e):
     return q
 
 
-@numba.njit(inline="always")
+@numba.njit(cache=True)
 def _ascii(d, a, b):
     """Whether bytes a..b are all ASCII (string fields stay valid UTF-8)."""
     k = a
@@ -122,7 +125,7 @@ def _ascii(d, a, b):
     return k == b
 
 
-@numba.njit(inline="always")
+@numba.njit(cache=True)
 def _value_token(d, q, e, colon_ok):
     """A whitespace-delimited hex value with `_` (and `:`) separators: (value, digits, end, ok)."""
     val = 0

@@ -1,0 +1,66 @@
+"""Output files written whole or not at all: to a temporary file beside the target, renamed over it.
+
+An export that fails or is interrupted (a full disk, a bug, Ctrl-C) leaves the target as it
+was, never an empty or partial file, and takes its temporary file with it. Every file a
+command writes with -o goes through here. Targets that are not regular files (/dev/stdout,
+a named pipe) are written directly: nothing can be renamed over them, and they hold nothing
+to lose.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+_WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+"""Errors of writing to an open file, which name no file: they are the output's."""
+
+
+@contextlib.contextmanager
+def output_path(target: str | os.PathLike[str]) -> Iterator[Path]:
+    """A path to write the output to; it becomes `target` when the block ends without an error.
+
+    Errors name `target`, not the temporary file. An existing target keeps its permissions,
+    and one that is not writable is refused, as opening it for writing would be.
+    """
+    target = Path(target)
+    staged = None
+    try:
+        if target.exists() and not target.is_file():
+            yield target
+            return
+        real = Path(os.path.realpath(target))  # through a symbolic link: the link stays
+        if real.exists() and not os.access(real, os.W_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(target))
+        staged = real.with_name(f".{real.name}.tmp-{uuid.uuid4().hex[:8]}{real.suffix}")
+        yield staged
+        if real.exists():
+            shutil.copymode(real, staged)
+        os.replace(staged, real)
+    except BaseException as exc:
+        if staged is not None:
+            with contextlib.suppress(OSError):  # not made, or a file system that refuses even that
+                staged.unlink()
+        if isinstance(exc, OSError) and _about_output(exc, staged):
+            reason = os.strerror(exc.errno) if exc.errno else exc.strerror  # not pyarrow's long text
+            raise OSError(exc.errno, reason, str(target)) from exc
+        raise
+
+
+def _about_output(exc: OSError, staged: Path | None) -> bool:
+    if exc.filename is None:
+        return exc.errno in _WRITE_ERRORS
+    return isinstance(exc.filename, str | bytes) and os.fsdecode(exc.filename) == str(staged)
+
+
+@contextlib.contextmanager
+def output_file(target: str | os.PathLike[str], mode: str = "w", **options: Any) -> Iterator[IO[Any]]:
+    """`open(target, mode, **options)` for writing, through `output_path`."""
+    with output_path(target) as path, open(path, mode, **options) as out:
+        yield out
