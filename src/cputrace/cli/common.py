@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .. import __version__
-from ..errors import CputraceError
+from ..errors import CputraceError, UsageError
 from ..inputs import Fingerprint
 from . import exits
 from .examples import examples_epilog, with_examples
@@ -172,8 +172,9 @@ def run() -> NoReturn:
 
 def fail(exc: BaseException) -> NoReturn:
     """Exit for an exception that ended a command: bad input and failed file operations 1 (the
-    message names the file), bad SQL 2, Ctrl-C 130, a closed stdout 141 (quietly), and
-    anything else 70, a bug, in one line (CPUTRACE_DEBUG=1 adds the traceback)."""
+    message names the file), bad usage the library finds (UsageError) and bad SQL 2, Ctrl-C
+    130, a closed stdout 141 (quietly), and anything else 70, a bug, in one line
+    (CPUTRACE_DEBUG=1 adds the traceback)."""
     status = exits.INTERNAL
     duckdb = sys.modules.get("duckdb")  # only a command that imported DuckDB can raise its errors
     if isinstance(exc, KeyboardInterrupt):
@@ -182,6 +183,8 @@ def fail(exc: BaseException) -> NoReturn:
         status = exits.INTERRUPTED
     elif isinstance(exc, BrokenPipeError):
         status = exits.BROKEN_PIPE
+    elif isinstance(exc, UsageError):
+        status = _error(str(exc), exits.USAGE)
     elif isinstance(exc, CputraceError):
         status = _error(str(exc), exits.BAD_INPUT)
     elif isinstance(exc, OSError):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from ..errors import UsageError
 from ..formats import FORMATS
 from ..ingest import ingest
 from ..inputs import Fingerprint
@@ -56,14 +55,11 @@ def ingest_cmd(
         how = "given" if fmt else "sniffed"
         err.print(f"{path}: format {name} ({how})")
 
-    try:
-        with progress(total, "ingesting") as hook:
-            result = ingest(
-                inputs, output, format=fmt, strict=strict, options=options, progress=hook,
-                on_format=said_format,
-            )  # fmt: skip
-    except UsageError as exc:
-        raise click.BadParameter(str(exc), param_hint="-o/--output") from None
+    with progress(total, "ingesting") as hook:
+        result = ingest(
+            inputs, output, format=fmt, strict=strict, options=options, progress=hook,
+            on_format=said_format,
+        )  # fmt: skip
     m = result.manifest
     counts = m["counts"]
     click.echo(
