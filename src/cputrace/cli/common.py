@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from .. import __version__
-from ..errors import CputraceError
+from ..errors import CputraceError, UsageError
 from ..inputs import Fingerprint
 
 if TYPE_CHECKING:
@@ -59,7 +60,8 @@ def open_trace_arg(trace: str) -> Trace:
 
 
 class _Group(click.Group):
-    """The command group: reports CputraceError as exit 1, and imports command modules lazily.
+    """The command group: reports CputraceError as exit 1 (UsageError 2), and imports command
+    modules lazily.
 
     `modules` maps each command to the module that defines it, so a command pays only for
     the imports it needs (start-up matters for short commands).
@@ -78,14 +80,17 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except UsageError as exc:
+            err.print(f"[red]error:[/red] {escape(str(exc))}", markup=True)
+            sys.exit(2)
         except CputraceError as exc:
-            err.print(f"[red]error:[/red] {exc}", markup=True)
+            err.print(f"[red]error:[/red] {escape(str(exc))}", markup=True)
             sys.exit(1)
         except Exception as exc:
             duckdb = sys.modules.get("duckdb")  # only a command that imported DuckDB can raise its errors
             if duckdb is None or not isinstance(exc, duckdb.Error):
                 raise
-            err.print(f"[red]error:[/red] SQL: {exc}", markup=True)
+            err.print(f"[red]error:[/red] SQL: {escape(str(exc))}", markup=True)
             sys.exit(2)
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from ..errors import UsageError
 from ..formats import FORMATS
 from ..ingest import ingest
 from ..inputs import Fingerprint
@@ -52,16 +51,13 @@ def ingest_cmd(
 
     def said_format(path: str, name: str) -> None:
         how = "given" if fmt else "sniffed"
-        err.print(f"{path}: format {name} ({how})")
+        err.print(f"{path}: format {name} ({how})", markup=False)
 
-    try:
-        with progress(total, "ingesting") as hook:
-            result = ingest(
-                inputs, output, format=fmt, strict=strict, options=options, progress=hook,
-                on_format=said_format,
-            )  # fmt: skip
-    except UsageError as exc:
-        raise click.BadParameter(str(exc), param_hint="-o/--output") from None
+    with progress(total, "ingesting") as hook:  # an unusable -o or --option value: UsageError, exit 2
+        result = ingest(
+            inputs, output, format=fmt, strict=strict, options=options, progress=hook,
+            on_format=said_format,
+        )  # fmt: skip
     m = result.manifest
     counts = m["counts"]
     click.echo(
@@ -71,6 +67,6 @@ def ingest_cmd(
     )
     warnings = m["warnings"]
     if warnings["count"]:
-        err.print(f"{warnings['count']:,} records kept as text events with warnings, e.g.:")
+        err.print(f"{warnings['count']:,} records kept as text events with warnings, e.g.:", markup=False)
         for sample in warnings["samples"][:5]:
-            err.print(f"  {sample}")
+            err.print(f"  {sample}", markup=False)
