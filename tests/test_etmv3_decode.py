@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import lzma
 import random
+import re
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from ds5_listing import read_ds5_listing
@@ -22,7 +24,7 @@ from paths import DATA
 
 import cputrace
 from cputrace.cli import cli
-from cputrace.errors import TraceFormatError
+from cputrace.errors import TraceFormatError, UsageError
 from cputrace.flow import Op
 from cputrace.formats.base import DecodeContext
 from cputrace.formats.etmv3 import capture
@@ -38,7 +40,7 @@ from cputrace.ingest import ingest
 from cputrace.isa import BlockCache
 from cputrace.model import SCHEMAS, TABLES, Flag, Isa
 from cputrace.record import record
-from cputrace.store import STORED_SCHEMAS
+from cputrace.store import STORED_SCHEMAS, table_path
 
 TC2 = DATA / "etmv3" / "tc2"
 CORPUS = Path(__file__).parent / "corpus"
@@ -143,6 +145,7 @@ def test_a_snapshot_without_its_memory_dump_is_a_clear_error(tmp_path: Path) -> 
     shutil.copytree(TC2, snapshot, ignore=shutil.ignore_patterns("kernel_dump.bin*"))
     result = CliRunner().invoke(cli, ["ingest", str(snapshot / "snapshot.ini"), "-o", str(tmp_path / "s")])
     assert result.exit_code == 1 and "kernel_dump.bin: cannot read" in result.stderr
+    assert re.search(r"cpu_\d\.ini:11: dump of kernel_dump\.bin at 0xc0008000: ", result.stderr)  # its lister
     assert not (tmp_path / "s").exists()
 
 
@@ -152,6 +155,52 @@ def test_the_snapshot_as_shipped_reads_its_compressed_dump(tc2_store: cputrace.T
     assert not (TC2 / "kernel_dump.bin").exists()
     shipped = cputrace.Trace(ingest([TC2 / "snapshot.ini"], tmp_path / "s.ctrace", strict=True).store)
     assert shipped.instructions.equals(tc2_store.instructions)
+
+
+def test_the_source_option_is_read_as_a_number_in_any_base(tc2_store: cputrace.Trace, tmp_path: Path) -> None:
+    """`--option source=0x11` (a string) picks the source `--source 0x11` does; a value that is no
+    trace ID is bad usage naming the option (it was a ValueError from a format code)."""
+    given = ingest([TC2 / "snapshot.ini"], tmp_path / "s.ctrace", options={"source": "0x11"})
+    picked = cputrace.Trace(given.store).sql("SELECT pc, cpu FROM instructions ORDER BY seq").to_pylist()
+    cpus = {r["cpu"] for r in picked}
+    assert len(cpus) == 1 and picked == tc2_store.sql(
+        f"SELECT pc, cpu FROM instructions WHERE cpu = {cpus.pop()} ORDER BY seq"
+    ).to_pylist()
+    with pytest.raises(UsageError, match=r"^option source: expected a number, got 'none'$"):
+        ingest([TC2 / "snapshot.ini"], tmp_path / "t.ctrace", options={"source": "none"})
+    args = ["ingest", str(TC2 / "snapshot.ini"), "--option", "source=none", "-o", str(tmp_path / "t.ctrace")]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2 and "option source: expected a number, got 'none'" in result.stderr
+    assert not (tmp_path / "t.ctrace").exists()
+
+
+@pytest.mark.parametrize("cut", [None, 8192])
+def test_a_bare_buffer_decodes_every_source_in_one_seq_order(
+    tc2: Path, tc2_store: cputrace.Trace, tmp_path: Path, cut: int | None
+) -> None:
+    """The TC2 buffer given bare, without `source`: instructions stored numbered 0, 1, 2, ...
+    across the switches between trace IDs (they were stored out of order at one: fuzz crasher
+    etmv3-3362fc3ef7a5, the buffer's first 8 KiB), every other table in seq order, and each
+    ETMv3 source's instructions those of the snapshot's decode."""
+    buffer = tmp_path / "cstrace.bin"
+    buffer.write_bytes((tc2 / "cstrace.bin").read_bytes()[:cut])
+    options = {"etmcr": "0x10001860", "etmidr": "0x410CF250", "etmccer": "0x344008F2",
+               "images": [f"{tc2 / 'kernel_dump.bin'}@0xC0008000"]}  # fmt: skip
+    store = ingest([buffer], tmp_path / "s.ctrace", format="etmv3", options=options).store
+    seq = pq.read_table(table_path(store, "instructions"), columns=["seq"]).column("seq").to_numpy()
+    assert np.array_equal(seq, np.arange(len(seq))) and len(seq) > 1000
+    for table in ("registers", "memory", "events"):  # at most the seq the next instruction would have
+        rows = pq.read_table(table_path(store, table), columns=["seq"]).column("seq").to_numpy()
+        assert np.all(np.diff(rows) >= 0) and np.all(rows <= len(seq)), table
+    if cut is None:
+        t = cputrace.Trace(store)
+        bare = [_pcs(t, cpu) for cpu in (0x10, 0x11, 0x12)]  # a bare buffer's core number is its trace ID
+        cpus = tc2_store.sql("SELECT DISTINCT cpu FROM instructions ORDER BY cpu").column("cpu").to_pylist()
+        assert sorted(bare) == sorted(_pcs(tc2_store, cpu) for cpu in cpus)
+
+
+def _pcs(trace: cputrace.Trace, cpu: int) -> list[int]:
+    return trace.sql(f"SELECT pc FROM instructions WHERE cpu = {cpu} ORDER BY seq").column("pc").to_pylist()
 
 
 # --- recorded runs, encoded ----------------------------------------------------------------------

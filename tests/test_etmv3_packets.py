@@ -7,6 +7,7 @@ import contextlib
 import json
 import lzma
 import random
+import re
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 from paths import DATA
 
 from cputrace.cli import cli
-from cputrace.errors import CputraceError
+from cputrace.errors import CputraceError, TraceFormatError, UsageError
 from cputrace.formats import sniff
 from cputrace.formats.etmv3.capture import PacketReader, open_captures
 from cputrace.formats.etmv3.config import EtmConfig, bare_buffer_settings
@@ -27,6 +28,7 @@ from cputrace.formats.etmv3.protocol import ErrorReason, Flag, Kind
 from cputrace.model import Isa
 
 TC2 = DATA / "etmv3" / "tc2"  # a copy of ../shared/data/tc2-etmv3 (see its NOTICE)
+BUFFER = TC2 / "cstrace.bin"
 ISAS = {"A32": Isa.A32, "T32": Isa.T32, "T32EE": Isa.T32EE, "Jazelle": Isa.JAZELLE}
 
 
@@ -441,51 +443,75 @@ def test_config_from_tc2_registers() -> None:
     assert (config.alt_branch, config.data_value, config.data_address, config.virtualization) == (
         False, False, False, True,
     )  # fmt: skip
-    with pytest.raises(CputraceError, match="not an ETMv3"):
+    with pytest.raises(CputraceError, match="ETMIDR 0x411CF312: expected an ETMv3 ETMIDR"):
         EtmConfig(0x10001000, 0x411CF312)  # the PTM of the same board
+    with pytest.raises(CputraceError, match=r"ETMCR=-0x1: expected a 32-bit register value"):
+        EtmConfig(-1)
 
 
 def test_bare_buffer_settings(tmp_path: Path) -> None:
     ini = tmp_path / "etm.ini"
     ini.write_text("[etm]\netmcr = 0x10001860   ; cycle-accurate\netmidr=0x410CF250\ntrace_id=0x11\n")
-    settings = bare_buffer_settings({"etm_config": str(ini), "etmccer": 0x344008F2})
+    settings = bare_buffer_settings(BUFFER, {"etm_config": str(ini), "etmccer": 0x344008F2})
     assert settings.config == EtmConfig(0x10001860, 0x410CF250, 0x344008F2, 0x11)
     as_json = tmp_path / "etm.json"
     as_json.write_text('{"etmcr": "0x1000", "format": "source_data"}')
-    settings = bare_buffer_settings({"etm_config": str(as_json), "source": 0x12})
+    settings = bare_buffer_settings(BUFFER, {"etm_config": str(as_json), "source": 0x12})
     assert (settings.config.etmcr, settings.config.trace_id, settings.layout) == (0x1000, 0x12, "source_data")
-    device = bare_buffer_settings({"etm_config": str(TC2 / "device_6.ini")})
+    device = bare_buffer_settings(BUFFER, {"etm_config": str(TC2 / "device_6.ini")})
     assert device.config == EtmConfig(0x10001860, 0x410CF250, 0x344008F2, 0x11)
-    with pytest.raises(CputraceError, match="needs the ETM's registers"):
-        bare_buffer_settings({})
+    with pytest.raises(CputraceError, match=r"cstrace\.bin: a bare ETMv3 buffer needs the ETM's registers"):
+        bare_buffer_settings(BUFFER, {})
     as_json.write_text('{"etmcr": 1, "colour": "red"}')
     with pytest.raises(CputraceError, match="unknown ETM settings colour"):
-        bare_buffer_settings({"etm_config": str(as_json)})
+        bare_buffer_settings(BUFFER, {"etm_config": str(as_json)})
+
+
+ETMCR = {"etmcr": 0x1000}
+TOO_BIG = "expected a number from 0 to 0xffffffff"
 
 
 @pytest.mark.parametrize(
     ("settings", "error"),
     [
-        ({"etmcr": -1}, r"options: etmcr: -1 is out of range \(expected 0x0 to 0xFFFFFFFF\)"),
-        ({"etmcr": 1 << 40}, r"etmcr: 1099511627776 is out of range"),
-        ({"etmcr": 0x1000, "etmidr": "0x1410CF250"}, r"etmidr: '0x1410CF250' is out of range"),
-        ({"etmcr": 0x1000, "source": 0x90}, r"trace ID: 144 is out of range \(expected 0x1 to 0x6F\)"),
-        ({"etmcr": 0x1000, "source": 0}, r"trace ID: 0 is out of range"),
+        ({"etmcr": -1}, rf"option etmcr: {TOO_BIG}, got -1$"),
+        ({"etmcr": 1 << 40}, rf"option etmcr: {TOO_BIG}, got 1099511627776"),
+        ({**ETMCR, "etmidr": "0x1410CF250"}, rf"option etmidr: {TOO_BIG}, got '0x1410CF250'"),
+        ({**ETMCR, "etmidr": "-1"}, rf"option etmidr: {TOO_BIG}, got '-1'"),
+        ({**ETMCR, "etmidr": "0x411CF312"}, r"option etmidr: expected an ETMv3 ETMIDR .*'0x411CF312'"),
+        ({**ETMCR, "source": 0x90}, r"option source: expected a trace ID from 0x01 to 0x6F, got 144"),
+        ({**ETMCR, "source": 0}, r"option source: expected a trace ID from 0x01 to 0x6F, got 0"),
+        ({**ETMCR, "source": ""}, r"option source: expected a number, got ''"),
+        ({**ETMCR, "source": "none"}, r"option source: expected a number, got 'none'"),
+        ({**ETMCR, "buffer_format": "etb"}, r"option buffer_format: expected one of coresight, .*'etb'"),
+        ({**ETMCR, "etm_config": "0xfffffffffffffffff"},
+         r"option etm_config: expected an ETM configuration file \(ini or JSON\), got '0xfffffffffffffffff'"),
+    ],
+)  # fmt: skip
+def test_bad_bare_buffer_options_are_usage_errors_naming_the_option(settings: dict, error: str) -> None:
+    """An option's value is range-checked where it is read, and a bad one is bad usage naming the
+    option as the user wrote it (`source`, not the trace ID it stands for), never a value
+    masked or wrapped silently."""
+    with pytest.raises(UsageError, match=error):
+        bare_buffer_settings(BUFFER, settings)
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ('{"etmcr": 123456789012345678901234567890}', r"etmcr: expected a 32-bit register value"),
+        ('{"etmcr": 1, "etmidr": "0x411CF312"}', r"etmidr: expected an ETMv3 ETMIDR .*'0x411CF312'"),
+        ('{"etmcr": 1, "trace_id": 0}', r"trace_id: expected a trace ID from 0x01 to 0x6F, got '0'"),
+        ('{"etmcr": 1, "format": "etb"}', r"format: expected one of coresight, .*'etb'"),
     ],
 )
-def test_bare_buffer_registers_are_range_checked(settings: dict, error: str) -> None:
-    """Registers are 32 bits and a trace ID 0x01-0x6F: nothing is masked or wrapped silently."""
-    with pytest.raises(CputraceError, match=error):
-        bare_buffer_settings(settings)
-
-
-def test_a_config_file_number_out_of_range_names_the_file(tmp_path: Path) -> None:
+def test_a_bad_config_file_value_is_bad_input_naming_the_file_and_key(
+    tmp_path: Path, text: str, error: str
+) -> None:
     path = tmp_path / "etm.json"
-    path.write_text('{"etmcr": 123456789012345678901234567890}')
-    with pytest.raises(CputraceError, match=rf"{path}: etmcr: .* is out of range"):
-        bare_buffer_settings({"etm_config": str(path)})
-    with pytest.raises(CputraceError, match=r"ETMCR=-0x1: expected a 32-bit register value"):
-        EtmConfig(-1)
+    path.write_text(text)
+    with pytest.raises(TraceFormatError, match=re.escape(f"{path}:") + error):
+        bare_buffer_settings(BUFFER, {"etm_config": str(path)})
 
 
 @settings(max_examples=150, deadline=None)
@@ -502,7 +528,7 @@ def test_any_config_file_is_read_or_refused_clearly(
     path = tmp_path_factory.mktemp("cfg") / "etm.cfg"
     path.write_text(text, encoding="utf-8")
     with contextlib.suppress(CputraceError):
-        bare_buffer_settings({"etm_config": str(path)})
+        bare_buffer_settings(BUFFER, {"etm_config": str(path)})
 
 
 def test_sniffing() -> None:
@@ -572,8 +598,13 @@ def test_cli_packets_bad_input(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "PTM_0 (PTM1.1), not ETMv3" in result.stderr
     result = runner.invoke(cli, ["etm", "packets", str(TC2 / "cstrace.bin")])
     assert result.exit_code == 1 and "--etmcr" in result.stderr
+    assert f"error: {TC2 / 'cstrace.bin'}: a bare ETMv3 buffer needs" in result.stderr  # names the buffer
     result = runner.invoke(cli, ["etm", "packets", str(TC2), "--etmcr", "0x1000"])
-    assert result.exit_code == 1 and "bare buffers only" in result.stderr
+    assert result.exit_code == 2 and "option etmcr: bare buffers only" in result.stderr
     result = runner.invoke(cli, ["etm", "packets", str(TC2), "--source", "sixteen"])
     assert result.exit_code == 2
+    for args in ([str(TC2)], [str(TC2 / "cstrace.bin"), "--etmcr", "0x1000"]):  # no source has ID 0x90
+        result = runner.invoke(cli, ["etm", "packets", *args, "--source", "0x90"])
+        assert result.exit_code == 2, result.output
+        assert "option source: expected a trace ID from 0x01 to 0x6F, got 144" in result.stderr
 

@@ -647,9 +647,9 @@ def test_snapshot_dump_sections(tmp_path: Path) -> None:
     )
     entries = read_dump_entries(ini)
     assert entries == [
-        DumpEntry("low.bin", 0x1000, 0x10, 0x20),
-        DumpEntry("sub/high.bin", 0x80000000, None, 0),
-        DumpEntry("low.bin", 0x1000, 0, 0),
+        DumpEntry("low.bin", 0x1000, 0x10, 0x20, 8),
+        DumpEntry("sub/high.bin", 0x80000000, None, 0, 15),
+        DumpEntry("low.bin", 0x1000, 0, 0, 19),
     ]
     image = load_snapshot_dumps(ini, entries)
     assert image.read(0x1000, 0x10) == bytes(range(0x20, 0x30))
@@ -661,17 +661,35 @@ def test_snapshot_dump_sections(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        ("[dump]\nfile=low.bin\naddress=zero\n", r"cpu\.ini:3: address=zero is not a number"),
+        ("[dump]\nfile=low.bin\naddress=zero\n", r"cpu\.ini:3: expected address= an address from 0 to "
+         r"0xffffffffffffffff, got 'zero'"),
+        ("[dump]\nfile=low.bin\naddress=0x10000000000000000\n", r"cpu\.ini:3: expected address= an address"),
+        ("[dump]\nfile=low.bin\naddress=0\nlength=-5\n", r"cpu\.ini:4: expected length= a byte count from 0 "
+         r"to 0x10000000000000000, got '-5'"),
+        ("[dump]\nfile=low.bin\naddress=0\noffset=-4\n", r"cpu\.ini:4: expected offset= a file offset from 0 "
+         r"to 0x7fffffffffffffff, got '-4'"),
+        ("[dump]\nfile=low.bin\naddress=0\noffset=1" + "0" * 5000 + "\n", r"cpu\.ini:4: expected offset="),
+        ("[dump]\nfile=low.bin\naddress=0xfffffffffffffff0\nlength=0x20\n",
+         r"cpu\.ini:4: expected length= at most 0x10 \(a dump ends by address 2\*\*64\), got '0x20'"),
+        ("[dump]\nfile=low.bin\naddress=0xffffffffffffff00\noffset=0x10\nlength=0x100\n",
+         r"cpu\.ini:1: dump of low\.bin at 0xffffffffffffff00: .*asked for 0x100 bytes at file offset 0x10"),
+        ("[dump]\nfile=low.bin\naddress=0xffffffffffffff10\n",
+         r"cpu\.ini:1: dump of low\.bin at 0xffffffffffffff10: its 0x100 bytes end past address 0x1"),
+        ("[dump]\nfile=low\0.bin\naddress=0\n", r"cpu\.ini:2: expected text, got a NUL byte"),
+        ("[dump]\nfile=" + "x" * 5000 + "\naddress=0\n", r"cpu\.ini:1: dump of x+ at 0x0: .*: cannot read"),
+        ("[dump]\nfile=/\naddress=0\n", r"cpu\.ini:1: dump of / at 0x0: /: cannot read"),
         ("[dump]\nfile=low.bin\n", r"cpu\.ini:1: \[dump\] needs both file= and address="),
         ("[dump]\nnonsense line\n", r"cpu\.ini:2: expected \[section\] or key=value"),
-        ("[dump]\nfile=gone.bin\naddress=0\n", r"cpu\.ini: dump at 0x0: .*gone\.bin: cannot read"),
+        ("[dump]\nfile=gone.bin\naddress=0\n", r"cpu\.ini:1: dump of gone\.bin at 0x0: .*gone\.bin: cannot "),
         (
             "[dump]\nfile=low.bin\naddress=0x10\nlength=0x200\n",
-            r"cpu\.ini: dump at 0x10: .*low\.bin: asked for 0x200 bytes .* has 0x100 bytes",
+            r"cpu\.ini:1: dump of low\.bin at 0x10: .*low\.bin: asked for 0x200 bytes .* has 0x100 bytes",
         ),
     ],
 )
 def test_snapshot_errors(tmp_path: Path, body: str, message: str) -> None:
+    """Each a clear ImageError naming the device file, the line and what was expected (a negative
+    length or offset, an address over 64 bits and a NUL byte were accepted or crashed before)."""
     (tmp_path / "low.bin").write_bytes(bytes(256))
     ini = tmp_path / "cpu.ini"
     ini.write_text(body)
@@ -719,14 +737,14 @@ def test_bad_compressed_dumps_are_errors(tmp_path: Path, packed: bytes, length: 
     (tmp_path / "low.bin.xz").write_bytes(packed)
     ini = tmp_path / "cpu.ini"
     ini.write_text(f"[dump]\nfile=low.bin\naddress=0x10\nlength={length}\n")
-    with pytest.raises(ImageError, match=r"cpu\.ini: dump at 0x10: .*" + message):
+    with pytest.raises(ImageError, match=r"cpu\.ini:1: dump of low\.bin at 0x10: .*" + message):
         load_snapshot_device(ini)
 
 
 def test_real_tc2_snapshot_device() -> None:
     ini = shared("tc2-etmv3", "cpu_0.ini")
     entries = read_dump_entries(ini)
-    assert entries == [DumpEntry("kernel_dump.bin", 0xC0008000, 0x50000, 0)]
+    assert entries == [DumpEntry("kernel_dump.bin", 0xC0008000, 0x50000, 0, 11)]
     image = load_snapshot_dumps(ini, entries)
     assert image.regions[0].end == 0xC0058000
     assert image.read(0xC002115C, 2) == bytes.fromhex("6369")  # LDR r3,[r4,#0x14] = 0x6963

@@ -229,7 +229,17 @@ def test_vector_options_are_numbers_in_any_base_and_bad_ones_are_clear_errors(tm
     ok = runner.invoke(cli, [*given, "vbar=0x8800", "-o", str(tmp_path / "a")])
     assert ok.exit_code == 0, ok.output
     bad = runner.invoke(cli, [*given, "vector_base=high", "-o", str(tmp_path / "b")])
-    assert bad.exit_code == 1 and "vector_base" in bad.output and "Traceback" not in bad.output
+    assert bad.exit_code == 2 and "vector_base" in bad.output and "Traceback" not in bad.output
+    for value, expected in [
+        ("0x1ffffffffffffffff", "a number from 0 to 0xffffffffffffffff"),
+        ("-0x800", "a number from 0 to 0xffffffffffffffff"),
+        ("0xfffffffffffffff0", "a 2 KiB-aligned address (VBAR bits 10:0 are 0)"),
+    ]:
+        bad = runner.invoke(cli, [*given, f"vbar={value}", "-o", str(tmp_path / "c")])
+        assert bad.exit_code == 2, bad.output
+        assert f"option vbar: expected {expected}, got '{value}'" in bad.output
+    bad = runner.invoke(cli, [*given, "vector_base=0x1ffffffffffffffff", "-o", str(tmp_path / "d")])
+    assert bad.exit_code == 2 and "option vector_base: expected a number from 0 to 0xffffffff" in bad.output
 
 
 def test_multi_core_flow_trace_walks_each_core_in_one_seq_order(tmp_path: Path) -> None:

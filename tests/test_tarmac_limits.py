@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 
 from cputrace import inputs
-from cputrace.errors import CputraceError, TraceFormatError
+from cputrace.cli import cli
+from cputrace.errors import CputraceError, TraceFormatError, UsageError
 from cputrace.model import TABLES
 from cputrace.store import table_path
 
@@ -371,3 +373,36 @@ def test_flow_only_trace_without_image_is_an_error_with_strict(tarmac) -> None:
 def test_flow_records_beside_instructions_need_no_image(tarmac) -> None:
     result = tarmac(f"1 clk {INSN}\n" + FLOW, strict=True)
     assert result.manifest["warnings"]["count"] == 0
+
+
+# --- options ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "allowed"),
+    [
+        ("default_isa", "0xfffffffffffffffff", "one of A32, T32, A64, SPARC"),
+        ("default_isa", "T32EE", "one of A32, T32, A64, SPARC"),
+        ("default_isa", "", "one of A32, T32, A64, SPARC"),
+        ("byte_order", "middle", "one of little, big"),
+    ],
+)
+def test_a_bad_option_value_is_bad_usage_naming_option_value_and_what_is_allowed(
+    tarmac, tmp_path: Path, option: str, value: str, allowed: str
+) -> None:
+    """A UsageError (exit 2 on the command line), not a KeyError from the ISA table."""
+    with pytest.raises(UsageError) as error:
+        tarmac(INSN, options={option: value})
+    assert str(error.value) == f"option {option}: expected {allowed}, got {value!r}"
+    path = tmp_path / "t.tarmac"
+    args = ["ingest", str(path), "--option", f"{option}={value}", "-o", str(tmp_path / "o")]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2 and f"option {option}: expected {allowed}" in result.output, result.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_option_choices_are_read_in_any_case(tarmac) -> None:
+    """`default_isa=a64` is A64 (as `--default-isa A64`), `byte_order=BIG` big-endian."""
+    line = "1 clk cpu0 IT (1) 00008000 d503201f svc_s : NOP"  # no ISA letter: the default ISA
+    result = tarmac(line, options={"default_isa": "a64", "byte_order": "BIG"}, strict=True)
+    assert [r["isa"] for r in tables(result.store)["instructions"]] == ["A64"]

@@ -16,7 +16,7 @@ from xscale_encoder import Buffer, Truth, as_openocd, as_text, covered, encode, 
 
 import cputrace
 from cputrace.cli import cli
-from cputrace.errors import CputraceError, TraceFormatError
+from cputrace.errors import CputraceError, TraceFormatError, UsageError
 from cputrace.formats import sniff
 from cputrace.formats.base import DecodeContext
 from cputrace.formats.xscale.buffers import TraceBuffer, Unread, read_buffers
@@ -273,7 +273,10 @@ def test_the_cli_takes_decoder_options(armv5, tmp_path) -> None:
     entry = trace.sql("SELECT value FROM events WHERE name = 'debug_entry'").to_pylist()
     assert entry == [{"value": buffer.pc}]
     assert CliRunner().invoke(cli, [*args, "--option", "high_vectors"]).exit_code == 2
-    assert CliRunner().invoke(cli, [*args, "--option", "high_vectors=perhaps"]).exit_code == 1
+    perhaps = CliRunner().invoke(cli, [*args, "--option", "high_vectors=perhaps"])
+    assert perhaps.exit_code == 2, perhaps.output  # bad usage, as a bad value of any option is
+    expected = "true or false (yes/no, on/off, 1/0)"
+    assert f"option high_vectors: expected {expected}, got 'perhaps'" in perhaps.output
 
 
 def test_without_an_image_the_error_says_to_give_one(armv5, tmp_path) -> None:
@@ -463,11 +466,23 @@ def test_wrapped_buffers_of_a_thumb_program_give_the_tail_of_the_run(thumb5, tmp
 def test_register_options_must_fit_32_bits(tmp_path, option, value) -> None:
     raw = tmp_path / "buffer.bin"
     raw.write_bytes(bytes([0x80, 0x81]))
-    with pytest.raises(CputraceError, match=f"option {option}: expected a number from 0 to 0xffffffff"):
+    with pytest.raises(UsageError, match=f"option {option}: expected a number from 0 to 0xffffffff"):
         decode(raw, ARMV5, **{option: value})
     args = ["ingest", str(raw), "--format", "xscale", "--image", str(ARMV5), "-o", str(tmp_path / "s.ctrace")]
     result = CliRunner().invoke(cli, [*args, "--option", f"{option}={value}"])
-    assert result.exit_code == 1 and f"option {option}" in result.output and "Traceback" not in result.output
+    assert result.exit_code == 2 and f"option {option}" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("xscale_input", "trace32"), ("xscale_input", ""), ("xscale_pc", "pc")]
+)
+def test_other_bad_option_values_are_usage_errors(tmp_path, option, value) -> None:
+    raw = tmp_path / "buffer.bin"
+    raw.write_bytes(bytes([0x80, 0x81]))
+    with pytest.raises(UsageError, match=f"option {option}: expected .*, got '{value}'$"):
+        decode(raw, ARMV5, **{option: value})
+    upper, lower = decode(raw, ARMV5, xscale_input="RAW"), decode(raw, ARMV5, xscale_input="raw")
+    assert upper["events"].equals(lower["events"])  # a form is named in any case
 
 
 def test_a_text_buffer_with_a_bad_line_is_read_around_it(armv5, tmp_path) -> None:

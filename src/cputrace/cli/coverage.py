@@ -114,13 +114,14 @@ def coverage_cmd(
     if coverage.listing and reports:
         with output_file(coverage.listing) as out:
             out.write(coverage.listing_text())
-        err.print(f"wrote {coverage.listing} (object-code listing for code without DWARF lines)")
+        listed = f"wrote {coverage.listing} (object-code listing for code without DWARF lines)"
+        err.print(listed, markup=False)
     if lcov_path:
         with output_file(lcov_path) as out:
             write_lcov(coverage, out, Path(trace).name)
-        err.print(f"wrote {lcov_path}")
+        err.print(f"wrote {lcov_path}", markup=False)
     if cobertura_path:
         with output_file(cobertura_path, "wb") as out:
             write_cobertura(coverage, out)
-        err.print(f"wrote {cobertura_path}")
-    _print_coverage(coverage, Console(file=sys.stdout, highlight=False), functions)
+        err.print(f"wrote {cobertura_path}", markup=False)
+    _print_coverage(coverage, Console(file=sys.stdout, highlight=False, markup=False), functions)

@@ -52,7 +52,7 @@ def packets_cmd(input_path: str, limit: int | None, fmt: str, **etm: Any) -> Non
         stats = None
         for single in split_sources(capture):
             source = single.sources[0]
-            err.print(f"{capture.path.name}: {_about(source)}")
+            err.print(f"{capture.path.name}: {_about(source)}", markup=False)
             reader = PacketReader(single)
             for _, batch in reader:
                 for index in range(len(batch)):
@@ -93,6 +93,7 @@ def _report(capture: Capture, stats: FrameStats | None) -> None:
         err.print(
             f"{capture.path.name}: {stats.dropped_bytes} bytes outside any source (null ID, or before the "
             f"first ID), {stats.broken_frames} frames cut by a sync, {stats.trailing_bytes} bytes of an "
-            "unfinished last frame"
+            "unfinished last frame",
+            markup=False,
         )
 

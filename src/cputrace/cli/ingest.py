@@ -53,7 +53,7 @@ def ingest_cmd(
 
     def said_format(path: str, name: str) -> None:
         how = "given" if fmt else "sniffed"
-        err.print(f"{path}: format {name} ({how})")
+        err.print(f"{path}: format {name} ({how})", markup=False)
 
     with progress(total, "ingesting") as hook:
         result = ingest(
@@ -69,6 +69,6 @@ def ingest_cmd(
     )
     warnings = m["warnings"]
     if warnings["count"]:
-        err.print(f"{warnings['count']:,} records kept as text events with warnings, e.g.:")
+        err.print(f"{warnings['count']:,} records kept as text events with warnings, e.g.:", markup=False)
         for sample in warnings["samples"][:5]:
-            err.print(f"  {sample}")
+            err.print(f"  {sample}", markup=False)

@@ -124,7 +124,7 @@ def sql_cmd(trace: str, query: str, fmt: str) -> None:
         view = Table(*table.column_names)
         for row in table.to_pylist():
             view.add_row(*(plain(v) for v in row.values()))
-        Console(file=out, highlight=False).print(view)
+        Console(file=out, highlight=False, markup=False).print(view)  # cells are data, not markup
     elif fmt == "csv":
         write_rows(table, "csv", out)
     else:

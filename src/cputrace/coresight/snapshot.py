@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..errors import CputraceError, TraceFormatError
 from ..image import Image, load_snapshot_device
+from ..image.files import names_a_file
 from ..image.snapshot import read_ini_sections
 from .sniff import LAYOUTS
 
@@ -109,7 +110,7 @@ class Snapshot:
             if buffer.format not in LAYOUTS:
                 expected = f"format= {', '.join(LAYOUTS[:-1])} or {LAYOUTS[-1]}"
                 raise TraceFormatError(buffer.ini, str(buffer.format_line), expected, buffer.format)
-            if not buffer.path.is_file():
+            if not names_a_file(buffer.path):
                 expected = f"file= naming the buffer's file ({buffer.path} is not a file)"
                 raise TraceFormatError(buffer.ini, str(buffer.file_line), expected, buffer.path.name)
         return buffer
@@ -157,6 +158,15 @@ def read_device(path: Path) -> Device:
     )
 
 
+def _listed_file(ini: Path, key: str, line: int, name: str) -> Path:
+    """The file `key=name` on `line` of `ini` names, beside it; an error naming the line when
+    there is no such file."""
+    path = ini.parent / name
+    if not names_a_file(path):
+        raise TraceFormatError(str(ini), str(line), f"{key}= naming a file in {ini.parent}", name)
+    return path
+
+
 def _need(path: Path, keys: dict[str, str], key: str, section: str) -> str:
     if key not in keys:
         raise CputraceError(f"{path}: [{section}] has no {key}=")
@@ -172,11 +182,12 @@ def read_snapshot(path: str | os.PathLike[str]) -> Snapshot:
         raise CputraceError(f"{path}: no snapshot.ini here")
     sections = read_ini_sections(path)
     folder = path.parent
-    devices = tuple(read_device(folder / file) for file in _section(sections, "device_list").values())
-    metadata = _section(sections, "trace").get("metadata")
+    listed = _numbered_section(sections, "device_list")[1]
+    devices = tuple(read_device(_listed_file(path, key, line, file)) for key, (line, file) in listed.items())
+    metadata = _numbered_section(sections, "trace")[1].get("metadata")
     if metadata is None:
         return Snapshot(path, devices, (), {}, {})
-    trace_ini = folder / metadata
+    trace_ini = _listed_file(path, "metadata", *metadata)
     trace = read_ini_sections(trace_ini)
     listed = _need(trace_ini, _section(trace, "trace_buffers"), "buffers", "trace_buffers")
     buffers = []

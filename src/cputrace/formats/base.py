@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import pyarrow as pa
 
-from ..errors import CputraceError, TraceFormatError
+from ..errors import CputraceError, TraceFormatError, UsageError
 from ..inputs import InputFile
 
 if TYPE_CHECKING:
@@ -68,35 +68,60 @@ class Decoder(Protocol):
         ...
 
 
-def option_number(options: dict[str, Any], name: str, *, bits: int | None = None) -> int | None:
+def option_error(name: str, value: Any, expected: str) -> UsageError:
+    """The error for a decoder option given a value it cannot take: bad usage (exit 2 on the
+    command line), naming the option, the value given and what is allowed."""
+    return UsageError(f"option {name}: expected {expected}, got {value!r}")
+
+
+def option_number(options: Mapping[str, Any], name: str, *, bits: int | None = None) -> int | None:
     """A numeric decoder option: an int, or a string in any base Python reads (0x...); with
     `bits`, one that fits in that many bits (0 to 2**bits - 1)."""
     value = options.get(name)
     if value is None:
         return None
-    try:
-        number = value if isinstance(value, int) else int(str(value), 0)
-    except ValueError:
-        raise CputraceError(f"option {name}: expected a number, got {value!r}") from None
+    expected = "a number" if bits is None else f"a number from 0 to {(1 << bits) - 1:#x}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    else:
+        try:
+            number = int(str(value).strip(), 0)
+        except ValueError:  # not a number, or one of over 4,300 digits
+            raise option_error(name, value, expected) from None
     if bits is not None and not 0 <= number < 1 << bits:
-        raise CputraceError(f"option {name}: expected a number from 0 to {(1 << bits) - 1:#x}, got {value!r}")
+        raise option_error(name, value, expected)
     return number
 
 
-def option_flag(options: dict[str, Any], name: str) -> bool:
+def option_flag(options: Mapping[str, Any], name: str) -> bool:
     """A yes/no decoder option: a bool, or true/false, yes/no, on/off, 1/0."""
     value = options.get(name)
     if value is None or isinstance(value, bool):
         return bool(value)
-    text = str(value).lower()
+    text = str(value).strip().lower()
     if text in ("1", "true", "yes", "on"):
         return True
     if text in ("0", "false", "no", "off"):
         return False
-    raise CputraceError(f"option {name}: expected true or false, got {value!r}")
+    raise option_error(name, value, "true or false (yes/no, on/off, 1/0)")
 
 
-def arm_vector_base(options: dict[str, Any]) -> int:
+def option_choice(
+    options: Mapping[str, Any], name: str, choices: Sequence[str], default: str | None
+) -> str | None:
+    """A decoder option that names one of `choices` (in any case), as it is spelled there;
+    `default` when the option is not given."""
+    value = options.get(name)
+    if value is None:
+        return default
+    wanted = str(value).strip().lower()
+    for choice in choices:
+        if choice.lower() == wanted:
+            return choice
+    raise option_error(name, value, f"one of {', '.join(choices)}")
+
+
+def arm_vector_base(options: Mapping[str, Any]) -> int:
     """Where ARM exception vectors are: `vector_base`, else high (0xFFFF0000) or low (0)."""
     base = option_number(options, "vector_base", bits=32)
     if base is not None:

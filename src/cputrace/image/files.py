@@ -15,6 +15,14 @@ COMPRESSED_SUFFIXES = (".xz", ".gz", ".zst", ".bz2")
 _BLOCK = 1 << 20
 
 
+def names_a_file(path: Path) -> bool:
+    """Whether `path` is a file; False too for a name no file can have (too long, a NUL byte)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def _span(path: Path, size: int, offset: int, length: int | None) -> int:
     """How many bytes [offset, offset+length) asks for (to the end when length is None)."""
     wanted = size - offset if length is None else length
@@ -46,10 +54,10 @@ def map_or_decompress(path: Path, offset: int = 0, length: int | None = None) ->
     """`map_file(path, offset, length)`; or, when `path` is missing and a compressed copy is
     beside it (`NAME.xz`, `.gz`, `.zst`, `.bz2`: data shipped compressed to save space), the
     same bytes of that copy's content, decompressed into memory."""
-    if not path.exists():
+    if not names_a_file(path) and path.name:  # a name (not "/") that may have compressed copies
         for suffix in COMPRESSED_SUFFIXES:
             packed = path.with_name(path.name + suffix)
-            if packed.is_file():
+            if names_a_file(packed):
                 return _decompressed(packed, offset, length)
     return map_file(path, offset, length)
 

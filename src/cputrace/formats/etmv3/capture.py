@@ -25,9 +25,9 @@ import numpy as np
 from ...coresight.frames import Deformatter, FrameStats
 from ...coresight.snapshot import SNAPSHOT_INI, Device, Snapshot, read_snapshot
 from ...coresight.sniff import is_snapshot_ini, sniff_layout
-from ...errors import CputraceError
+from ...errors import CputraceError, UsageError
 from ...inputs import InputFile, read_exactly
-from .config import TRACE_IDS, EtmConfig, bare_buffer_settings
+from .config import TRACE_IDS, EtmConfig, bare_buffer_settings, source_option
 from .packets import PacketDecoder, Packets
 
 CHUNK_BYTES = 4 << 20
@@ -76,9 +76,9 @@ def open_captures(path: str | os.PathLike[str], options: Mapping[str, Any] | Non
     if is_snapshot(path):
         given = [name for name in REGISTER_OPTIONS if options.get(name) is not None]
         if given:
-            dropped = ", ".join(given)
-            raise CputraceError(f"{path}: a snapshot gives the ETM registers; {dropped}: bare buffers only")
-        return _snapshot_captures(read_snapshot(path), options.get("source"))
+            dropped = ", ".join(f"option {name}" for name in given)
+            raise UsageError(f"{path}: a snapshot gives the ETM registers; {dropped}: bare buffers only")
+        return _snapshot_captures(read_snapshot(path), source_option(options))
     return [_bare_capture(Path(path), options)]
 
 
@@ -124,13 +124,18 @@ def _unknown_source(snapshot: Snapshot, wanted: int | None, found: list[tuple[De
 
 
 def _bare_capture(path: Path, options: Mapping[str, Any]) -> Capture:
-    settings = bare_buffer_settings(options)
+    settings = bare_buffer_settings(path, options)
     layout = settings.layout or sniff_layout(InputFile(path).head(64))
     config = settings.config
     if layout == "source_data":
         return Capture(path, layout, [EtmSource(config, None, 0, "-")])
     if config.trace_id is None:
         return Capture(path, layout, [], any_source=config)
+    if config.trace_id not in TRACE_IDS:  # only a configuration file's ETMTRACEIDR can give one
+        raise CputraceError(
+            f"{settings.config_file}: etmtraceidr gives trace ID 0x{config.trace_id:02x}, which no source's "
+            f"bytes in {path.name} can have (expected 0x01 to 0x6F)"
+        )
     trace_id = config.trace_id
     return Capture(path, layout, [EtmSource(config, trace_id, trace_id, f"0x{trace_id:02x}")])
 

@@ -28,8 +28,9 @@ import numpy as np
 
 from ...coresight.snapshot import Device
 from ...coresight.sniff import LAYOUTS
-from ...errors import CputraceError
+from ...errors import CputraceError, TraceFormatError
 from ...image.snapshot import read_ini_sections
+from ..base import option_choice, option_error, option_number
 
 DEFAULT_ETMIDR = 0x4100F250
 DEFAULT_ETMCCER = 0x10000000
@@ -46,6 +47,21 @@ CONFIG_SIZE = 11
 
 _REGISTER_KEYS = ("etmcr", "etmidr", "etmccer")
 _FILE_KEYS = frozenset({*_REGISTER_KEYS, "trace_id", "etmtraceidr", "format", "core"})
+
+ETMV3_ID = f"an ETMv3 ETMIDR (major version field, bits 11:8, {ETMV3_MAJOR}; PTM, ETMv4 need other decoders)"
+"""What an ETMIDR must be for this decoder, as error messages say it."""
+_TRACE_ID = f"a trace ID from 0x{TRACE_IDS[0]:02X} to 0x{TRACE_IDS[-1]:02X}"
+_REGISTER = f"a 32-bit register value (0 to 0x{MAX_REGISTER:X})"
+
+
+def is_etmv3(etmidr: int) -> bool:
+    """Whether an ETMIDR names an ETMv3 (its major version field, bits 11:8)."""
+    return (etmidr >> 8) & 0xF == ETMV3_MAJOR
+
+
+def _check_register(value: int, name: str, where: str = "") -> None:
+    if not 0 <= value <= MAX_REGISTER:
+        raise CputraceError(f"{where}{name}={value:#x}: expected {_REGISTER}")
 
 
 def _bit(value: int, n: int) -> bool:
@@ -67,12 +83,8 @@ class EtmConfig:
             _check_register(getattr(self, name), name.upper())
         if self.trace_id is not None and not 0 <= self.trace_id <= 0x7F:
             raise CputraceError(f"trace ID {self.trace_id}: expected 0x00 to 0x7F")
-        major = (self.etmidr >> 8) & 0xF
-        if major != ETMV3_MAJOR:
-            raise CputraceError(
-                f"ETMIDR 0x{self.etmidr:08X} is not an ETMv3 (major version field {major}, expected "
-                f"{ETMV3_MAJOR}); PTM and ETMv4 streams need their own decoders"
-            )
+        if not is_etmv3(self.etmidr):
+            raise CputraceError(f"ETMIDR 0x{self.etmidr:08X}: expected {ETMV3_ID}")
 
     @property
     def version(self) -> str:
@@ -174,6 +186,8 @@ class EtmConfig:
         for name in ("ETMCR", "ETMIDR", "ETMCCER", "ETMTRACEIDR"):
             if name in regs:
                 _check_register(regs[name], name, f"{device.path}: [regs] ")
+        if not is_etmv3(regs.get("ETMIDR", DEFAULT_ETMIDR)):
+            raise TraceFormatError(str(device.path), "[regs] ETMIDR", ETMV3_ID, f"0x{regs['ETMIDR']:08X}")
         return cls(
             regs["ETMCR"],
             regs.get("ETMIDR", DEFAULT_ETMIDR),
@@ -189,27 +203,40 @@ class BareBufferSettings:
 
     config: EtmConfig
     layout: str | None  # None: sniff it
+    config_file: str | None = None  # the file `etm_config` named, if any (for messages)
 
 
-def _check_register(value: int, name: str, where: str = "") -> None:
-    if not 0 <= value <= MAX_REGISTER:
-        expected = f"a 32-bit register value (0 to 0x{MAX_REGISTER:X})"
-        raise CputraceError(f"{where}{name}={value:#x}: expected {expected}")
+def source_option(options: Mapping[str, Any]) -> int | None:
+    """The `source` option: the trace ID of the one source to decode (None: every source)."""
+    trace_id = option_number(options, "source")
+    if trace_id is not None and trace_id not in TRACE_IDS:
+        raise option_error("source", options["source"], _TRACE_ID)
+    return trace_id
 
 
-def _number(value: Any, where: str, allowed: range = range(MAX_REGISTER + 1)) -> int:
-    """A number from a setting (an int, or text in any base Python reads), within `allowed`."""
+def _config_file_option(options: Mapping[str, Any]) -> Path | None:
+    """The file the `etm_config` option names (checked to be one), or None."""
+    value = options.get("etm_config")
+    if value is None:
+        return None
+    path = Path(str(value))
+    if not str(value) or not path.is_file():  # is_file: False for names no file can have (NUL)
+        raise option_error("etm_config", value, "an ETM configuration file (ini or JSON)")
+    return path
+
+
+def _file_number(path: Path, key: str, value: Any, allowed: range, expected: str) -> int:
+    """A number from a configuration file (an int, or text in any base Python reads), within
+    `allowed`: else an error naming the file and the key."""
     if isinstance(value, int) and not isinstance(value, bool):
         number = value
     else:
         try:
             number = int(str(value).strip(), 0)
-        except ValueError:
-            hint = "write 0x10001860 or 268441696"
-            raise CputraceError(f"{where}: {value!r} is not a number ({hint})") from None
+        except ValueError:  # not a number, or one of over 4,300 digits
+            raise TraceFormatError(str(path), key, expected, str(value)) from None
     if number not in allowed:
-        expected = f"0x{allowed[0]:X} to 0x{allowed[-1]:X}"
-        raise CputraceError(f"{where}: {value!r} is out of range (expected {expected})")
+        raise TraceFormatError(str(path), key, expected, str(value))
     return number
 
 
@@ -223,8 +250,9 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     if text.lstrip().startswith("{"):
         try:
             loaded = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise CputraceError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+        except (json.JSONDecodeError, RecursionError) as exc:
+            line = getattr(exc, "lineno", 1)
+            raise CputraceError(f"{path}:{line}: not valid JSON: {getattr(exc, 'msg', exc)}") from None
         if not isinstance(loaded, dict):
             raise CputraceError(f"{path}: expected a JSON object of ETM settings")
         found = {str(k).lower(): v for k, v in loaded.items()}
@@ -243,38 +271,56 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     return found
 
 
-def bare_buffer_settings(options: Mapping[str, Any]) -> BareBufferSettings:
-    """Registers, source and layout for a bare buffer from ingest options (file, then overrides)."""
-    found: dict[str, Any] = {}
-    origin = "options"
-    if options.get("etm_config"):
-        origin = str(options["etm_config"])
-        found.update(read_config_file(origin))
-    for key in _REGISTER_KEYS:
+def bare_buffer_settings(buffer: str | os.PathLike[str], options: Mapping[str, Any]) -> BareBufferSettings:
+    """Registers, source and layout for the bare buffer `buffer` from ingest options: the file
+    `etm_config` names, overridden by the options given with it.
+
+    Each value is checked as it is read and an error names it as the user wrote it: a bad
+    option is bad usage (UsageError, naming the option), a bad file value bad input (naming
+    the file and the key)."""
+    config_file = _config_file_option(options)
+    from_file = read_config_file(config_file) if config_file else {}
+
+    def register(key: str, default: int | None) -> int | None:
         if options.get(key) is not None:
-            found[key] = options[key]
-    if options.get("source") is not None:
-        found["trace_id"] = options["source"]
-    if options.get("buffer_format"):
-        found["format"] = options["buffer_format"]
-    if "etmcr" not in found:
+            return option_number(options, key, bits=32)
+        if config_file is not None and from_file.get(key) is not None:
+            return _file_number(config_file, key, from_file[key], range(MAX_REGISTER + 1), _REGISTER)
+        return default
+
+    etmcr = register("etmcr", None)
+    if etmcr is None:
         raise CputraceError(
-            "a bare ETMv3 buffer needs the ETM's registers: give --etmcr (and --etmidr, --etmccer) or "
-            "--etm-config FILE, or ingest the snapshot.ini that describes it"
+            f"{buffer}: a bare ETMv3 buffer needs the ETM's registers: give --etmcr (and --etmidr, "
+            "--etmccer) or --etm-config FILE, or ingest the snapshot.ini that describes it"
         )
-    layout = found.get("format")
-    if layout is not None and layout not in LAYOUTS:
-        raise CputraceError(f"{origin}: format {layout!r} is not one of {', '.join(LAYOUTS)}")
-    trace_id = None
-    if found.get("trace_id") is not None:
-        trace_id = _number(found["trace_id"], f"{origin}: trace ID", TRACE_IDS)
-    elif found.get("etmtraceidr") is not None:  # the register: its ID field, bits 6:0
-        trace_id = _number(found["etmtraceidr"], f"{origin}: etmtraceidr") & 0x7F
+    etmidr = register("etmidr", DEFAULT_ETMIDR)
+    if not is_etmv3(etmidr):
+        if options.get("etmidr") is not None:
+            raise option_error("etmidr", options["etmidr"], ETMV3_ID)
+        raise TraceFormatError(str(config_file), "etmidr", ETMV3_ID, str(from_file["etmidr"]))
+    layout = option_choice(options, "buffer_format", LAYOUTS, None)
+    if layout is None and config_file is not None and from_file.get("format") is not None:
+        layout = str(from_file["format"]).strip().lower()
+        if layout not in LAYOUTS:
+            raise TraceFormatError(str(config_file), "format", f"one of {', '.join(LAYOUTS)}", layout)
     config = EtmConfig(
-        _number(found["etmcr"], f"{origin}: etmcr"),
-        _number(found.get("etmidr", DEFAULT_ETMIDR), f"{origin}: etmidr"),
-        _number(found.get("etmccer", DEFAULT_ETMCCER), f"{origin}: etmccer"),
-        trace_id,
-        None if found.get("core") is None else str(found["core"]),
-    )
-    return BareBufferSettings(config, layout)
+        etmcr, etmidr, register("etmccer", DEFAULT_ETMCCER), _trace_id(options, config_file, from_file),
+        None if from_file.get("core") is None else str(from_file["core"]),
+    )  # fmt: skip
+    return BareBufferSettings(config, layout, None if config_file is None else str(config_file))
+
+
+def _trace_id(options: Mapping[str, Any], config_file: Path | None, from_file: dict[str, Any]) -> int | None:
+    """The trace ID to decode: the `source` option, else the file's trace_id (or the ID field,
+    bits 6:0, of its ETMTRACEIDR register); None: every source."""
+    trace_id = source_option(options)
+    if trace_id is not None or config_file is None:
+        return trace_id
+    if from_file.get("trace_id") is not None:
+        return _file_number(config_file, "trace_id", from_file["trace_id"], TRACE_IDS, _TRACE_ID)
+    if from_file.get("etmtraceidr") is not None:
+        register = _file_number(config_file, "etmtraceidr", from_file["etmtraceidr"], range(MAX_REGISTER + 1),
+                                _REGISTER)  # fmt: skip
+        return register & 0x7F
+    return None

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import CputraceError, TraceFormatError
+from ...errors import TraceFormatError
 from ...inputs import InputFile, read_exactly
-from ..base import DecodeContext, option_number
+from ..base import DecodeContext, option_error, option_number
 
 LINE_BYTES = 16
 MAX_BUFFER_BYTES = 64 << 20
@@ -100,7 +100,7 @@ def option_settings(options: dict[str, Any]) -> dict[str, Any]:
         if number is None:
             continue
         if not 0 <= number <= _LIMITS[key]:
-            raise CputraceError(f"option {name}: expected {_EXPECTED[key]}, got {number}")
+            raise option_error(name, options[name], _EXPECTED[key])
         settings[key] = number
     return settings
 

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from ...flow import EXCEPTION_NO_VECTOR, NO_TIME, Op, OpBuffer, Ops, Program, Walker
 from ...image import Image
 from ...model import SCHEMAS, Isa
-from ..base import Batch, DecodeContext, arm_vector_base, option_number
+from ..base import Batch, DecodeContext, arm_vector_base, option_error, option_number
 
 # A32/T32 exception numbers (Fast Models event table) -> vector offset, and whether an
 # instruction the walk can find (SVC, UDF, BKPT for a prefetch abort) raised it.
@@ -36,6 +36,8 @@ _RESET = 1
 _A32_VECTORS = {1: (0x00, False), 2: (0x04, True), 3: (0x08, True), 4: (0x0C, True), 5: (0x10, False),
                 7: (0x18, False), 8: (0x1C, False), 0xE: (0x10, False)}  # fmt: skip
 _A64_FIRST = 0x80  # A64 events: 0x80 + vector offset / 0x80 (CURRENT_SP0_SYNC = 0x80, ...)
+_A64_VECTORS = 16  # the entries of an A64 vector table, 0x80 bytes apart
+_VBAR_ALIGNMENT = 0x800
 _ISA_CODES = {"A32": Isa.A32, "T32": Isa.T32, "A64": Isa.A64, "T32EE": Isa.T32EE}
 _INTERRUPTED = (
     "an exception interrupted the program between branches: the instructions since the last "
@@ -50,7 +52,9 @@ class BranchFlow:
         self.image = image
         self.program = Program(image)
         self.vector_base = arm_vector_base(ctx.options)
-        self.vbar = option_number(ctx.options, "vbar")
+        self.vbar = option_number(ctx.options, "vbar", bits=64)
+        if self.vbar is not None and self.vbar % _VBAR_ALIGNMENT:
+            raise option_error("vbar", ctx.options["vbar"], "a 2 KiB-aligned address (VBAR bits 10:0 are 0)")
         self.walkers: dict[int, Walker] = {}
         self.seq = 0  # the seq the next instruction of any core gets
         self.has_instructions = False
@@ -173,7 +177,7 @@ class BranchFlow:
 
     def _vector(self, number: int) -> tuple[int | None, Isa, bool]:
         """Where exception `number` enters, in which ISA, and whether an instruction raised it."""
-        if number >= _A64_FIRST:
+        if _A64_FIRST <= number < _A64_FIRST + _A64_VECTORS:
             offset = (number - _A64_FIRST) * 0x80
             vector = None if self.vbar is None else self.vbar + offset
             return vector, Isa.A64, offset % 0x200 == 0

@@ -29,8 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import CputraceError
-from ..base import DecodeContext, option_number
+from ..base import DecodeContext, option_choice, option_number
 
 BUFFER_BYTES = 256
 ADDRESS_BITS = 32
@@ -112,14 +111,12 @@ def text_share(head: bytes) -> float:
 def form_of(data: bytes, options: dict) -> str:
     """The form `xscale_input` names, or the one the bytes have: text when they are all
     printable (a raw buffer's branch messages are bytes from 0x80 up), raw when no form fits."""
-    form = options.get("xscale_input")
+    form = option_choice(options, "xscale_input", FORMS, None)
     if form is None:
         head = data[:_HEAD_BYTES]
         if openocd_share(head) >= MOSTLY:
             return "openocd"
         return "text" if text_share(head) >= MOSTLY or not head.translate(None, _PRINTABLE) else "raw"
-    if form not in FORMS:
-        raise CputraceError(f"option xscale_input: expected {', '.join(FORMS)}, got {form!r}")
     return form
 
 
