@@ -5,18 +5,21 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from flow_ops import Stream
 from paths import open_input, shared
 
 import cputrace
+from cputrace import inputs
 from cputrace.cli import cli
 from cputrace.image import load_elf
 from cputrace.ingest import ingest
 from cputrace.isa import BlockCache
-from cputrace.model import Flag
+from cputrace.model import TABLES, Flag
 from cputrace.record import record
+from cputrace.store import table_path
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 _LETTER = {"A32": "A", "T32": "T", "A64": "O"}
@@ -133,16 +136,13 @@ def test_exceptions_trap_to_the_vector_and_interrupts_are_gaps(tmp_path: Path) -
     )
     result = ingest([tmp_path / "f.tarmac"], tmp_path / "s.ctrace",
                                     options={"images": [f"{tmp_path / 'code.bin'}@0"]})  # fmt: skip
-    t = cputrace.Trace(result.store)
     pcs = pcs_of(result.store)
     assert pcs == [0x210, 0x200, 0x204, 0x8, 0x100, 0x208, 0x20C, 0x210, 0x18]
-    events = t.sql(
-        "SELECT kind, name, seq FROM events WHERE kind IN ('exception', 'trace_gap') ORDER BY seq"
-    ).to_pylist()
-    assert [(e["kind"], e["name"]) for e in events] == [
-        ("exception", "CoreEvent_SWI"), ("exception", "CoreEvent_IRQ"), ("trace_gap", "interrupted"),
+    events = [e for e in stored(result.store)["events"] if e["kind"] in ("exception", "trace_gap")]
+    # the instructions lost before the IRQ come before it, after the last one the walk knows
+    assert [(e["kind"], e["name"], e["seq"]) for e in events] == [
+        ("exception", "CoreEvent_SWI", 2), ("trace_gap", "interrupted", 7), ("exception", "CoreEvent_IRQ", 7),
     ]  # fmt: skip
-    assert events[0]["seq"] == 2  # the SVC
 
 
 def test_list_fills_disassembly_the_input_lacks_and_keeps_the_inputs_own(tmp_path: Path) -> None:
@@ -242,28 +242,77 @@ def test_vector_options_are_numbers_in_any_base_and_bad_ones_are_clear_errors(tm
     assert bad.exit_code == 2 and "option vector_base: expected a number from 0 to 0xffffffff" in bad.output
 
 
+def interleaved(lines: list[str], behind: int) -> list[str]:
+    """Flow records of two cores running the same program, core 1 `behind` branches behind."""
+    out = []
+    for i, line in enumerate(lines):
+        time, unit, rest = line.split(" ", 2)
+        out.append(f"{time} {unit} cpu0 {rest}")
+        if i >= behind:
+            time, unit, rest = lines[i - behind].split(" ", 2)
+            out.append(f"{time} {unit} cpu1 {rest}")
+    return out
+
+
+def stored(store: Path) -> dict[str, list[dict]]:
+    """Every table's rows as stored (not as a query orders them)."""
+    return {name: pq.read_table(table_path(store, name)).to_pylist() for name in TABLES}
+
+
 def test_multi_core_flow_trace_walks_each_core_in_one_seq_order(tmp_path: Path) -> None:
     stream = flow_trace(EXAMPLES / "quicksort.tarmac", EXAMPLES / "quicksort.elf", tmp_path / "f.tarmac")
     lines = (tmp_path / "f.tarmac").read_text().splitlines()
-    interleaved = []
-    for i, line in enumerate(lines):  # core 1 runs the same program, a few branches behind
-        time, unit, rest = line.split(" ", 2)
-        interleaved.append(f"{time} {unit} cpu0 {rest}")
-        if i >= 3:
-            time, unit, rest = lines[i - 3].split(" ", 2)
-            interleaved.append(f"{time} {unit} cpu1 {rest}")
-    (tmp_path / "mc.tarmac").write_text("\n".join(interleaved) + "\n")
+    (tmp_path / "mc.tarmac").write_text("\n".join(interleaved(lines, 3)) + "\n")
     result = ingest([tmp_path / "mc.tarmac"], tmp_path / "s.ctrace", strict=True,
                     options={"images": [str(EXAMPLES / "quicksort.elf")]})  # fmt: skip
-    t = cputrace.Trace(result.store)
-    seqs = t.sql("SELECT seq FROM instructions ORDER BY seq").column("seq").to_pylist()
-    assert seqs == list(range(len(seqs)))  # one seq order over both cores
+    rows = stored(result.store)["instructions"]
+    assert [r["seq"] for r in rows] == list(range(len(rows)))  # as stored: one seq order over both cores
+    src = [r["src"] for r in rows]
+    assert src == sorted(src)  # in the order of the records that imply them
     for cpu, branches in ((0, len(lines)), (1, len(lines) - 3)):
-        pcs = t.sql(f"SELECT pc FROM instructions WHERE cpu = {cpu} ORDER BY seq").column("pc").to_pylist()
+        pcs = [r["pc"] for r in rows if r["cpu"] == cpu]
         last = int(lines[branches - 1].split()[4], 16)
         assert pcs == stream.pc[: len(pcs)] and pcs[-1] == last
+    t = cputrace.Trace(result.store)
     wrong = t.sql(
         "SELECT count(*) AS n FROM events e JOIN instructions i USING (seq) "
         "WHERE e.kind = 'branch' AND (e.value <> i.pc OR e.cpu <> i.cpu)"
     )
     assert wrong.column("n")[0].as_py() == 0
+
+
+def test_a_multi_core_flow_trace_stores_the_same_in_chunks_of_any_size(tmp_path: Path, monkeypatch) -> None:
+    flow_trace(EXAMPLES / "quicksort.tarmac", EXAMPLES / "quicksort.elf", tmp_path / "f.tarmac")
+    lines = interleaved((tmp_path / "f.tarmac").read_text().splitlines(), 5)
+    lines[40] = lines[40].replace("FD", "FD_bad")  # a text event of core 0 among core 1's records
+    lines.insert(60, f"{lines[60].split()[0]} clk cpu0 E 00000000 00000085 CoreEvent_IRQ")  # vbar unknown
+    fields = lines[101].split()
+    lines[101] = " ".join([*fields[:5], "00000010", *fields[6:]])  # a source the program never reaches
+    (tmp_path / "mc.tarmac").write_text("\n".join(lines) + "\n")
+    images = {"images": [str(EXAMPLES / "quicksort.elf")]}
+    whole = stored(ingest([tmp_path / "mc.tarmac"], tmp_path / "whole.ctrace", options=images).store)
+    assert [(e["name"], e["src"]) for e in whole["events"] if e["kind"] in ("text", "trace_gap")] == [
+        (None, 41), ("interrupted", 61), ("vector", 61), ("mismatch", 102), ("no_code", 102)
+    ]  # fmt: skip
+    monkeypatch.setattr(inputs, "CHUNK_BYTES", 512)
+    chunked = stored(ingest([tmp_path / "mc.tarmac"], tmp_path / "chunked.ctrace", options=images).store)
+    assert chunked == whole
+
+
+def test_mismatch_gaps_are_stored_in_place_among_the_branch_records(tmp_path: Path) -> None:
+    stream = flow_trace(EXAMPLES / "quicksort.tarmac", EXAMPLES / "quicksort.elf", tmp_path / "f.tarmac")
+    lines = (tmp_path / "f.tarmac").read_text().splitlines()
+    fields = lines[30].split()
+    lines[30] = " ".join([*fields[:4], f"{int(fields[4], 16) + 4:08x}", *fields[5:]])  # past the branch
+    (tmp_path / "f.tarmac").write_text("\n".join(lines) + "\n")
+    images = {"images": [str(EXAMPLES / "quicksort.elf")]}
+    tables = stored(ingest([tmp_path / "f.tarmac"], tmp_path / "s.ctrace", options=images).store)
+    events = [(e["kind"], e["name"], e["src"], e["value"]) for e in tables["events"]]
+    branch = int(fields[4], 16)  # walking to the source given runs into the branch: a mismatch there,
+    gaps = [("trace_gap", "mismatch", 31, branch), ("trace_gap", "mismatch", 31, branch + 4)]  # and at it
+    records = [("branch", f"{f[2]} A64", n, int(f[4], 16)) for n, f in enumerate(map(str.split, lines), 1)]
+    assert events == records[:30] + gaps + records[30:]
+    before = tables["events"][29]["seq"]  # the gaps belong to the branch before them
+    assert [e["seq"] for e in tables["events"][30:33]] == [before] * 3
+    pcs = [row["pc"] for row in tables["instructions"]]
+    assert pcs[before] == int(lines[29].split()[4], 16) and pcs[: before + 1] == stream.pc[: before + 1]

@@ -60,7 +60,6 @@ class TarmacDecoder:
         flow = BranchFlow(image, ctx)  # a program-flow trace's FD/FI records walk the image
         for batch in self._records(source, ctx):
             yield flow.expand(batch)
-        yield from flow.finish()
 
     def _records(self, source: InputFile, ctx: DecodeContext) -> Iterator[Batch]:
         default_isa = Isa[option_choice(ctx.options, "default_isa", DEFAULT_ISAS, "T32")]

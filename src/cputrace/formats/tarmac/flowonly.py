@@ -13,19 +13,17 @@ Interrupts and aborts happen between branches at a point the trace does not give
 
 The walk starts at the image's entry point when that reaches the first branch after exactly
 the first tick's number of instructions; otherwise at the first branch, and what ran before
-it is unknown. A trace that also has instruction records is passed through untouched.
+it is unknown. A trace that also has instruction records is passed through (numbered on after
+what was walked before the first of them).
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterator
-from itertools import pairwise
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...flow import EXCEPTION_NO_VECTOR, NO_TIME, Op, OpBuffer, Ops, Program, Walker
+from ...flow import EXCEPTION_NO_VECTOR, GAP_TEXT, NO_TIME, GapReason, Op, OpBuffer, Ops, Program, Walker
 from ...image import Image
 from ...model import SCHEMAS, Isa
 from ..base import Batch, DecodeContext, arm_vector_base, option_error, option_number
@@ -46,7 +44,16 @@ _INTERRUPTED = (
 
 
 class BranchFlow:
-    """Expands the FD/FI records of a flow-only Tarmac trace into instruction rows."""
+    """Expands the FD/FI records of a flow-only Tarmac trace into instruction rows.
+
+    Rows come in one seq order over all cores, the order of the records in the input: the
+    instructions a record implies (the run up to an FD/FI record's branch, up to an `E`
+    record's SVC) are numbered at that record, and every record, and every `trace_gap` of the
+    walk, belongs to the last instruction numbered before it (of any core: a core's
+    instructions since its last branch are known only at its next record), the first before
+    any. Each batch walks each core's records in one go, numbering them from 0, then moves
+    them into place.
+    """
 
     def __init__(self, image: Image, ctx: DecodeContext) -> None:
         self.image = image
@@ -57,40 +64,72 @@ class BranchFlow:
             raise option_error("vbar", ctx.options["vbar"], "a 2 KiB-aligned address (VBAR bits 10:0 are 0)")
         self.walkers: dict[int, Walker] = {}
         self.seq = 0  # the seq the next instruction of any core gets
-        self.has_instructions = False
+        self.passed: int | None = None  # once a batch had instruction records: their seq offset
 
     def expand(self, batch: Batch) -> Batch:
-        """The batch with its FD/FI records walked into instructions (or as it was)."""
-        if self.has_instructions or batch["instructions"].num_rows:
-            self.has_instructions = True
-            return batch
-        events = batch["events"]
-        ops, op_cpu, op_tick = self._ops(events)
-        if not len(ops):
-            return batch
+        """The batch with its FD/FI records walked into instructions, in seq order.
+
+        A trace with instruction records of its own is passed through, numbered on after
+        what was walked before the first of them."""
+        if self.passed is not None or batch["instructions"].num_rows:
+            if self.passed is None:
+                self.passed = self.seq
+            return _shifted(batch, self.passed)
+        ops, op_cpu, op_tick = self._ops(batch["events"])
         first_seq = self.seq
-        op_first = np.zeros(len(ops), np.int64)
-        op_end = np.zeros(len(ops), np.int64)
-        out: list[Batch] = []
-        for start, stop in _runs(op_cpu):
-            run = ops.select(slice(start, stop))
-            walker = self._walker(int(op_cpu[start]), run, op_tick[start:stop])
-            walker.next_seq = self.seq
-            out += walker.run(run)
-            op_first[start:stop], op_end[start:stop] = walker.op_first, walker.op_end
-            self.seq = walker.next_seq
-        result = dict(batch)
+        walked, gaps, op_first, op_end = self._walk(ops, op_cpu, op_tick, first_seq)
+        self.seq = first_seq + walked.num_rows
+        gaps = pa.concat_tables([gaps, self._exception_gaps(ops, op_cpu, op_first)])
+        gaps = _with_seq(gaps, np.maximum(gaps.column("seq").to_numpy() - 1, 0))  # the last one before
+        result = dict(batch, instructions=walked)
         for name in ("registers", "memory", "events"):
-            result[name] = _reseq(batch[name], ops.src, op_cpu, op_end, first_seq)
-        result["events"] = pa.concat_tables(
-            [result["events"], self._interruptions(ops, op_cpu, op_first), *(b["events"] for b in out)]
-        )
-        result["instructions"] = _concat("instructions", [b["instructions"] for b in out])
+            line = batch[name].column("src").to_numpy()
+            j = np.searchsorted(ops.src, line, side="right") - 1  # the last op at or before each record
+            after = np.where(j >= 0, op_end[np.maximum(j, 0)], first_seq)
+            result[name] = _with_seq(batch[name], np.maximum(after - 1, 0))
+        result["events"] = _merged(result["events"], gaps)
         return result
 
-    def finish(self) -> Iterator[Batch]:
-        for walker in self.walkers.values():
-            yield from walker.finish()
+    def _walk(
+        self, ops: Ops, op_cpu: np.ndarray, op_tick: np.ndarray, first_seq: int
+    ) -> tuple[pa.Table, pa.Table, np.ndarray, np.ndarray]:
+        """The instructions and trace gaps of the batch's ops in seq order, numbered from
+        `first_seq`, and each op's first seq and end (its instructions' range).
+
+        Each core's walker numbers its instructions from 0; an op's instructions then move
+        up by the instructions of the other cores' ops before it."""
+        op_first = np.zeros(len(ops), np.int64)
+        op_end = np.zeros(len(ops), np.int64)
+        walks = []
+        for cpu in np.unique(op_cpu).tolist():
+            mine = np.flatnonzero(op_cpu == cpu)
+            own = ops.select(mine)
+            walker = self._walker(cpu, own, op_tick[mine])
+            walker.next_seq = 0
+            # Tarmac records never cancel an instruction, so the row the walk holds back
+            # for that is handed over at once: the batch has all of its core's rows.
+            batches = [*walker.run(own), *walker.finish()]
+            op_first[mine], op_end[mine] = walker.op_first, walker.op_end
+            walks.append((mine, own.src, batches))
+        count = op_end - op_first
+        op_end = first_seq + np.cumsum(count)
+        move = op_end - count - op_first  # from each op's own numbering to the batch's
+        op_first = op_end - count
+        instructions, gaps = [], []
+        for mine, src, batches in walks:
+            own = _concat("instructions", [b["instructions"] for b in batches])
+            seq = own.column("seq").to_numpy() + np.repeat(move[mine], count[mine])
+            instructions.append(_with_seq(own, seq))
+            found = _concat("events", [b["events"] for b in batches])  # less `vector`: see _exception_gaps
+            found = found.filter(pc.not_equal(found.column("number"), int(GapReason.VECTOR)))
+            at = np.maximum(np.searchsorted(src, found.column("src").to_numpy(), side="right") - 1, 0)
+            gaps.append(_with_seq(found, found.column("seq").to_numpy() + move[mine][at]))
+        walked = _concat("instructions", instructions)
+        if len(walks) > 1:
+            order = np.empty(walked.num_rows, np.int64)
+            order[walked.column("seq").to_numpy() - first_seq] = np.arange(walked.num_rows)
+            walked = walked.take(order)
+        return walked, _concat("events", gaps), op_first, op_end
 
     def _walker(self, cpu: int, ops: Ops, ticks: np.ndarray) -> Walker:
         walker = self.walkers.get(cpu)
@@ -185,51 +224,66 @@ class BranchFlow:
         vector = None if offset is None else self.vector_base + offset
         return vector, Isa.A32, synchronous
 
-    def _interruptions(self, ops: Ops, op_cpu: np.ndarray, op_first: np.ndarray) -> pa.Table:
-        """A trace_gap event for each exception no instruction of the walk raised."""
-        exceptions = np.flatnonzero(ops.kind == Op.EXCEPTION)
+    def _exception_gaps(self, ops: Ops, op_cpu: np.ndarray, op_first: np.ndarray) -> pa.Table:
+        """A trace_gap event for each exception no instruction of the walk raised
+        (`interrupted`) and for each whose vector is unknown (`vector`), at the exception's
+        record, with the seq of the next instruction (as the walk gives its gaps).
+
+        The walk itself reports an unknown vector only when its core's next record needs a
+        position, which can be a batch later: its `vector` gaps are left out for these."""
+        exception = ops.kind == Op.EXCEPTION
         trapped = np.zeros(len(ops), bool)
         trapped[1:] = ops.kind[:-1] == Op.TRAP
-        lone = exceptions[~trapped[exceptions]]
-        count = len(lone)
+        interrupted = np.flatnonzero(exception & ~trapped)
+        lost = np.flatnonzero(exception & (ops.b & EXCEPTION_NO_VECTOR != 0))
+        at = np.concatenate([interrupted, lost])
+        count, kinds = len(at), len(interrupted)
+        reason = np.concatenate([np.zeros(kinds, np.int64), np.full(len(lost), int(GapReason.VECTOR))])
+        texts = [_INTERRUPTED] * kinds + [GAP_TEXT[GapReason.VECTOR]] * len(lost)
         return pa.Table.from_pydict(
             {
-                "seq": pa.array(op_first[lone]),
-                "time": pa.array(ops.time[lone], mask=ops.time[lone] == NO_TIME),
-                "cpu": pa.array(op_cpu[lone].astype(np.uint16)),
+                "seq": pa.array(op_first[at]),
+                "time": pa.array(ops.time[at], mask=ops.time[at] == NO_TIME),
+                "cpu": pa.array(op_cpu[at].astype(np.uint16)),
                 "kind": pa.array(["trace_gap"] * count, pa.string()).dictionary_encode(),
-                "number": pa.nulls(count, pa.int64()),
-                "name": pa.array(["interrupted"] * count, pa.string()),
+                "number": pa.array(reason, mask=reason == 0),
+                "name": pa.array(["interrupted"] * kinds + ["vector"] * len(lost), pa.string()),
                 "value": pa.nulls(count, pa.uint64()),
                 "value1": pa.nulls(count, pa.uint64()),
-                "text": pa.array([_INTERRUPTED] * count, pa.string()),
-                "src": pa.array(ops.src[lone]),
+                "text": pa.array(texts, pa.string()),
+                "src": pa.array(ops.src[at]),
             },
             schema=SCHEMAS["events"],
         )
 
 
-def _runs(cpu: np.ndarray) -> Iterator[tuple[int, int]]:
-    """(start, stop) of each run of consecutive ops on the same core."""
-    yield from pairwise([0, *(np.flatnonzero(np.diff(cpu)) + 1).tolist(), len(cpu)])
+def _with_seq(table: pa.Table, seq: np.ndarray) -> pa.Table:
+    return table.set_column(table.schema.get_field_index("seq"), "seq", pa.array(seq, pa.int64()))
 
 
-def _reseq(
-    table: pa.Table, op_src: np.ndarray, op_cpu: np.ndarray, op_end: np.ndarray, first: int
-) -> pa.Table:
-    """Give each record the seq of the last instruction its core ran by its line."""
-    if not table.num_rows:
-        return table
-    line = table.column("src").to_numpy(zero_copy_only=False)
-    cpu = table.column("cpu").to_numpy(zero_copy_only=False).astype(np.int64)
-    seq = np.full(table.num_rows, max(first - 1, 0), np.int64)
-    for core in np.unique(cpu).tolist():
-        mine = np.flatnonzero(op_cpu == core)
-        rows = cpu == core
-        j = np.searchsorted(op_src[mine], line[rows], side="right") - 1
-        last = np.where(j >= 0, op_end[mine][np.maximum(j, 0)] - 1, first - 1)
-        seq[rows] = np.maximum(last, 0)
-    return table.set_column(table.schema.get_field_index("seq"), "seq", pa.array(seq))
+def _shifted(batch: Batch, offset: int) -> Batch:
+    """`batch` with every row's seq moved up by `offset`."""
+    if not offset:
+        return batch
+    return {name: _with_seq(table, table.column("seq").to_numpy() + offset) for name, table in batch.items()}
+
+
+def _merged(records: pa.Table, gaps: pa.Table) -> pa.Table:
+    """Records and trace gaps in one order of seq, then line, a gap before the records of its
+    seq and line (what the walk lost ran before them).
+
+    The records are in line order with their seq non-decreasing (each belongs to the last
+    instruction before it), so a gap goes after those of a lower seq or an earlier line."""
+    if not gaps.num_rows:
+        return records
+    gap_seq, gap_src = gaps.column("seq").to_numpy(), gaps.column("src").to_numpy()
+    order = np.lexsort((gap_src, gap_seq))
+    gaps, gap_seq, gap_src = gaps.take(order), gap_seq[order], gap_src[order]
+    seq, src = records.column("seq").to_numpy(), records.column("src").to_numpy()
+    lo, hi = np.searchsorted(seq, gap_seq, side="left"), np.searchsorted(seq, gap_seq, side="right")
+    at = np.clip(np.searchsorted(src, gap_src, side="left"), lo, hi)
+    rows = np.insert(np.arange(records.num_rows), at, records.num_rows + np.arange(gaps.num_rows))
+    return pa.concat_tables([records, gaps.cast(records.schema)]).take(rows)
 
 
 def _int64(column: pa.ChunkedArray) -> np.ndarray:
@@ -238,4 +292,3 @@ def _int64(column: pa.ChunkedArray) -> np.ndarray:
 
 def _concat(table: str, tables: list[pa.Table]) -> pa.Table:
     return pa.concat_tables(tables) if tables else SCHEMAS[table].empty_table()
-
