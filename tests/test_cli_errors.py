@@ -335,3 +335,15 @@ def test_reader_of_stdout_goes_away(quicksort):
     listing.stdout.close()  # the listing (150 kB) is far more than a pipe holds
     assert listing.wait(timeout=120) == exits.BROKEN_PIPE
     assert listing.stderr.read() == b""
+
+
+# -- an input that can be read only once -------------------------------------------------------
+
+
+def test_a_pipe_as_input_is_a_clear_error_not_an_empty_store(tmp_path):
+    fifo = tmp_path / "trace.fifo"
+    os.mkfifo(fifo)  # like bash's <(zcat trace.gz): the content could be read only once
+    r = cputrace("ingest", str(fifo), "-o", str(tmp_path / "s"), timeout=120)
+    assert r.returncode == exits.BAD_INPUT
+    assert r.stderr.startswith(f"error: {fifo}: not a regular file") and "save it to a file" in r.stderr
+    assert not (tmp_path / "s").exists()

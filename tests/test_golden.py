@@ -34,13 +34,12 @@ every digest as it is.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import os
 import re
 import shlex
-import shutil
-import difflib
 from dataclasses import dataclass
 from pathlib import Path
 

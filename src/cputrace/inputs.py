@@ -14,6 +14,7 @@ import lzma
 import mmap
 import os
 import queue
+import stat
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from typing import Any, BinaryIO, TypeVar
 import xxhash
 import zstandard
 
-from .errors import TraceFormatError
+from .errors import CputraceError, TraceFormatError
 
 CHUNK_BYTES = 16 << 20
 MAX_LINE_BYTES = 4 << 20
@@ -100,6 +101,12 @@ class InputFile:
         self, path: str | os.PathLike[str], on_read: Callable[[int], None] | None = None
     ) -> None:
         self.path = str(path)
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise CputraceError(
+                f"{path}: not a regular file (a pipe, a device or a folder): an input is read more "
+                "than once (the format is sniffed, then decoded), so save it to a file first "
+                "(gzip, zstd, xz and bzip2 files are read as they are)"
+            )
         self.fingerprint = Fingerprint.of(path)
         with open(path, "rb") as f:
             self.head_raw = f.read(8)

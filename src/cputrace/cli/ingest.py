@@ -69,6 +69,7 @@ def ingest_cmd(
     )
     warnings = m["warnings"]
     if warnings["count"]:
-        err.print(f"{warnings['count']:,} records kept as text events with warnings, e.g.:", markup=False)
+        count = warnings["count"]
+        err.print(f"{count:,} warning{'s' if count > 1 else ''}, e.g.:", markup=False)
         for sample in warnings["samples"][:5]:
             err.print(f"  {sample}", markup=False)
