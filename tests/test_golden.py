@@ -83,7 +83,9 @@ INPUTS = {
     "calc64-fastmodel": Input(
         "examples/calculator-aarch64-fastmodel.tarmac.xz", "tests/data/image/calculator-aarch64.elf"
     ),
-    "calc64-gem5": Input("examples/calculator-aarch64-gem5.tarmac.xz", "tests/data/image/calculator-aarch64.elf"),
+    "calc64-gem5": Input(
+        "examples/calculator-aarch64-gem5.tarmac.xz", "tests/data/image/calculator-aarch64.elf"
+    ),
     "calc64-es": Input(
         f"{TTU}/samples/calculator-aarch64-es-ld-st-style.tarmac", "tests/data/image/calculator-aarch64.elf"
     ),
@@ -97,7 +99,9 @@ INPUTS = {
     "cov-t32": Input("tests/data/coverage/cov-t32.tarmac", "tests/data/coverage/cov-t32.elf"),
     "tc2": Input("tests/data/etmv3/tc2/snapshot.ini"),
     "leon-itb": Input("--format leon-itb examples/leon-itb.bin", "tests/data/leon/itb_demo.elf"),
-    "leon-cf": Input("examples/leon-cf.txt --image tests/data/leon/itb_demo.elf", "tests/data/leon/itb_demo.elf"),
+    "leon-cf": Input(
+        "examples/leon-cf.txt --image tests/data/leon/itb_demo.elf", "tests/data/leon/itb_demo.elf"
+    ),
     "leon-ahb": Input("--format leon-ahb examples/leon-ahb.bin"),
     "xscale": Input(
         "tests/data/xscale/calls-armv5te-wrap.txt --image tests/corpus/calls-armv5te.elf",
@@ -176,7 +180,8 @@ class Session:
             spec = INPUTS[name]
             recorded = ""
             if spec.record:
-                self.made[f"{name}/record"] = self.run(f"{name}/record", f"record {spec.record} -o {{out}}/{name}.tarmac")
+                command = f"record {spec.record} -o {{out}}/{name}.tarmac"
+                self.made[f"{name}/record"] = self.run(f"{name}/record", command)
                 recorded = shlex.quote(str(self.out(f"{name}/record") / f"{name}.tarmac"))
             store = self.tmp / "stores" / f"{name}.ctrace"
             command = f"ingest {spec.ingest} -o {shlex.quote(str(store))}".replace("{input}", recorded)
@@ -248,10 +253,12 @@ def _parquet_content(path: Path) -> list[str]:
     """A Parquet file as what it holds: row groups, compression, schema, rows."""
     file = pq.ParquetFile(path)
     meta = file.metadata
-    lines = [f"rows {meta.num_rows}, row groups {[meta.row_group(i).num_rows for i in range(meta.num_row_groups)]}"]
+    groups = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+    lines = [f"rows {meta.num_rows}, row groups {groups}"]
     if meta.num_row_groups:
         group = meta.row_group(0)
-        lines += [f"column {group.column(i).path_in_schema}: {group.column(i).compression}" for i in range(group.num_columns)]
+        columns = (group.column(i) for i in range(group.num_columns))
+        lines += [f"column {column.path_in_schema}: {column.compression}" for column in columns]
     lines += file.schema_arrow.to_string(show_schema_metadata=True).splitlines()
     for batch in file.iter_batches():
         for row in batch.to_pylist():
@@ -274,7 +281,8 @@ class Result:
 
 def _pin(content: list[str] | bytes) -> dict:
     if isinstance(content, bytes):
-        return {"sha256": hashlib.sha256(content).hexdigest(), "size": len(content), "head": _hexdump(content)}
+        digest = hashlib.sha256(content).hexdigest()
+        return {"sha256": digest, "size": len(content), "head": _hexdump(content)}
     data = "".join(content).encode()
     head = [line.rstrip("\n")[:HEAD_WIDTH] for line in content[:HEAD_LINES]]
     return {"sha256": hashlib.sha256(data).hexdigest(), "lines": len(content), "head": head}
