@@ -40,9 +40,9 @@ import pyarrow as pa
 
 from ..image import Image
 from ..model import Isa
-from ..trace import Trace
+from ..store.chunks import NO_TIME, WHOLE_TRACE, Instructions, Step, Window, dictionary_codes, walk
+from ..store.trace import Trace
 from . import caution, facts, pairtable
-from .stream import NO_TIME, WHOLE_TRACE, Instructions, Step, Window, dictionary_codes, walk
 
 
 class Method(enum.StrEnum):

@@ -31,7 +31,8 @@ import numpy as np
 import pyarrow as pa
 
 from ..image import Image
-from ..trace import Trace
+from ..store.chunks import WHOLE_TRACE, Instructions, Window, walk
+from ..store.trace import Trace
 from . import pairtable
 from .calls import (
     E_INDEX,
@@ -60,7 +61,6 @@ from .calls import (
     grown,
 )
 from .calltree import context_stacks, distinct_names, function_names, function_rows, function_table, sum_by
-from .stream import WHOLE_TRACE, Instructions, Window, walk
 
 # trie node columns
 N_PARENT, N_EDGE, N_MARKER, N_CHILD, N_NEXT, N_PREV, N_CALLS, N_INSNS, N_TIME, N_FIRST, N_OWN = range(11)

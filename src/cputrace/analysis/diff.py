@@ -29,8 +29,8 @@ import numba
 import numpy as np
 import pyarrow as pa
 
-from ..trace import Trace
-from .stream import read_batches
+from ..store.chunks import read_batches
+from ..store.trace import Trace
 from .writehash import WriteHasher
 
 KINDS = ("unaligned", "opcode", "executed", "time", "registers", "memory")

@@ -26,7 +26,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..image import Image
-from ..trace import Trace
+from ..store.chunks import WHOLE_TRACE, Instructions, Window, walk
+from ..store.trace import Trace
 from .calls import (
     P_END_IDX,
     P_EXIT,
@@ -48,7 +49,6 @@ from .calls import (
 )
 from .calltree import _SITE_FIELDS, _SITES, FRAME_SCHEMA, frame_columns, frame_end_times, function_names
 from .nesting import Nesting
-from .stream import WHOLE_TRACE, Instructions, Window, walk
 
 _SPILL_SCHEMA = pa.schema(
     [("cpu", pa.int64()), ("entry_idx", pa.int64()), ("end_idx", pa.int64())]

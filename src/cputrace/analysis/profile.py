@@ -19,12 +19,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..image import Image
-from ..trace import Trace
+from ..store.chunks import WHOLE_TRACE, Durations, Instructions, Window, walk
+from ..store.trace import Trace
 from . import facts
 from .calls import CallDetector, Method
 from .callsums import CallSumsCollector
 from .calltree import function_names
-from .stream import WHOLE_TRACE, Durations, Instructions, Window, walk
 from .sums import KeyedSums
 
 HEAT_TIME_BINS = 400

@@ -34,11 +34,11 @@ import duckdb
 import numpy as np
 
 from ..errors import CputraceError
-from .indexdir import index_dir
+from ..store.indexes import index_dir
 
 if TYPE_CHECKING:
     from ..image import Image
-    from ..trace import Trace
+    from ..store.trace import Trace
 
 INDEX_VERSION = 4
 CHECKPOINT = 1 << 15

@@ -18,8 +18,8 @@ import numpy as np
 import pyarrow as pa
 import xxhash
 
-from ..trace import Trace
-from .stream import CHUNK_ROWS, SeqFollower, read_batches
+from ..store.chunks import CHUNK_ROWS, SeqFollower, read_batches
+from ..store.trace import Trace
 
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)

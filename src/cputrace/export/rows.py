@@ -21,9 +21,9 @@ import pyarrow.parquet as pq
 from ..analysis.calltree import FRAME_SCHEMA
 from ..analysis.profile import TABLES as PROFILE_TABLES
 from ..analysis.profile import profile
-from ..analysis.stream import read_batches
 from ..errors import CputraceError
 from ..model import SCHEMAS, TABLES
+from ..store.chunks import read_batches
 from .calldata import call_frames
 from .registry import ExportRequest
 from .tarmac import INSTRUCTION_COLUMNS, TarmacWriter

@@ -40,8 +40,8 @@ import pyarrow.compute as pc
 from .arrowbytes import bytes_and_offsets
 
 if TYPE_CHECKING:
-    from ..analysis.stream import Window
-    from ..trace import Trace
+    from ..store.chunks import Window
+    from ..store.trace import Trace
 
 ISA_LETTER = {"A32": "A", "T32": "T", "A64": "O", "T32EE": "X"}
 INSTRUCTION_COLUMNS = (

@@ -30,14 +30,14 @@ import numpy as np
 import pyarrow as pa
 from vcd import VCDWriter
 
-from ..analysis.stream import WHOLE_TRACE, SeqFollower, Window, dictionary_codes, read_batches
 from ..errors import CputraceError
 from ..image import Image
 from ..model import MEMORY_OPS
+from ..store.chunks import WHOLE_TRACE, SeqFollower, Window, dictionary_codes, read_batches
 from .arrowbytes import bytes_and_offsets
 
 if TYPE_CHECKING:
-    from ..trace import Trace
+    from ..store.trace import Trace
     from .registry import ExportRequest
 
 VECTOR, STRING, UNKNOWN = 0, 1, 2

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from ..errors import StoreError
 from ..model import ISA_NAMES
-from ..trace import Trace
+from .trace import Trace
 
 CHUNK_ROWS = 1 << 19
 """Instructions per chunk: large enough that per-chunk overhead vanishes, small enough to bound memory."""
