@@ -26,7 +26,8 @@ from cputrace.analysis.calltree import CallTree
 from cputrace.cli import cli
 from cputrace.image import load_elf
 from cputrace.model import Isa
-from cputrace.store.chunks import Instructions, Step, Window
+from cputrace.store.chunks import Instructions, Step
+from cputrace.store.window import Window
 
 TTU = ("tarmac-trace-utilities",)
 CALLS = DATA / "calls"

@@ -24,7 +24,8 @@ from cputrace.analysis.callsums import CallSums
 from cputrace.cli import cli, exits
 from cputrace.cli.compiling import compile_notice, part_of
 from cputrace.errors import TraceFormatError
-from cputrace.store.chunks import Window, reading_progress
+from cputrace.store.batches import reading_progress
+from cputrace.store.window import Window
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICKSORT = ROOT / "examples" / "quicksort.tarmac"

@@ -25,7 +25,7 @@ from cputrace.cli import cli
 from cputrace.export.registry import EXPORTERS, ExportRequest
 from cputrace.image import load_elf
 from cputrace.model import SCHEMAS
-from cputrace.store.chunks import Window
+from cputrace.store.window import Window
 
 stores = test_calls.stores  # the session fixture of ingested shared traces
 

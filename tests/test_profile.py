@@ -17,7 +17,7 @@ import cputrace
 from cputrace.analysis.profile import TABLES, profile
 from cputrace.cli import cli
 from cputrace.image import load_elf
-from cputrace.store.chunks import Window
+from cputrace.store.window import Window
 
 stores = test_calls.stores  # the session fixture of ingested shared traces
 

@@ -17,8 +17,8 @@ import pytest
 import cputrace
 from cputrace.errors import StoreError
 from cputrace.ingest import ingest
+from cputrace.store.batches import read_batches
 from cputrace.store.checksums import store_problems
-from cputrace.store.chunks import read_batches
 from cputrace.store.manifest import load_manifest, table_path
 
 QUICKSORT = Path(__file__).parents[1] / "examples" / "quicksort.tarmac"

@@ -22,7 +22,7 @@ import cputrace
 from cputrace.errors import StoreError, UsageError
 from cputrace.ingest import ingest
 from cputrace.store import folder
-from cputrace.store.chunks import read_batches
+from cputrace.store.batches import read_batches
 from cputrace.store.manifest import load_manifest
 from cputrace.store.write import StoreWriter
 

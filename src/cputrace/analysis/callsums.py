@@ -31,8 +31,9 @@ import numpy as np
 import pyarrow as pa
 
 from ..image import Image
-from ..store.chunks import WHOLE_TRACE, Instructions, Window, walk
+from ..store.chunks import Instructions, read_steps
 from ..store.trace import Trace
+from ..store.window import WHOLE_TRACE, Window
 from . import pairtable
 from .calls import (
     E_INDEX,
@@ -612,7 +613,7 @@ class CallSums:
         instruction to the function it ran in."""
         collector = CallSumsCollector(self_costs)
         detector = CallDetector.for_trace(trace, window, method, image, cpus, follow=collector.follow)
-        for step in walk(trace, window, registers=detector.needs_registers):
+        for step in read_steps(trace, window, registers=detector.needs_registers):
             detector.feed(step)
         return collector.finish(detector, image)
 

@@ -26,8 +26,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..image import Image
-from ..store.chunks import WHOLE_TRACE, Instructions, Window, walk
+from ..store.chunks import Instructions, read_steps
 from ..store.trace import Trace
+from ..store.window import WHOLE_TRACE, Window
 from .calls import (
     P_END_IDX,
     P_EXIT,
@@ -341,7 +342,7 @@ def frame_stream(
     with tempfile.TemporaryDirectory(prefix="cputrace-frames-") as folder:
         spill = FrameSpill(Path(folder))
         detector = CallDetector.for_trace(trace, window, method, image, cpus, follow=spill.follow)
-        for step in walk(trace, window, registers=detector.needs_registers):
+        for step in read_steps(trace, window, registers=detector.needs_registers):
             detector.feed(step)
         stream = spill.stream(detector, image)
         try:

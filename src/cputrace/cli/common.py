@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from ..ingest import ProgressHook
-    from ..store.chunks import Window
     from ..store.trace import Trace
+    from ..store.window import Window
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -62,7 +62,7 @@ def reading_bar(traces: Sequence[Trace], window: Window | None = None) -> Iterat
         return
     from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
-    from ..store.chunks import reading_progress
+    from ..store.batches import reading_progress
 
     total = sum(_instructions_in(t, window) for t in traces)
     count = TextColumn("{task.completed:,.0f}/{task.total:,.0f} instructions")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..store.chunks import Window, time_window
+from ..store.window import Window, time_window
 
 if TYPE_CHECKING:
     from ..image import Image

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from ..analysis.calls import Method
 from ..image import Image
-from ..store.chunks import WHOLE_TRACE, Window
 from ..store.trace import Trace
+from ..store.window import WHOLE_TRACE, Window
 from .output import output_path
 
 
