@@ -47,7 +47,8 @@ from cputrace.formats.etmv3.decoder import decode_captures
 from cputrace.formats.etmv3.packets import PacketDecoder
 from cputrace.ingest import ROW_GROUP_ROWS, ingest
 from cputrace.model import TABLES
-from cputrace.store import StoreWriter, table_path
+from cputrace.store.manifest import table_path
+from cputrace.store.write import StoreWriter
 
 HERE = Path(__file__).parent
 SNAPSHOT = HERE.parents[1] / "shared" / "data" / "tc2-etmv3"

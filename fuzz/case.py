@@ -182,7 +182,8 @@ def store_problem(store: Path, manifest: dict[str, Any]) -> tuple[str, str] | No
     counts, instructions numbered 0, 1, 2, ... and every other table in seq order, each row
     belonging to an instruction (or, before any, to the next one)."""
     from cputrace.model import TABLES
-    from cputrace.store import STORED_SCHEMAS, table_path
+    from cputrace.store.manifest import table_path
+    from cputrace.store.write import STORED_SCHEMAS
 
     instructions = 0
     for table in TABLES:

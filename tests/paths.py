@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cputrace.ingest import ingest
-from cputrace.trace import Trace
+from cputrace.store.trace import Trace
 
 DATA = Path(__file__).parent / "data"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -23,10 +23,11 @@ from paths import DATA, shared
 import cputrace
 from cputrace.analysis.calls import CallDetector, Method, detect_calls, register_code
 from cputrace.analysis.calltree import CallTree
-from cputrace.analysis.stream import Instructions, Step, Window
 from cputrace.cli import cli
 from cputrace.image import load_elf
 from cputrace.model import Isa
+from cputrace.store.chunks import Instructions, Step
+from cputrace.store.window import Window
 
 TTU = ("tarmac-trace-utilities",)
 CALLS = DATA / "calls"

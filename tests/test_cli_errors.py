@@ -54,7 +54,7 @@ def _failing_sql(*_args, **_kwargs):
 
 
 def test_a_bug_is_one_line_and_its_own_exit_status(quicksort, monkeypatch):
-    monkeypatch.setattr("cputrace.trace.Trace.sql", _failing_sql)
+    monkeypatch.setattr("cputrace.store.trace.Trace.sql", _failing_sql)
     monkeypatch.delenv("CPUTRACE_DEBUG", raising=False)
     result = CliRunner().invoke(cli, ["info", str(quicksort)])
     assert result.exit_code == exits.INTERNAL
@@ -72,12 +72,12 @@ def test_a_bug_in_a_child_process(quicksort):
     r = child(
         """
         import sys
-        import cputrace.trace
+        import cputrace.store.trace
 
         def boom(*args, **kwargs):
             raise RuntimeError("boom")
 
-        cputrace.trace.Trace.sql = boom
+        cputrace.store.trace.Trace.sql = boom
         sys.argv = ["cputrace", "info", sys.argv[1]]
         from cputrace.cli import main
         main()
@@ -318,7 +318,7 @@ def test_ctrl_c_in_a_command(quicksort, monkeypatch):
     def interrupted(*_args, **_kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("cputrace.trace.Trace.sql", interrupted)
+    monkeypatch.setattr("cputrace.store.trace.Trace.sql", interrupted)
     result = CliRunner().invoke(cli, ["info", str(quicksort)])
     assert result.exit_code == exits.INTERRUPTED
     assert result.output == ""

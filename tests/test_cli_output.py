@@ -21,10 +21,11 @@ from rich.console import Console
 import cputrace
 from cputrace.analysis.calls import Method
 from cputrace.analysis.callsums import CallSums
-from cputrace.analysis.stream import Window, reading_progress
 from cputrace.cli import cli, exits
 from cputrace.cli.compiling import compile_notice, part_of
 from cputrace.errors import TraceFormatError
+from cputrace.store.batches import reading_progress
+from cputrace.store.window import Window
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICKSORT = ROOT / "examples" / "quicksort.tarmac"

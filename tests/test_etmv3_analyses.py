@@ -25,7 +25,7 @@ from test_export import _check_nesting, _parse_callgrind, _read_folded
 import cputrace
 from cputrace.cli import cli
 from cputrace.model import TABLES
-from cputrace.store import table_path
+from cputrace.store.manifest import table_path
 
 COUNTS = {0: 7205, 1: 7471, 2: 1947}  # instructions per core (DS-5 and OpenCSD agree on each)
 

@@ -40,7 +40,8 @@ from cputrace.ingest import ingest
 from cputrace.isa import BlockCache
 from cputrace.model import SCHEMAS, TABLES, Flag, Isa
 from cputrace.record import record
-from cputrace.store import STORED_SCHEMAS, table_path
+from cputrace.store.manifest import table_path
+from cputrace.store.write import STORED_SCHEMAS
 
 TC2 = DATA / "etmv3" / "tc2"
 CORPUS = Path(__file__).parent / "corpus"

@@ -21,11 +21,11 @@ from test_calls import IMAGES, TTU, build, two_core_tarmac
 import cputrace
 from cputrace.analysis.calls import Method
 from cputrace.analysis.calltree import CallTree
-from cputrace.analysis.stream import Window
 from cputrace.cli import cli
 from cputrace.export.registry import EXPORTERS, ExportRequest
 from cputrace.image import load_elf
 from cputrace.model import SCHEMAS
+from cputrace.store.window import Window
 
 stores = test_calls.stores  # the session fixture of ingested shared traces
 

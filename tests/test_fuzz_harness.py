@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from cputrace.errors import CputraceError
-from cputrace.store import table_path
+from cputrace.store.manifest import table_path
 from fuzz import mutate
 from fuzz.__main__ import load_case
 from fuzz.campaign import save_crasher

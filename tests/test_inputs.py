@@ -16,7 +16,7 @@ from cputrace import inputs
 from cputrace.ingest import ingest
 from cputrace.inputs import InputFile, compression_of, line_chunks
 from cputrace.model import TABLES
-from cputrace.store import table_path
+from cputrace.store.manifest import table_path
 
 
 @settings(max_examples=300, deadline=None)

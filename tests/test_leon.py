@@ -31,7 +31,7 @@ from cputrace.ingest import ingest
 from cputrace.inputs import InputFile
 from cputrace.isa.sparc import sparc_insn, transfers_or_undefined
 from cputrace.model import SCHEMAS, Flag
-from cputrace.trace import Trace
+from cputrace.store.trace import Trace
 
 ELF = DATA / "leon" / "itb_demo.elf"
 TRAPS_ELF = DATA / "leon" / "itb_traps.elf"

@@ -15,9 +15,9 @@ from test_calls import IMAGES, TTU, build
 
 import cputrace
 from cputrace.analysis.profile import TABLES, profile
-from cputrace.analysis.stream import Window
 from cputrace.cli import cli
 from cputrace.image import load_elf
+from cputrace.store.window import Window
 
 stores = test_calls.stores  # the session fixture of ingested shared traces
 

@@ -27,7 +27,7 @@ from cputrace.record import RecordResult, StopReason, choose_cpu, load_program, 
 from cputrace.record.conditions import condition_passed
 from cputrace.record.cpus import Arch, CpuChoiceError
 from cputrace.record.semihosting import APPLICATION_EXIT, Semihosting
-from cputrace.trace import Trace
+from cputrace.store.trace import Trace
 
 CORPUS = Path(__file__).parent / "corpus"
 LIMIT = 200_000  # far above what any corpus program runs: a runaway program stops here

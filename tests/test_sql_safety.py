@@ -13,9 +13,9 @@ import pytest
 import cputrace
 from cputrace.errors import UsageError
 from cputrace.ingest import ingest
-from cputrace.store import table_path
-from cputrace.storecheck import file_xxh3_128
-from cputrace.trace import sql_condition
+from cputrace.store.checksums import file_xxh3_128
+from cputrace.store.manifest import table_path
+from cputrace.store.sql import sql_condition
 
 TRACE = (
     "0 clk IT (0) 00008000 e3a00001 A svc_s : MOV r0,#1\n"

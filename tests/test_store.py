@@ -15,7 +15,9 @@ import cputrace
 from cputrace.errors import StoreError, TraceFormatError
 from cputrace.ingest import ingest
 from cputrace.model import MODEL_VERSION, SCHEMAS, TABLES
-from cputrace.store import STORED_SCHEMAS, StoreWriter, read_manifest, table_path
+from cputrace.store.checksums import read_manifest
+from cputrace.store.manifest import table_path
+from cputrace.store.write import STORED_SCHEMAS, StoreWriter
 
 INGEST = importlib.import_module("cputrace.ingest")  # the package's `ingest` is the function
 
@@ -284,6 +286,6 @@ def test_python_api_tables_and_sql(tmp_path: Path) -> None:
 
 
 def test_hex_literals_only_outside_quotes() -> None:
-    from cputrace.trace import decimal_hex_literals
+    from cputrace.store.sql import decimal_hex_literals
 
     assert decimal_hex_literals("pc = 0x10 AND disasm = 'x 0x10'") == "pc = 16 AND disasm = 'x 0x10'"

@@ -15,12 +15,11 @@ import pyarrow.parquet as pq
 import pytest
 
 import cputrace
-from cputrace.analysis.stream import read_batches
 from cputrace.errors import StoreError
 from cputrace.ingest import ingest
-from cputrace.manifest import load_manifest
-from cputrace.store import table_path
-from cputrace.storecheck import store_problems
+from cputrace.store.batches import read_batches
+from cputrace.store.checksums import store_problems
+from cputrace.store.manifest import load_manifest, table_path
 
 QUICKSORT = Path(__file__).parents[1] / "examples" / "quicksort.tarmac"
 

@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 
 import cputrace
-from cputrace import storedir
-from cputrace.analysis.stream import read_batches
 from cputrace.errors import StoreError, UsageError
 from cputrace.ingest import ingest
-from cputrace.manifest import load_manifest
-from cputrace.store import StoreWriter
+from cputrace.store import folder
+from cputrace.store.batches import read_batches
+from cputrace.store.manifest import load_manifest
+from cputrace.store.write import StoreWriter
 
 SRC = Path(cputrace.__file__).parents[1]
 
@@ -165,7 +165,7 @@ KILLER = textwrap.dedent(
     """
     import os, signal, sys
     from pathlib import Path
-    from cputrace import storedir
+    from cputrace.store import folder
     from cputrace.ingest import ingest
 
     source, store, point = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
@@ -174,10 +174,10 @@ KILLER = textwrap.dedent(
         os.kill(os.getpid(), signal.SIGKILL)
 
     if point == "collect":  # after the switch, before old versions are removed
-        storedir.collect = die
+        folder.collect = die
     elif point.startswith("rename"):  # at the Nth rename of the commit
         wanted, seen = int(point[len("rename"):]), []
-        real_commit = storedir.Staging.commit
+        real_commit = folder.Staging.commit
 
         def commit(self, manifest):
             for name in ("rename", "replace"):
@@ -192,7 +192,7 @@ KILLER = textwrap.dedent(
                 setattr(os, name, counted)
             real_commit(self, manifest)
 
-        storedir.Staging.commit = commit
+        folder.Staging.commit = commit
     ingest([source], store)
     """
 )
@@ -272,14 +272,14 @@ def test_staging_folders_of_killed_ingests_are_removed_running_ones_kept(
     store = tmp_path / "s.ctrace"
     dead = tmp_path / "s.ctrace.tmp-0badc0de"  # an ingest killed while writing: marker, lock free
     (dead / "v-000000000000").mkdir(parents=True)
-    (dead / storedir.INGEST_MARKER).write_bytes(b"cputrace ingest in progress\n")
-    running = storedir.Staging(store)  # an ingest of the same store running meanwhile
+    (dead / folder.INGEST_MARKER).write_bytes(b"cputrace ingest in progress\n")
+    running = folder.Staging(store)  # an ingest of the same store running meanwhile
     mine = tmp_path / "s.ctrace.tmp-12345678"  # named like ours but not marked: a user's
     mine.mkdir()
     (mine / "notes.txt").write_text("mine")
     unlike = tmp_path / "s.ctrace.tmp-87654321"  # marked with something else
     unlike.mkdir()
-    (unlike / storedir.INGEST_MARKER).write_text("not ours")
+    (unlike / folder.INGEST_MARKER).write_text("not ours")
     ingest([inputs["A"]], store)
     assert not dead.exists()
     assert running.root.is_dir() and (mine / "notes.txt").read_text() == "mine" and unlike.is_dir()

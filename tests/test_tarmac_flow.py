@@ -19,7 +19,7 @@ from cputrace.ingest import ingest
 from cputrace.isa import BlockCache
 from cputrace.model import TABLES, Flag
 from cputrace.record import record
-from cputrace.store import table_path
+from cputrace.store.manifest import table_path
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 _LETTER = {"A32": "A", "T32": "T", "A64": "O"}

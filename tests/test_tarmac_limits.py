@@ -20,7 +20,7 @@ from cputrace import inputs
 from cputrace.cli import cli
 from cputrace.errors import CputraceError, TraceFormatError, UsageError
 from cputrace.model import TABLES
-from cputrace.store import table_path
+from cputrace.store.manifest import table_path
 
 INSN = "IT (1) 00008000 e3a00001 A svc_s : MOV r0,#1"
 

@@ -6,7 +6,7 @@ import pyarrow.parquet as pq
 from paths import DATA
 
 from cputrace.ingest import ingest
-from cputrace.store import table_path
+from cputrace.store.manifest import table_path
 
 
 def rows(store, table: str) -> list[dict]:

@@ -19,7 +19,7 @@ import pytest
 from paths import DATA
 
 from cputrace.ingest import ingest
-from cputrace.store import table_path
+from cputrace.store.manifest import table_path
 
 # (reference name, cputrace name): cputrace keeps banked suffixes and producers' names.
 REGISTER_ALIASES = {

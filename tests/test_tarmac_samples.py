@@ -13,7 +13,7 @@ from paths import SHARED, shared
 from cputrace.formats.tarmac.lines import Rows, TarmacLineParser
 from cputrace.formats.tarmac.scan import KIND_INSN, KIND_MEM, KIND_REG, scan_chunk
 from cputrace.ingest import ingest
-from cputrace.store import table_path
+from cputrace.store.manifest import table_path
 
 UTILS = "tarmac-trace-utilities"
 CALCULATOR = {

@@ -18,9 +18,9 @@ import pyarrow.compute as pc
 from .errors import CputraceError
 from .inputs import Fingerprint, InputFile
 from .model import TABLES
-from .store import STORE_SUFFIX, StoreWriter, is_store, read_manifest
-from .storecheck import file_xxh3_128
-from .storedir import check_output
+from .store.checksums import file_xxh3_128, read_manifest
+from .store.folder import STORE_SUFFIX, check_output, is_store
+from .store.write import StoreWriter
 
 if TYPE_CHECKING:
     from .formats import DecodeContext

@@ -40,9 +40,11 @@ import pyarrow as pa
 
 from ..image import Image
 from ..model import Isa
-from ..trace import Trace
+from ..store.chunks import NO_TIME, Instructions, Step, read_steps
+from ..store.columns import dictionary_codes
+from ..store.trace import Trace
+from ..store.window import WHOLE_TRACE, Window
 from . import caution, facts, pairtable
-from .stream import NO_TIME, WHOLE_TRACE, Instructions, Step, Window, dictionary_codes, walk
 
 
 class Method(enum.StrEnum):
@@ -645,6 +647,6 @@ def detect_calls(
 ) -> list[CoreCalls]:
     """Detect calls on every core (or those in `cpus`) of the trace within the window."""
     detector = CallDetector.for_trace(trace, window, method, image, cpus)
-    for step in walk(trace, window, registers=detector.needs_registers):
+    for step in read_steps(trace, window, registers=detector.needs_registers):
         detector.feed(step)
     return detector.finish()

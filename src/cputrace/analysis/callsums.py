@@ -31,7 +31,9 @@ import numpy as np
 import pyarrow as pa
 
 from ..image import Image
-from ..trace import Trace
+from ..store.chunks import Instructions, read_steps
+from ..store.trace import Trace
+from ..store.window import WHOLE_TRACE, Window
 from . import pairtable
 from .calls import (
     E_INDEX,
@@ -60,7 +62,6 @@ from .calls import (
     grown,
 )
 from .calltree import context_stacks, distinct_names, function_names, function_rows, function_table, sum_by
-from .stream import WHOLE_TRACE, Instructions, Window, walk
 
 # trie node columns
 N_PARENT, N_EDGE, N_MARKER, N_CHILD, N_NEXT, N_PREV, N_CALLS, N_INSNS, N_TIME, N_FIRST, N_OWN = range(11)
@@ -612,7 +613,7 @@ class CallSums:
         instruction to the function it ran in."""
         collector = CallSumsCollector(self_costs)
         detector = CallDetector.for_trace(trace, window, method, image, cpus, follow=collector.follow)
-        for step in walk(trace, window, registers=detector.needs_registers):
+        for step in read_steps(trace, window, registers=detector.needs_registers):
             detector.feed(step)
         return collector.finish(detector, image)
 

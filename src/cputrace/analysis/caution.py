@@ -12,7 +12,7 @@ import logging
 
 from ..image import Image
 from ..image.arch import mismatch
-from ..trace import Trace
+from ..store.trace import Trace
 
 _log = logging.getLogger("cputrace")
 

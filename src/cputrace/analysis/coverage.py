@@ -29,10 +29,11 @@ import numpy as np
 from ..errors import CputraceError
 from ..image import Image
 from ..model import Isa
-from ..trace import Trace
+from ..store.chunks import iter_instructions
+from ..store.trace import Trace
+from ..store.window import WHOLE_TRACE, Window
 from .caution import check_image, warn
 from .codemap import CodeMap, function_code, functions_of, range_code
-from .stream import WHOLE_TRACE, Window, iter_instructions
 
 LISTING = "<object code>"
 """The file name coverage gives the object-code listing unless told another."""

@@ -23,14 +23,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numba
 import numpy as np
 import pyarrow as pa
 
-from ..trace import Trace
-from .stream import read_batches
+from ..store.batches import read_batches
+from ..store.columns import ColumnChunk, numpy_of
+from ..store.trace import Trace
 from .writehash import WriteHasher
 
 KINDS = ("unaligned", "opcode", "executed", "time", "registers", "memory")
@@ -139,8 +140,10 @@ def align(a: np.ndarray, b: np.ndarray, window: int, sync: int) -> tuple[np.ndar
 
 
 @dataclass(slots=True)
-class _Chunk:
+class _Chunk(ColumnChunk):
     """Instructions of one core of one trace, with a hash of what each one writes."""
+
+    ROWS: ClassVar[tuple[str, ...]] = ("seq", "pc", "opcode", "executed", "time", "registers", "memory")
 
     seq: np.ndarray
     pc: np.ndarray
@@ -154,16 +157,6 @@ class _Chunk:
     def empty(cls) -> _Chunk:
         types = (np.int64, np.uint64, np.int64, bool, np.int64, np.uint64, np.uint64)
         return cls(*(np.zeros(0, dtype) for dtype in types))
-
-    def __len__(self) -> int:
-        return len(self.seq)
-
-    def take(self, rows: np.ndarray | slice) -> _Chunk:
-        return _Chunk(*(getattr(self, name)[rows] for name in self.__slots__))
-
-    def then(self, other: _Chunk) -> _Chunk:
-        """These rows followed by `other`'s."""
-        return _Chunk(*(np.concatenate([getattr(self, n), getattr(other, n)]) for n in self.__slots__))
 
 
 _FILLS = {"cpu": 0, "pc": 0, "opcode": -1, "executed": True, "time": -1, "src": 0}
@@ -181,7 +174,7 @@ def _column(batch: pa.RecordBatch, name: str) -> np.ndarray:
     column = batch.column(name)
     if name == "opcode":
         column = column.cast(pa.int64())
-    return column.fill_null(_FILLS[name]).to_numpy(zero_copy_only=False).astype(_TYPES[name], copy=False)
+    return numpy_of(column, _TYPES[name], _FILLS[name])
 
 
 def _core_chunks(trace: Trace, cpu: int, options: DiffOptions, rows: int) -> Iterator[_Chunk]:

@@ -26,7 +26,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..image import Image
-from ..trace import Trace
+from ..store.chunks import Instructions, read_steps
+from ..store.trace import Trace
+from ..store.window import WHOLE_TRACE, Window
 from .calls import (
     P_END_IDX,
     P_EXIT,
@@ -48,7 +50,6 @@ from .calls import (
 )
 from .calltree import _SITE_FIELDS, _SITES, FRAME_SCHEMA, frame_columns, frame_end_times, function_names
 from .nesting import Nesting
-from .stream import WHOLE_TRACE, Instructions, Window, walk
 
 _SPILL_SCHEMA = pa.schema(
     [("cpu", pa.int64()), ("entry_idx", pa.int64()), ("end_idx", pa.int64())]
@@ -341,7 +342,7 @@ def frame_stream(
     with tempfile.TemporaryDirectory(prefix="cputrace-frames-") as folder:
         spill = FrameSpill(Path(folder))
         detector = CallDetector.for_trace(trace, window, method, image, cpus, follow=spill.follow)
-        for step in walk(trace, window, registers=detector.needs_registers):
+        for step in read_steps(trace, window, registers=detector.needs_registers):
             detector.feed(step)
         stream = spill.stream(detector, image)
         try:

@@ -19,12 +19,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..image import Image
-from ..trace import Trace
+from ..store.chunks import Durations, Instructions, read_steps
+from ..store.trace import Trace
+from ..store.window import WHOLE_TRACE, Window
 from . import facts
 from .calls import CallDetector, Method
 from .callsums import CallSumsCollector
 from .calltree import function_names
-from .stream import WHOLE_TRACE, Durations, Instructions, Window, walk
 from .sums import KeyedSums
 
 HEAT_TIME_BINS = 400
@@ -270,7 +271,7 @@ def profile(
     heat_map = heat_axes(trace, window) if heat else None
     state = _ProfilePass(image, heat_map)
     durations = Durations()
-    for step in walk(trace, window, registers=detector.needs_registers):
+    for step in read_steps(trace, window, registers=detector.needs_registers):
         detector.feed(step)
         for chunk in step.chunks.values():
             ready = durations.push(chunk)

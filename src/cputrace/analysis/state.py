@@ -34,11 +34,11 @@ import duckdb
 import numpy as np
 
 from ..errors import CputraceError
-from .indexdir import index_dir
+from ..store.indexes import index_dir
 
 if TYPE_CHECKING:
     from ..image import Image
-    from ..trace import Trace
+    from ..store.trace import Trace
 
 INDEX_VERSION = 4
 CHECKPOINT = 1 << 15
@@ -130,9 +130,7 @@ class StateIndex:
         for view, file in views:
             path = _quote(directory / f"{file}.parquet")
             self._db.execute(f"CREATE VIEW {view} AS SELECT * FROM read_parquet('{path}')")
-        for table in ("instructions", "registers"):
-            path = _quote(trace.file(table))
-            self._db.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{path}')")
+        trace.add_views(self._db, ("instructions", "registers"))
 
     @classmethod
     def open(cls, trace: Trace) -> StateIndex:
@@ -298,9 +296,7 @@ def _build(trace: Trace, directory: Path) -> None:
         db.execute("SET preserve_insertion_order = false")
         db.execute("SET memory_limit = '1GB'")
         db.execute(f"SET temp_directory = '{_quote(directory / 'spill')}'")
-        for table in ("registers", "memory"):
-            path = _quote(trace.file(table))
-            db.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{path}')")
+        trace.add_views(db, ("registers", "memory"))
         _build_snapshots(db, directory / "registers.parquet", instructions)
         widths = dict(db.execute("SELECT reg::VARCHAR, max(size) FROM registers GROUP BY 1").fetchall())
         widest = _build_writes(db, directory / "writes.parquet", directory / "thinned.parquet")

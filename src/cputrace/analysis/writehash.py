@@ -18,8 +18,9 @@ import numpy as np
 import pyarrow as pa
 import xxhash
 
-from ..trace import Trace
-from .stream import CHUNK_ROWS, SeqFollower, read_batches
+from ..store.batches import CHUNK_ROWS, SeqFollower, read_batches
+from ..store.columns import numpy_of
+from ..store.trace import Trace
 
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
@@ -81,10 +82,6 @@ def binary_parts(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.nda
     return valid, raw, offsets
 
 
-def _numpy(column: pa.ChunkedArray | pa.Array, dtype: type, fill: int = 0) -> np.ndarray:
-    return column.fill_null(fill).to_numpy(zero_copy_only=False).astype(dtype, copy=False)
-
-
 def _per_name(column: pa.Array, value_of: Callable[[str], int]) -> np.ndarray:
     """`value_of(name)` for each row of a (dictionary-encoded) string column, once per distinct name.
 
@@ -94,7 +91,7 @@ def _per_name(column: pa.Array, value_of: Callable[[str], int]) -> np.ndarray:
         column = column.cast(pa.string()).dictionary_encode()
     names = column.dictionary.to_pylist()
     table = np.array([0 if name is None else value_of(name) for name in names] + [0], np.uint64)
-    return table[_numpy(column.indices, np.int64, len(names))]
+    return table[numpy_of(column.indices, np.int64, len(names))]
 
 
 REGISTER_COLUMNS = ("cpu", "src", "reg", "value", "wide", "mask")
@@ -134,7 +131,7 @@ class WriteHasher:
                 part = _rows(batch, rows)
                 wide, wide_data, wide_offsets = binary_parts(part.column("wide"))
                 masked, mask_data, mask_offsets = binary_parts(part.column("mask"))
-                value = _numpy(part.column("value"), np.uint64)
+                value = numpy_of(part.column("value"), np.uint64)
                 hashes = _register_hashes(
                     names[rows], value, wide, wide_data, wide_offsets, masked, mask_data, mask_offsets
                 )
@@ -149,8 +146,8 @@ class WriteHasher:
                 part = _rows(batch, rows)
                 wide, wide_data, wide_offsets = binary_parts(part.column("wide"))
                 hashes = _memory_hashes(
-                    _numpy(part.column("addr"), np.uint64), _numpy(part.column("size"), np.int64),
-                    _numpy(part.column("value"), np.uint64), wide, wide_data, wide_offsets,
+                    numpy_of(part.column("addr"), np.uint64), numpy_of(part.column("size"), np.int64),
+                    numpy_of(part.column("value"), np.uint64), wide, wide_data, wide_offsets,
                 )  # fmt: skip
                 _add(memory, owners, hashes)
         return registers, memory
@@ -161,7 +158,7 @@ class WriteHasher:
         """The kept rows of `batch` that belong to an instruction of `seq`, and its index in `seq`."""
         record_seq = batch.column("seq").to_numpy()
         cpu = batch.column("cpu").to_numpy()
-        src = _numpy(batch.column("src"), np.int64)
+        src = numpy_of(batch.column("src"), np.int64)
         for c, (first_seq, first_src) in self.first.items():
             keep &= ~((cpu == c) & (record_seq == first_seq) & (src < first_src))
         owner = np.searchsorted(seq, record_seq)

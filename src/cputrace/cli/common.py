@@ -26,9 +26,9 @@ from .examples import examples_epilog, with_examples
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from ..analysis.stream import Window
     from ..ingest import ProgressHook
-    from ..trace import Trace
+    from ..store.trace import Trace
+    from ..store.window import Window
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -62,7 +62,7 @@ def reading_bar(traces: Sequence[Trace], window: Window | None = None) -> Iterat
         return
     from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
-    from ..analysis.stream import reading_progress
+    from ..store.batches import reading_progress
 
     total = sum(_instructions_in(t, window) for t in traces)
     count = TextColumn("{task.completed:,.0f}/{task.total:,.0f} instructions")
@@ -94,8 +94,8 @@ def _instructions_in(trace: Trace, window: Window | None) -> int:
 
 def open_trace_arg(trace: str) -> Trace:
     """A store, or a raw input ingested (once) into its cached store."""
-    from ..trace import Trace
-    from ..trace import open as open_trace
+    from ..opening import open as open_trace
+    from ..store.trace import Trace
 
     path = Path(trace)
     if not path.exists():

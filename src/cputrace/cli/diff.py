@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from ..analysis.diff import KINDS, DiffOptions, Divergence, diff_traces, instruction_rows, neighbours
-from ..trace import Trace
+from ..store.trace import Trace
 from .common import cli, open_trace_arg, reading_bar
 
 

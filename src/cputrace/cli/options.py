@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..analysis.stream import Window, time_window
+from ..store.window import Window, time_window
 
 if TYPE_CHECKING:
     from ..image import Image
-    from ..trace import Trace
+    from ..store.trace import Trace
 
 image_option = click.option(
     "--image", "images", multiple=True, metavar="PATH[@ADDR]",

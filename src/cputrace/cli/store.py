@@ -14,7 +14,7 @@ from ..errors import UsageError
 from ..export.tarmac import write_tarmac
 from ..image import Image, load_image_spec
 from ..isa import Disassembler, fill_disasm
-from ..trace import sql_condition
+from ..store.sql import sql_condition
 from .common import cli, json_value, open_trace_arg, plain, write_rows
 
 

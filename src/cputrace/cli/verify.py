@@ -7,10 +7,10 @@ from pathlib import Path
 import click
 
 from ..errors import StoreError
-from ..manifest import recorded_files, table_file
 from ..model import TABLES
-from ..storecheck import store_problems
-from ..storedir import pin
+from ..store.checksums import store_problems
+from ..store.folder import pin
+from ..store.manifest import recorded_files, table_file
 from .common import cli
 
 

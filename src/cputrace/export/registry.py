@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..analysis.calls import Method
-from ..analysis.stream import WHOLE_TRACE, Window
 from ..image import Image
-from ..trace import Trace
+from ..store.trace import Trace
+from ..store.window import WHOLE_TRACE, Window
 from .output import output_path
 
 

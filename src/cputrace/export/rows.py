@@ -21,9 +21,10 @@ import pyarrow.parquet as pq
 from ..analysis.calltree import FRAME_SCHEMA
 from ..analysis.profile import TABLES as PROFILE_TABLES
 from ..analysis.profile import profile
-from ..analysis.stream import read_batches
 from ..errors import CputraceError
 from ..model import SCHEMAS, TABLES
+from ..store.batches import read_batches
+from ..store.sql import quoted
 from .calldata import call_frames
 from .registry import ExportRequest
 from .tarmac import INSTRUCTION_COLUMNS, TarmacWriter
@@ -59,16 +60,15 @@ def _copy_model_table(request: ExportRequest, name: str, options: str) -> None:
     """DuckDB COPY from the store's Parquet file: streamed, in seq order."""
     columns = []
     for field in SCHEMAS[name]:
-        quoted = f'"{field.name}"'
+        column = f'"{field.name}"'
         if pa.types.is_binary(field.type) and "csv" in options:
-            columns.append(f"lower(hex({quoted})) AS {quoted}")
+            columns.append(f"lower(hex({column})) AS {column}")
         else:
-            columns.append(quoted)
-    source = str(request.trace.file(name)).replace("'", "''")
-    target = str(request.output).replace("'", "''")
-    query = f"SELECT {', '.join(columns)} FROM read_parquet('{source}') WHERE {request.window.sql()}"
+            columns.append(column)
+    source = quoted(request.trace.file(name))
+    query = f"SELECT {', '.join(columns)} FROM read_parquet({source}) WHERE {request.window.sql()}"
     try:
-        request.trace.db.execute(f"COPY ({query}) TO '{target}' ({options})")
+        request.trace.db.execute(f"COPY ({query}) TO {quoted(request.output)} ({options})")
     except duckdb.IOException as exc:
         raise _copy_error(exc, request) from None
 

@@ -37,11 +37,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..store.columns import numpy_of, valid_of
 from .arrowbytes import bytes_and_offsets
 
 if TYPE_CHECKING:
-    from ..analysis.stream import Window
-    from ..trace import Trace
+    from ..store.trace import Trace
+    from ..store.window import Window
 
 ISA_LETTER = {"A32": "A", "T32": "T", "A64": "O", "T32EE": "X"}
 INSTRUCTION_COLUMNS = (
@@ -103,7 +104,7 @@ class TarmacWriter:
         """Write the instructions in `selection` (ordered by seq) and what belongs to them."""
         for start in range(0, selection.num_rows, _QUERY):
             part = selection.slice(start, _QUERY)
-            seq = _numpy(part.column("seq"), np.int64)
+            seq = numpy_of(part.column("seq"), np.int64)
             low = self._first_uncovered(int(seq[0]))
             related = {name: self._related(name, seq, low) for name in ("registers", "memory", "events")}
             for first in range(0, part.num_rows, _BATCH):
@@ -141,7 +142,7 @@ class TarmacWriter:
         )
         if self.window is not None:
             return rows
-        return rows.filter(np.isin(_numpy(rows.column("seq"), np.int64), seq))
+        return rows.filter(np.isin(numpy_of(rows.column("seq"), np.int64), seq))
 
     def _emit(self, batch: pa.Table, related: dict[str, pa.Table]) -> None:
         memory = related["memory"]
@@ -162,7 +163,7 @@ class TarmacWriter:
         _write(self.out, rendered.text(self._opening, self.origins))
 
     def _add_events(self, rendered: _Rendered, table: pa.Table, prefix: tuple) -> None:
-        _add_events(rendered, table, prefix, self.origins.tarmac(_values(table.column("seq"), np.int64)))
+        _add_events(rendered, table, prefix, self.origins.tarmac(numpy_of(table.column("seq"), np.int64)))
 
 
 def write_tarmac(trace: Trace, selection: pa.Table, out: TextIO) -> None:
@@ -172,7 +173,7 @@ def write_tarmac(trace: Trace, selection: pa.Table, out: TextIO) -> None:
 
 def _between(rows: pa.Table, low: int, high: int) -> pa.Table:
     """The rows (sorted by seq) with low <= seq <= high."""
-    seq = _numpy(rows.column("seq"), np.int64)
+    seq = numpy_of(rows.column("seq"), np.int64)
     start = int(np.searchsorted(seq, low, side="left"))
     return rows.slice(start, int(np.searchsorted(seq, high, side="right")) - start)
 
@@ -196,7 +197,7 @@ class _Prefix:
 
     def columns(self, table: pa.Table, time: np.ndarray, has_time: np.ndarray) -> tuple:
         """The render functions' first arguments: time, has time and cpu per row, unit, multicore."""
-        return time, has_time, _values(table.column("cpu"), np.int64), self.unit, self.multicore
+        return time, has_time, numpy_of(table.column("cpu"), np.int64), self.unit, self.multicore
 
 
 class _Origins:
@@ -233,11 +234,11 @@ class _Clock:
 
     def fill(self, tables: list[pa.Table]) -> list[tuple[np.ndarray, np.ndarray]]:
         """(time, has time) for the rows of `tables` (instructions first), as they are to be written."""
-        columns = [(_values(t.column("time"), np.int64), _valid(t.column("time"))) for t in tables]
+        columns = [(numpy_of(t.column("time"), np.int64), valid_of(t.column("time"))) for t in tables]
         if not self.started[0] and not any(has.any() for _, has in columns):
             return columns  # no time yet: the lines have none either
-        seq = np.concatenate([_values(t.column("seq"), np.int64) for t in tables])
-        cpu = np.concatenate([_values(t.column("cpu"), np.int64) for t in tables])
+        seq = np.concatenate([numpy_of(t.column("seq"), np.int64) for t in tables])
+        cpu = np.concatenate([numpy_of(t.column("cpu"), np.int64) for t in tables])
         time = np.concatenate([time for time, _ in columns])
         has = np.concatenate([has for _, has in columns])
         if has.all():  # nothing to fill: keep each core's last time (by seq, then as `tables` lists)
@@ -289,20 +290,6 @@ def _fill_times(order, cpu, time, has, started, last, known, first, has_first):
                 time[k], has[k] = first[c], True
 
 
-def _numpy(column: pa.ChunkedArray | pa.Array, dtype: type) -> np.ndarray:
-    return column.to_numpy(zero_copy_only=False).astype(dtype, copy=False)
-
-
-def _values(column: pa.ChunkedArray | pa.Array, dtype: type, fill: object = None) -> np.ndarray:
-    """The column as NumPy, nulls as `fill` (default 0, or False)."""
-    default = False if dtype is np.bool_ else 0
-    return _numpy(column.fill_null(default if fill is None else fill), dtype)
-
-
-def _valid(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    return _numpy(column.is_valid(), np.bool_)
-
-
 def _text_column(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     """A string column, decoded from its dictionary when it has one."""
     return column.cast(column.type.value_type) if pa.types.is_dictionary(column.type) else column
@@ -315,7 +302,7 @@ def _distinct(table: pa.Table, columns: list[str]) -> tuple[np.ndarray, list[tup
     for name in columns:
         column = table.column(name).combine_chunks()
         encoded = column if pa.types.is_dictionary(column.type) else column.dictionary_encode()
-        codes = _numpy(encoded.indices.fill_null(len(encoded.dictionary)), np.int64)
+        codes = numpy_of(encoded.indices, np.int64, len(encoded.dictionary))
         keys = keys * (len(encoded.dictionary) + 1) + codes
         values.append([*encoded.dictionary.to_pylist(), None])
     distinct = np.unique(keys) if np.prod([len(v) for v in values]) > 4 * len(keys) else _present(keys)
@@ -685,8 +672,8 @@ class _Rendered:
         render(*columns, out, starts)
         self.buffers.append(out[: starts[-1]])
         self.starts.append(starts)
-        seq = _values(table.column("seq"), np.int64)
-        src = _values(table.column("src"), np.int64)
+        seq = numpy_of(table.column("seq"), np.int64)
+        src = numpy_of(table.column("src"), np.int64)
         self.keys.append((seq, src, np.full(len(seq), order, np.int8)))
 
     def text(self, opening: int | None, origins: _Origins) -> np.ndarray:
@@ -715,7 +702,7 @@ class _Rendered:
 
 
 def _add_instructions(rendered: _Rendered, table: pa.Table, prefix: tuple) -> None:
-    size = _values(table.column("size"), np.int64)
+    size = numpy_of(table.column("size"), np.int64)
     digits = 2 * np.where(size > 0, size, 4)
     middle, combinations = _distinct(table, ["isa", "mode"])
     middle_data, middle_offset = _texts([_isa_and_mode(isa, mode) for isa, mode in combinations])
@@ -724,9 +711,9 @@ def _add_instructions(rendered: _Rendered, table: pa.Table, prefix: tuple) -> No
     opcode = table.column("opcode")
     rendered.add(
         table, _INSTRUCTION, room, _render_instructions, *prefix,
-        _values(table.column("seq"), np.int64), _values(table.column("pc"), np.uint64),
-        _values(opcode, np.uint64), _valid(opcode), digits,
-        _values(table.column("executed"), np.bool_, fill=True),  # unknown: IT (Tarmac has no third state)
+        numpy_of(table.column("seq"), np.int64), numpy_of(table.column("pc"), np.uint64),
+        numpy_of(opcode, np.uint64), valid_of(opcode), digits,
+        numpy_of(table.column("executed"), np.bool_, True),  # unknown: IT (Tarmac has no third state)
         middle, middle_data, middle_offset, disasm_data, disasm_offset,
     )  # fmt: skip
 
@@ -734,15 +721,15 @@ def _add_instructions(rendered: _Rendered, table: pa.Table, prefix: tuple) -> No
 def _add_registers(rendered: _Rendered, table: pa.Table, prefix: tuple) -> None:
     name, combinations = _distinct(table, ["reg", "size"])
     name_data, name_offset = _texts([f"R {_register_name(reg, size)} " for reg, size in combinations])
-    size = _values(table.column("size"), np.int64)
+    size = numpy_of(table.column("size"), np.int64)
     wide_data, wide_offset = bytes_and_offsets(table.column("wide"))
     mask_data, mask_offset = bytes_and_offsets(table.column("mask"))
     room = int(np.diff(name_offset)[name].sum()) + 2 * len(wide_data) + 2 * int(np.maximum(size, 8).sum())
     rendered.add(
         table, _REGISTER, room, _render_registers, *prefix,
-        name, name_data, name_offset, size, _values(table.column("value"), np.uint64),
-        _valid(table.column("wide")), wide_data, wide_offset,
-        _valid(table.column("mask")), mask_data, mask_offset,
+        name, name_data, name_offset, size, numpy_of(table.column("value"), np.uint64),
+        valid_of(table.column("wide")), wide_data, wide_offset,
+        valid_of(table.column("mask")), mask_data, mask_offset,
     )  # fmt: skip
 
 
@@ -755,7 +742,7 @@ def _add_memory(rendered: _Rendered, table: pa.Table, prefix: tuple) -> None:
     keyword = np.array([list(_diagram_keyword(op).encode()) for op, *_ in combinations], np.uint8)
     keyword = keyword.reshape(len(combinations), 2)
     trailer_data, trailer_offset = _texts([_diagram_trailer(attrs) for *_, attrs in combinations])
-    size = _values(table.column("size"), np.int64)
+    size = numpy_of(table.column("size"), np.int64)
     wide_data, wide_offset = bytes_and_offsets(table.column("wide"))
     lines = (size + 30) // 16  # an unknown access's diagram lines: at most one more than its 16-byte lines
     per_line = _DIAGRAM_ROOM + len(prefix[3]) + int(np.diff(trailer_offset).max(initial=0))
@@ -765,8 +752,8 @@ def _add_memory(rendered: _Rendered, table: pa.Table, prefix: tuple) -> None:
     rendered.add(
         table, _MEMORY, room, _render_memory, *prefix,
         word, word_data, word_offset, non_secure, aborted, keyword, trailer_data, trailer_offset,
-        size, _values(table.column("addr"), np.uint64), _values(paddr, np.uint64), _valid(paddr),
-        _values(value, np.uint64), _valid(value), _valid(table.column("wide")), wide_data, wide_offset,
+        size, numpy_of(table.column("addr"), np.uint64), numpy_of(paddr, np.uint64), valid_of(paddr),
+        numpy_of(value, np.uint64), valid_of(value), valid_of(table.column("wide")), wide_data, wide_offset,
     )  # fmt: skip
 
 
@@ -794,9 +781,10 @@ def _add_events(rendered: _Rendered, table: pa.Table, prefix: tuple, tarmac: np.
     room = len(text_data) + int(np.diff(label_offset)[combination].sum())
     rendered.add(
         table, _EVENT, room, _render_events, *prefix,
-        form, _values(raw, np.bool_), combination, label_data, label_offset,
-        _values(number, np.int64), _values(table.column("value"), np.uint64), _valid(table.column("value")),
-        _values(table.column("value1"), np.uint64), _valid(table.column("value1")), text_data, text_offset,
+        form, numpy_of(raw, np.bool_), combination, label_data, label_offset,
+        numpy_of(number, np.int64),
+        numpy_of(table.column("value"), np.uint64), valid_of(table.column("value")),
+        numpy_of(table.column("value1"), np.uint64), valid_of(table.column("value1")), text_data, text_offset,
     )  # fmt: skip
 
 

@@ -30,14 +30,16 @@ import numpy as np
 import pyarrow as pa
 from vcd import VCDWriter
 
-from ..analysis.stream import WHOLE_TRACE, SeqFollower, Window, dictionary_codes, read_batches
 from ..errors import CputraceError
 from ..image import Image
 from ..model import MEMORY_OPS
+from ..store.batches import SeqFollower, read_batches
+from ..store.columns import dictionary_codes, valid_of
+from ..store.window import WHOLE_TRACE, Window
 from .arrowbytes import bytes_and_offsets
 
 if TYPE_CHECKING:
-    from ..trace import Trace
+    from ..store.trace import Trace
     from .registry import ExportRequest
 
 VECTOR, STRING, UNKNOWN = 0, 1, 2
@@ -351,7 +353,7 @@ def _vector_values(events: _Events, table: pa.Table, count_size: np.ndarray) -> 
     base = events.bytes(narrow.view(np.uint8))
     offset = base + 8 * np.arange(table.num_rows)
     length = np.minimum(count_size, 8)
-    is_wide = _valid(table.column("wide"))
+    is_wide = valid_of(table.column("wide"))
     if is_wide.any():
         wide_data, wide_offset = bytes_and_offsets(table.column("wide"))
         wide_base = events.bytes(wide_data)
@@ -360,17 +362,13 @@ def _vector_values(events: _Events, table: pa.Table, count_size: np.ndarray) -> 
     return offset, length
 
 
-def _valid(column: pa.ChunkedArray) -> np.ndarray:
-    return column.is_valid().to_numpy(zero_copy_only=False)
-
-
 def _register_events(events: _Events, regs: pa.Table, seq, ts, variables: _Variables) -> None:
     rseq = regs.column("seq").to_numpy()
     cpu = regs.column("cpu").to_numpy().astype(np.int64)
     code = {name: i for i, name in enumerate(variables.register_names)}
     names = np.concatenate([dictionary_codes(c, code.__getitem__, -1) for c in regs.column("reg").chunks])
     offset, length = _vector_values(events, regs, regs.column("size").to_numpy().astype(np.int64))
-    whole = (_valid(regs.column("value")) | _valid(regs.column("wide"))) & ~_valid(regs.column("mask"))
+    whole = (valid_of(regs.column("value")) | valid_of(regs.column("wide"))) & ~valid_of(regs.column("mask"))
     kind = np.where(whole, VECTOR, UNKNOWN)
     events.add(_times_of(rseq, seq, ts), rseq * 4 + 2, kind, variables.register[cpu, names], offset, length)
 
@@ -385,7 +383,7 @@ def _memory_events(events: _Events, mem: pa.Table, seq, ts, variables: _Variable
     base = events.bytes(addr.view(np.uint8))
     events.add(when, order, VECTOR, variables.memory[0, cpu], base + 8 * rank, 8, rank)
     offset, length = _vector_values(events, mem, mem.column("size").to_numpy().astype(np.int64))
-    known = _valid(mem.column("value")) | _valid(mem.column("wide"))
+    known = valid_of(mem.column("value")) | valid_of(mem.column("wide"))
     events.add(when, order, np.where(known, VECTOR, UNKNOWN), variables.memory[1, cpu], offset, length, rank)
     op = np.concatenate([dictionary_codes(c, MEMORY_OPS.index, 0) for c in mem.column("op").chunks])
     base = events.bytes(ops)

@@ -25,9 +25,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import xxhash
 
-from .errors import StoreError
-from .manifest import recorded_files, table_file
-from .model import TABLES
+from ..errors import StoreError
+from ..model import TABLES
+from .manifest import data_dir, load_manifest, recorded_files, table_file
 
 _PARQUET_MAGIC = b"PAR1"
 _TAIL = 8  # footer length (uint32, little-endian) and the magic
@@ -97,6 +97,15 @@ def check_on_opening(data: Path, manifest: dict[str, Any]) -> None:
         problem = file_problem(data, manifest, table, whole=False)
         if problem is not None:
             raise StoreError(f"damaged store: {problem}")
+
+
+def read_manifest(store: str | os.PathLike[str]) -> dict[str, Any]:
+    """The manifest of a store, refusing stores this code cannot read correctly: another
+    model version, a damaged manifest, or a table file missing or not of its recorded size
+    or footer."""
+    manifest = load_manifest(store)
+    check_on_opening(data_dir(store, manifest), manifest)
+    return manifest
 
 
 def decode_problem(data: Path, manifest: dict[str, Any], table: str) -> str | None:

@@ -1,9 +1,9 @@
-"""Stores: a directory `NAME.ctrace/` with `manifest.json` and one Parquet file per table.
+"""Writing a store: one Parquet file per table, behind `manifest.json`.
 
 The tables of a store are written into a staging folder and made the store's current version
-by one atomic rename when complete (storedir.py), so a crash or a bad input never leaves
+by one atomic rename when complete (folder.py), so a crash or a bad input never leaves
 something that looks like a finished store, nor damages the store being replaced. The
-manifest records each file's checksums (storecheck.py).
+manifest records each file's checksums (checksums.py).
 """
 
 from __future__ import annotations
@@ -19,17 +19,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import StoreError
-from .manifest import MANIFEST, data_dir, load_manifest, table_file
-from .model import MODEL_VERSION, SCHEMAS, TABLES
-from .storecheck import check_on_opening, describe
-from .storedir import Staging, check_output, is_store
-
-__all__ = [
-    "MANIFEST", "STORED_SCHEMAS", "STORE_SUFFIX", "StoreWriter", "is_store", "read_manifest", "table_path",
-]  # fmt: skip
-
-STORE_SUFFIX = ".ctrace"
+from ..errors import StoreError
+from ..model import MODEL_VERSION, SCHEMAS, TABLES
+from .checksums import describe
+from .folder import Staging, check_output
+from .manifest import table_file
 
 
 class StoreWriter:
@@ -146,7 +140,7 @@ _FILTERED = frozenset(("seq", "time", "cpu", "pc", "addr", "src"))
 def _parquet_options(table: str) -> dict[str, Any]:
     names = SCHEMAS[table].names
     return {
-        # A CRC-32 per page, checked as pages are read through Arrow (storecheck.py).
+        # A CRC-32 per page, checked as pages are read through Arrow (checksums.py).
         "write_page_checksum": True,
         "compression": "zstd",
         # Level 1: an ETMv3 trace's instruction rows write 10-15 % faster than at the default
@@ -173,16 +167,3 @@ def _empty_file(table: str) -> bytes:
     pq.write_table(STORED_SCHEMAS[table].empty_table(), sink, write_page_checksum=True)
     return sink.getvalue()
 
-
-def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The manifest of a store, refusing stores this code cannot read correctly: another
-    model version, a damaged manifest, or a table file missing or not of its recorded size."""
-    manifest = load_manifest(path)
-    check_on_opening(data_dir(path, manifest), manifest)
-    return manifest
-
-
-def table_path(store: str | os.PathLike[str], table: str) -> Path:
-    """The file of a table in the store's current version (an open `Trace` has its own,
-    `Trace.file`, which stays the same while the store is re-ingested)."""
-    return data_dir(store, load_manifest(store)) / table_file(table)

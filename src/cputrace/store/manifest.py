@@ -13,14 +13,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .errors import StoreError
-from .model import MODEL_VERSION, TABLES
+from ..errors import StoreError
+from ..model import MODEL_VERSION, TABLES
 
 MANIFEST = "manifest.json"
 
 FIRST_VERSIONED_MODEL = 2
 """The model version from which tables live in a version folder named by the manifest's `data`
-(storedir.py); stores of earlier versions keep them beside the manifest."""
+(folder.py); stores of earlier versions keep them beside the manifest."""
 
 VERSION_FOLDER = re.compile(r"v-[0-9a-f]{12}")
 _HEX128 = re.compile(r"[0-9a-f]{32}")
@@ -69,6 +69,12 @@ def data_dir(store: str | os.PathLike[str], manifest: dict[str, Any]) -> Path:
     """The folder holding the table files the manifest describes."""
     folder = manifest.get("data")
     return Path(store) / folder if folder is not None else Path(store)
+
+
+def table_path(store: str | os.PathLike[str], table: str) -> Path:
+    """The file of a table in the store's current version (an open `Trace` has its own,
+    `Trace.file`, which stays the same while the store is re-ingested)."""
+    return data_dir(store, load_manifest(store)) / table_file(table)
 
 
 def recorded_files(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -1,7 +1,7 @@
 """Derived indexes kept beside a store's tables, built once and found again while they are unchanged.
 
 An index lives in `VERSION/index/NAME-KEY/`, in the folder of the store version it was built
-from (storedir.py): it is read with the tables of that version, and removed with them. KEY
+from (folder.py): it is read with the tables of that version, and removed with them. KEY
 hashes the index's version and the store's manifest and table files, so a stale index is never
 read (a changed index format, or a store of model version 1, whose tables are replaced in
 place). A directory is built under a temporary name and renamed into place when complete, so
@@ -22,9 +22,10 @@ from pathlib import Path
 
 import xxhash
 
-from ..manifest import table_file
 from ..model import TABLES
-from ..trace import Trace, cache_dir
+from .folder import cache_dir
+from .manifest import table_file
+from .trace import Trace
 
 
 def store_key(trace: Trace, version: int) -> str:

@@ -1,65 +1,37 @@
-"""The Python face of a store: `cputrace.open(path)` -> tables as Arrow, and SQL over them."""
+"""The Python face of a store: one version of it held open, its tables as Arrow, and SQL over them."""
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
-import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pyarrow as pa
-import pyarrow.dataset
 import pyarrow.parquet as pq
 
-from .errors import StoreError, UsageError
-from .ingest import ProgressHook, default_store_path, ingest, store_is_current
+from ..errors import StoreError
+from ..model import TABLES
+from .checksums import check_on_opening, file_problem
+from .folder import Pin, collect, pin
 from .manifest import load_manifest, table_file
-from .model import TABLES
-from .storecheck import check_on_opening, file_problem
-from .storedir import Pin, collect, is_store, pin
-
-_SQL_QUOTED = re.compile(r"('(?:[^']|'')*'|\"(?:[^\"]|\"\")*\")")
-_HEX_LITERAL = re.compile(r"\b0[xX]([0-9a-fA-F]+)\b")
-
-
-def decimal_hex_literals(query: str) -> str:
-    """Rewrite `0x8000` as `32768` outside quotes: addresses are hex, DuckDB's SQL is not."""
-    parts = _SQL_QUOTED.split(query)
-    for i in range(0, len(parts), 2):
-        parts[i] = _HEX_LITERAL.sub(lambda m: str(int(m.group(1), 16)), parts[i])
-    return "".join(parts)
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("CPUTRACE_CACHE") or os.environ.get("XDG_CACHE_HOME")
-    return Path(base) / "cputrace" if base else Path.home() / ".cache" / "cputrace"
-
-
-def cached_store_path(input_path: str | os.PathLike[str]) -> Path:
-    """Where the store of a raw input lives: next to it if writable, else in the cache dir."""
-    beside = default_store_path([input_path])
-    if os.access(beside.parent, os.W_OK):
-        return beside
-    digest = hashlib.sha256(str(Path(input_path).resolve()).encode()).hexdigest()[:16]
-    return cache_dir() / f"{Path(input_path).name}-{digest}.ctrace"
+from .sql import check_untrusted, create_parquet_view, decimal_hex_literals, untrusted_connection
 
 
 class Trace:
     """An ingested execution history: four tables that join on `seq`.
 
     A Trace reads one version of its store for its whole life: the store can be re-ingested
-    meanwhile, and the version this Trace holds stays until it is closed (storedir.py). Its
-    files are checked against the checksums written with them (storecheck.py): sizes and
+    meanwhile, and the version this Trace holds stays until it is closed (folder.py). Its
+    files are checked against the checksums written with them (checksums.py): sizes and
     Parquet footers on opening, and each file's whole hash before it is first read. A file
     found damaged raises StoreError ("damaged store: FILE: ...").
 
     `untrusted=True` is for SQL that comes from someone else (a service, a browser): `sql`
     then runs one SELECT statement only, in a DuckDB connection that can read the four tables
-    and nothing else: no file or network access (`enable_external_access`), no extension
-    installed or loaded, and its configuration locked (`lock_configuration`).
+    and nothing else (sql.py).
     """
 
     def __init__(self, store: str | os.PathLike[str], *, untrusted: bool = False) -> None:
@@ -104,7 +76,7 @@ class Trace:
 
     def damaged(self, table: str, problem: BaseException | str) -> StoreError:
         """The error to raise when reading the table's file failed (`problem`: the exception,
-        or what `storecheck` found, which names the file)."""
+        or what `checksums` found, which names the file)."""
         if not self.data.is_dir():
             return self._removed()
         if isinstance(problem, str):
@@ -152,34 +124,23 @@ class Trace:
     def db(self) -> duckdb.DuckDBPyConnection:
         """A DuckDB connection in which the four tables are views (see `untrusted`)."""
         if self._db is None:
-            self._db = self._untrusted_db() if self.untrusted else self._trusted_db()
+            if self.untrusted:
+                self._db = untrusted_connection({name: self.file(name) for name in TABLES})
+            else:
+                self._db = duckdb.connect()
+                self.add_views(self._db)
         return self._db
 
-    def _trusted_db(self) -> duckdb.DuckDBPyConnection:
-        db = duckdb.connect()
-        for name in TABLES:
-            file = str(self.file(name)).replace("'", "''")
-            db.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{file}')")
-        return db
-
-    def _untrusted_db(self) -> duckdb.DuckDBPyConnection:
-        """Tables given to DuckDB as Arrow datasets: with external access off, DuckDB opens
-        no file at all (allowing it the table files would let `COPY ... TO` overwrite them)."""
-        no_extensions = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
-        db = duckdb.connect(config=no_extensions)
-        for name in TABLES:
-            db.register(name, pyarrow.dataset.dataset(self.file(name), format="parquet"))
-        db.execute("SET enable_external_access = false")
-        db.execute("SET lock_configuration = true")
-        return db
+    def add_views(self, db: duckdb.DuckDBPyConnection, tables: Sequence[str] = TABLES) -> None:
+        """The tables as views of their files in another DuckDB connection (an index's, say)."""
+        for name in tables:
+            create_parquet_view(db, name, self.file(name))
 
     def sql(self, query: str, params: list[Any] | None = None) -> pa.Table:
         """Run SQL over the tables `instructions`, `registers`, `memory`, `events`."""
         query = decimal_hex_literals(query)
         if self.untrusted:
-            statements = duckdb.extract_statements(query)
-            if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
-                raise UsageError("untrusted SQL must be one SELECT statement")
+            check_untrusted(query)
         try:
             return self.db.sql(query, params=params).to_arrow_table()
         except duckdb.IOException:
@@ -204,43 +165,3 @@ class Trace:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def sql_condition(text: str) -> str:
-    """One SQL expression, checked to be nothing more, ready to follow WHERE.
-
-    For filter options (`--where`): their text is pasted into a query, so text that closed
-    the condition could append anything (`1=1; COPY ... TO ...`). DuckDB's parser checks that
-    the text is a single expression; it is then put in parentheses on lines of its own (a
-    trailing `--` comment cannot reach past them), and the query made is checked to be one
-    statement. Hex literals are rewritten as in `Trace.sql`.
-    """
-    condition = decimal_hex_literals(text)
-    try:
-        duckdb.SQLExpression(condition)
-        statements = duckdb.extract_statements(f"SELECT * FROM instructions WHERE (\n{condition}\n)")
-    except duckdb.Error as exc:
-        raise UsageError(f"not an SQL expression: {text!r}: {str(exc).splitlines()[0]}") from None
-    if len(statements) != 1:
-        raise UsageError(f"not one SQL expression: {text!r}")
-    return f"(\n{condition}\n)"
-
-
-def open(
-    path: str | os.PathLike[str],
-    *,
-    untrusted: bool = False,
-    format: str | None = None,
-    strict: bool = False,
-    options: dict[str, Any] | None = None,
-    progress: ProgressHook | None = None,
-) -> Trace:
-    """Open a store, or a raw input (ingested once into a cached store and reused after).
-
-    `untrusted=True`: SQL from someone else is run safely (see `Trace`)."""
-    if is_store(path):
-        return Trace(path, untrusted=untrusted)
-    store = cached_store_path(path)
-    if not store_is_current(store, [path]):
-        ingest([path], store, format=format, strict=strict, options=options, progress=progress)
-    return Trace(store, untrusted=untrusted)

@@ -41,9 +41,12 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from .errors import StoreError, UsageError
+from ..errors import StoreError, UsageError
+from ..model import TABLES
 from .manifest import MANIFEST, VERSION_FOLDER, data_dir, load_manifest, table_file
-from .model import TABLES
+
+STORE_SUFFIX = ".ctrace"
+"""The suffix of a store's folder: `run.tarmac` is ingested into `run.tarmac.ctrace`."""
 
 HELD_FILE = table_file("instructions")
 """The file of a version that readers lock: every version has it, and it never changes."""
@@ -58,6 +61,13 @@ _PIN_ATTEMPTS = 20
 
 def is_store(path: str | os.PathLike[str]) -> bool:
     return (Path(path) / MANIFEST).is_file()
+
+
+def cache_dir() -> Path:
+    """Where cputrace keeps what cannot live beside its input: the stores of inputs in
+    read-only folders, and the derived indexes of read-only stores."""
+    base = os.environ.get("CPUTRACE_CACHE") or os.environ.get("XDG_CACHE_HOME")
+    return Path(base) / "cputrace" if base else Path.home() / ".cache" / "cputrace"
 
 
 def check_output(output: Path, inputs: Sequence[str | os.PathLike[str]] = ()) -> None:
