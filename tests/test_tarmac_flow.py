@@ -316,3 +316,32 @@ def test_mismatch_gaps_are_stored_in_place_among_the_branch_records(tmp_path: Pa
     assert [e["seq"] for e in tables["events"][30:33]] == [before] * 3
     pcs = [row["pc"] for row in tables["instructions"]]
     assert pcs[before] == int(lines[29].split()[4], 16) and pcs[: before + 1] == stream.pc[: before + 1]
+
+
+def test_calls_and_profile_of_a_flow_only_trace_match_the_full_trace(tmp_path: Path) -> None:
+    # Conditional instructions whose outcome a flow-only trace cannot tell have executed = null;
+    # the analyses read them as executed. The full trace of the same run is the independent answer.
+    elf = str(CORPUS / "calls-t32.elf")
+    runner = CliRunner()
+    for name, extra in (("full", []), ("flow", ["--flow-only"])):
+        assert runner.invoke(cli, ["record", elf, "-o", str(tmp_path / f"{name}.tarmac"), *extra]).exit_code == 0
+        ingested = runner.invoke(cli, ["ingest", str(tmp_path / f"{name}.tarmac"), "--image", elf])
+        assert ingested.exit_code == 0, ingested.output
+    assert cputrace.open(tmp_path / "flow.tarmac").sql(
+        "SELECT count(*) AS n FROM instructions WHERE executed IS NULL"
+    ).column("n")[0].as_py() > 0
+
+    def rows(name: str, command: str) -> dict[str, list[str]]:
+        store = str(tmp_path / f"{name}.tarmac.ctrace")
+        out = runner.invoke(cli, [command, store, "--image", elf, "--method", "isa", "--format", "csv"])
+        assert out.exit_code == 0, out.output
+        header, *lines = [line.split(",") for line in out.stdout.splitlines()]
+        counts = [i for i, column in enumerate(header) if not column.startswith("time")]  # times differ
+        return {row[header.index("name")]: [row[i] for i in counts] for row in lines}
+
+    for command in ("calls", "profile"):
+        full, flow = rows("full", command), rows("flow", command)
+        # a flow-only trace ends at its last branch: the program's exit after it is not in it
+        assert set(full) - set(flow) == {"exit_with"} and set(flow) <= set(full)
+        for function in set(flow) - {"_start"}:
+            assert flow[function] == full[function], (command, function)

@@ -73,7 +73,7 @@ def instructions_of(batch: pa.RecordBatch) -> dict[int, Instructions]:
         ),
         opcode=numpy_of(opcode, np.uint32),
         has_opcode=numpy_of(opcode.is_valid(), np.bool_),
-        executed=numpy_of(batch.column("executed"), np.bool_, 1),
+        executed=numpy_of(batch.column("executed"), np.bool_, True),
         src=numpy_of(batch.column("src"), np.int64, -1),
     )
     return split_by_cpu(whole, numpy_of(batch.column("cpu"), np.uint16))
