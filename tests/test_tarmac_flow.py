@@ -324,7 +324,8 @@ def test_calls_and_profile_of_a_flow_only_trace_match_the_full_trace(tmp_path: P
     elf = str(CORPUS / "calls-t32.elf")
     runner = CliRunner()
     for name, extra in (("full", []), ("flow", ["--flow-only"])):
-        assert runner.invoke(cli, ["record", elf, "-o", str(tmp_path / f"{name}.tarmac"), *extra]).exit_code == 0
+        recorded = runner.invoke(cli, ["record", elf, "-o", str(tmp_path / f"{name}.tarmac"), *extra])
+        assert recorded.exit_code == 0, recorded.output
         ingested = runner.invoke(cli, ["ingest", str(tmp_path / f"{name}.tarmac"), "--image", elf])
         assert ingested.exit_code == 0, ingested.output
     assert cputrace.open(tmp_path / "flow.tarmac").sql(
