@@ -31,8 +31,9 @@ import numpy as np
 import pyarrow as pa
 
 from ..image import Image
+from ..kernels import pairtable
+from ..kernels.growth import grown
 from ..trace import Trace
-from . import pairtable
 from .calls import (
     E_INDEX,
     E_KIND,
@@ -57,7 +58,6 @@ from .calls import (
     CallDetector,
     CoreDetector,
     Method,
-    grown,
 )
 from .calltree import context_stacks, distinct_names, function_names, function_rows, function_table, sum_by
 from .stream import WHOLE_TRACE, Instructions, Window, walk
