@@ -64,28 +64,20 @@ def instructions(rows: np.ndarray, insns: np.ndarray, cpu: int) -> pa.Table:
 @numba.njit(cache=True, nogil=True)
 def _gather(rows, insns, row_columns, insn_columns, flags, present) -> None:
     """The instruction columns of `rows`; `present` (executed, known, timed, counted): where
-    executed, time and cycles are not null. A loop per column or two: one loop writing all
-    of them runs slower, short of registers."""
+    executed, time and cycles are not null. One pass over the rows, one over the instructions
+    they name."""
     seq, time, cycles, src = row_columns
     pc, opcode, size, isa = insn_columns
     executed, known, timed, counted = present
     for r in range(len(rows)):
-        pc[r] = insns[rows[r].idx].pc
-    for r in range(len(rows)):
-        opcode[r] = insns[rows[r].idx].opcode
+        row = rows[r]
+        seq[r], src[r], time[r], cycles[r] = row.seq, row.src, row.time, row.cycles
+        timed[r], counted[r] = row.time != NO_TIME, row.cycles != NO_TIME
+        flags[r] = _CANCELLED_FLAGS if row.cancelled else _ROW_FLAGS
+        executed[r], known[r] = row.executed == EXECUTED, row.executed != UNKNOWN
     for r in range(len(rows)):
         insn = insns[rows[r].idx]
-        size[r], isa[r] = insn.size, insn.isa
-    for r in range(len(rows)):
-        seq[r], src[r] = rows[r].seq, rows[r].src
-    for r in range(len(rows)):
-        time[r], cycles[r] = rows[r].time, rows[r].cycles
-    for r in range(len(rows)):
-        timed[r], counted[r] = time[r] != NO_TIME, cycles[r] != NO_TIME
-    for r in range(len(rows)):
-        flags[r] = _CANCELLED_FLAGS if rows[r].cancelled else _ROW_FLAGS
-        outcome = rows[r].executed
-        executed[r], known[r] = outcome == EXECUTED, outcome != UNKNOWN
+        pc[r], opcode[r], size[r], isa[r] = insn.pc, insn.opcode, insn.size, insn.isa
 
 
 def _nullable(values: np.ndarray, present: np.ndarray, type_: pa.DataType) -> pa.Array:

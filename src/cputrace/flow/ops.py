@@ -64,6 +64,7 @@ OP = np.dtype(
 )  # fmt: skip
 """One waypoint op (see the table above)."""
 _OPAQUE = np.dtype((np.void, OP.itemsize))
+"""OP records as opaque bytes, for copying: numpy copies aligned record dtypes field by field."""
 
 
 class _Column:
@@ -114,11 +115,10 @@ class Ops:
 
     def select(self, which: slice | np.ndarray) -> Ops:
         """The ops at `which` (a slice, index array or mask)."""
-        return Ops(self.records[which])
+        return Ops(self.records.view(_OPAQUE)[which].view(OP))  # see _OPAQUE
 
     @classmethod
     def concat(cls, *parts: Ops) -> Ops:
-        # as opaque records: numpy copies aligned record dtypes field by field otherwise
         return cls(np.concatenate([p.records.view(_OPAQUE) for p in parts]).view(OP))
 
 
