@@ -40,7 +40,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cputrace.coresight.frames import deformat
-from cputrace.flow import Program
+from cputrace.flow.program import Program
 from cputrace.formats.base import DecodeContext
 from cputrace.formats.etmv3.capture import Capture, PacketReader, open_captures
 from cputrace.formats.etmv3.decoder import decode_captures

@@ -22,7 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from flow_ops import Stream, atom_ops, branch_ops, run_ops
 
 import cputrace
-from cputrace.flow import Ops, Program, Walker
+from cputrace.flow.ops import Ops
+from cputrace.flow.program import Program
+from cputrace.flow.walker import Walker
 from cputrace.image import load_elf
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cputrace.flow import Op, OpBuffer, Ops
+from cputrace.flow.ops import ATOM_EXECUTED, RUN_TAKEN, Op, OpBuffer, Ops
 from cputrace.isa import BlockCache
 from cputrace.model import Isa
 
@@ -41,38 +41,38 @@ class Stream:
 def atom_ops(stream: Stream, blocks: BlockCache) -> Ops:
     """ETMv3 style: an atom per instruction, a target after each taken indirect branch."""
     ops = OpBuffer()
-    ops.add(Op.SYNC, stream.pc[0], 0, stream.isa[0])
+    ops.add(Op.SYNC, address=stream.pc[0], isa=stream.isa[0])
     for i in range(len(stream.pc)):
-        ops.add(Op.ATOM, 0, int(stream.executed[i]), src=i)
+        ops.add(Op.ATOM, flags=ATOM_EXECUTED if stream.executed[i] else 0, src=i)
         if i + 1 < len(stream.pc) and stream.taken(i, blocks) and stream.indirect(i, blocks):
-            ops.add(Op.TARGET, stream.pc[i + 1], 0, stream.isa[i + 1])
+            ops.add(Op.TARGET, address=stream.pc[i + 1], isa=stream.isa[i + 1])
     return ops.take()
 
 
 def branch_ops(stream: Stream, blocks: BlockCache) -> Ops:
     """Tarmac FD/FI style: the source and target of every taken branch, then the tail's length."""
     ops = OpBuffer()
-    ops.add(Op.SYNC, stream.pc[0], 0, stream.isa[0])
+    ops.add(Op.SYNC, address=stream.pc[0], isa=stream.isa[0])
     last = -1
     for i in range(len(stream.pc) - 1):
         if stream.taken(i, blocks):
-            ops.add(Op.BRANCH, stream.pc[i], stream.pc[i + 1], stream.isa[i + 1], src=i)
+            ops.add(Op.BRANCH, address=stream.pc[i], target=stream.pc[i + 1], isa=stream.isa[i + 1], src=i)
             last = i
-    ops.add(Op.RUN, len(stream.pc) - 1 - last, 0, src=len(stream.pc) - 1)
+    ops.add(Op.RUN, count=len(stream.pc) - 1 - last, src=len(stream.pc) - 1)
     return ops.take()
 
 
 def run_ops(stream: Stream, blocks: BlockCache) -> Ops:
     """XScale style: counts of instructions ending in each taken branch, targets of indirect ones."""
     ops = OpBuffer()
-    ops.add(Op.SYNC, stream.pc[0], 0, stream.isa[0])
+    ops.add(Op.SYNC, address=stream.pc[0], isa=stream.isa[0])
     count = 0
     for i in range(len(stream.pc) - 1):
         count += 1
         if stream.taken(i, blocks):
-            ops.add(Op.RUN, count, 1, src=i)
+            ops.add(Op.RUN, count=count, flags=RUN_TAKEN, src=i)
             count = 0
             if stream.indirect(i, blocks):
-                ops.add(Op.TARGET, stream.pc[i + 1], 0, stream.isa[i + 1])
-    ops.add(Op.RUN, count + 1, 0, src=len(stream.pc) - 1)
+                ops.add(Op.TARGET, address=stream.pc[i + 1], isa=stream.isa[i + 1])
+    ops.add(Op.RUN, count=count + 1, src=len(stream.pc) - 1)
     return ops.take()

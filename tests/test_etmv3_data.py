@@ -23,7 +23,7 @@ from test_etmv3_decode import well_formed
 
 import cputrace
 from cputrace.errors import CputraceError
-from cputrace.flow import Program
+from cputrace.flow.program import Program
 from cputrace.formats.base import DecodeContext
 from cputrace.formats.etmv3 import capture
 from cputrace.formats.etmv3.capture import EtmSource, open_captures

@@ -25,7 +25,7 @@ from paths import DATA
 import cputrace
 from cputrace.cli import cli
 from cputrace.errors import TraceFormatError, UsageError
-from cputrace.flow import Op
+from cputrace.flow.ops import Op
 from cputrace.formats.base import DecodeContext
 from cputrace.formats.etmv3 import capture
 from cputrace.formats.etmv3.capture import open_captures
@@ -271,8 +271,8 @@ def test_p_headers_full_of_atoms_make_an_op_each() -> None:
     built = packet_ops(packets, new_state(), cycle_accurate=False)
     atoms = built.ops.kind == Op.ATOM
     assert atoms.sum() == 16 * 500 > 2 * len(packets.table)
-    assert built.ops.b[atoms].tolist() == ([1] * 15 + [0]) * 500
-    assert (built.ops.kind[0], built.ops.a[0]) == (Op.SYNC, 0x8000)
+    assert built.ops.flags[atoms].tolist() == ([1] * 15 + [0]) * 500
+    assert (built.ops.kind[0], built.ops.address[0]) == (Op.SYNC, 0x8000)
     assert built.before.tolist() == np.searchsorted(built.packet, np.arange(len(packets.table))).tolist()
 
 

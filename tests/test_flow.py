@@ -1,4 +1,4 @@
-"""flow.py: walking waypoint ops through the image gives the recorded run back."""
+"""flow: walking waypoint ops through the image gives the recorded run back."""
 
 from __future__ import annotations
 
@@ -13,16 +13,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from paths import open_input, shared
 
-from cputrace.flow import (
+from cputrace.flow.ops import (
+    ATOM_EXECUTED,
     EXCEPTION_CANCELS,
     EXCEPTION_NO_VECTOR,
+    RUN_TAKEN,
     GapReason,
     Op,
     OpBuffer,
     Ops,
-    Program,
-    Walker,
 )
+from cputrace.flow.program import Program
+from cputrace.flow.walker import Walker
 from cputrace.image import Image, Region, load_elf
 from cputrace.model import Flag, Isa
 
@@ -104,7 +106,7 @@ def test_op_seq_ranges_locate_each_ops_instructions(quicksort) -> None:
     list(walker.run(ops))
     branches = np.flatnonzero(ops.kind == Op.BRANCH)
     last_of_op = walker.op_end[branches] - 1  # a BRANCH op ends with its branch
-    assert [stream.pc[i] for i in last_of_op] == ops.a[branches].tolist()
+    assert [stream.pc[i] for i in last_of_op] == ops.address[branches].tolist()
     assert (walker.op_first <= walker.op_end).all()
 
 
@@ -112,7 +114,7 @@ def test_each_address_is_decoded_once(quicksort) -> None:
     stream, program = quicksort
     fresh = Program(program.blocks.image)
     walk(fresh, atom_ops(stream, program.blocks), atom_ops(stream, program.blocks))
-    decoded = fresh.pc[: fresh.count]
+    decoded = fresh.insns["pc"][: fresh.count]
     assert len(np.unique(decoded)) == len(decoded)  # whole blocks, each address once
     assert set(decoded.tolist()) >= set(stream.pc)
 
@@ -131,19 +133,46 @@ def a32_program(*words: int, base: int = 0x1000, tail: bytes = b"") -> Program:
     return Program(Image([Region(base, code, "test")]))
 
 
-def ops(*rows: tuple) -> Ops:
+def ops(*rows: dict) -> Ops:
     buffer = OpBuffer()
     for row in rows:
-        buffer.add(*row)
+        buffer.add(**row)
     return buffer.take()
+
+
+def sync(address: int, isa: Isa = Isa.A32) -> dict:
+    return {"kind": Op.SYNC, "address": address, "isa": isa}
+
+
+def atom(executed: bool = True) -> dict:
+    return {"kind": Op.ATOM, "flags": ATOM_EXECUTED if executed else 0}
+
+
+def run(count: int, flags: int = 0) -> dict:
+    return {"kind": Op.RUN, "count": count, "flags": flags}
+
+
+def branch(address: int, target: int, isa: Isa = Isa.A32) -> dict:
+    return {"kind": Op.BRANCH, "address": address, "target": target, "isa": isa}
+
+
+def target(address: int, isa: Isa = Isa.A32) -> dict:
+    return {"kind": Op.TARGET, "address": address, "isa": isa}
+
+
+def exception(address: int, flags: int = 0, isa: Isa = Isa.A32) -> dict:
+    return {"kind": Op.EXCEPTION, "address": address, "flags": flags, "isa": isa}
+
+
+TRAP = {"kind": Op.TRAP}
 
 
 def test_an_address_outside_the_image_is_a_gap_then_the_next_address_resumes() -> None:
     program = a32_program(NOP, NOP, BX_LR)
     instructions, events, walker = walk(
         program,
-        ops((Op.SYNC, 0x9000, 0, Isa.A32), (Op.ATOM, 0, 1), (Op.ATOM, 0, 1), (Op.TARGET, 0x1004, 0, Isa.A32),
-            (Op.ATOM, 0, 1)),
+        ops(sync(0x9000), atom(), atom(), target(0x1004),
+            atom()),
     )  # fmt: skip
     assert events.column("name").to_pylist() == ["no_code"]
     assert events.column("value").to_pylist() == [0x9000]
@@ -156,7 +185,7 @@ def test_undecodable_bytes_end_the_walk_with_a_gap_and_nothing_unproven_is_emitt
     program = a32_program(NOP, tail=b"\xff\xff\xff\xff")
     instructions, events, _ = walk(
         program,
-        ops((Op.SYNC, 0x1000, 0, Isa.A32), (Op.ATOM, 0, 1), (Op.SYNC, 0x1000, 0, Isa.A32), (Op.RUN, 3, 0)),
+        ops(sync(0x1000), atom(), sync(0x1000), run(3)),
     )
     assert events.column("name").to_pylist() == ["undefined"]
     assert events.column("value").to_pylist() == [0x1004]
@@ -166,7 +195,7 @@ def test_undecodable_bytes_end_the_walk_with_a_gap_and_nothing_unproven_is_emitt
 
 def test_running_past_the_end_of_the_image_is_a_gap() -> None:
     program = a32_program(NOP, NOP)
-    _, events, _ = walk(program, ops((Op.SYNC, 0x1000, 0, Isa.A32), (Op.RUN, 4, 0)))
+    _, events, _ = walk(program, ops(sync(0x1000), run(4)))
     assert events.column("name").to_pylist() == ["no_code"]
     assert events.column("value").to_pylist() == [0x1008]
 
@@ -175,7 +204,7 @@ def test_a_trace_contradicting_the_image_is_a_gap_and_the_branch_source_resumes(
     program = a32_program(NOP, B_SELF, NOP, NOP, BX_LR)
     # the trace says the branch at 0x100c was taken, but 0x1004 branches unconditionally first
     instructions, events, _ = walk(
-        program, ops((Op.SYNC, 0x1000, 0, Isa.A32), (Op.BRANCH, 0x1010, 0x1000, Isa.A32), (Op.ATOM, 0, 1))
+        program, ops(sync(0x1000), branch(0x1010, 0x1000), atom())
     )
     assert events.column("name").to_pylist() == ["mismatch"]
     assert events.column("value").to_pylist() == [0x1004]
@@ -185,7 +214,7 @@ def test_a_trace_contradicting_the_image_is_a_gap_and_the_branch_source_resumes(
 def test_atoms_after_an_indirect_branch_without_target_are_a_gap() -> None:
     program = a32_program(BX_LR)
     instructions, events, walker = walk(
-        program, ops((Op.SYNC, 0x1000, 0, Isa.A32), (Op.ATOM, 0, 1), (Op.ATOM, 0, 1), (Op.ATOM, 0, 1))
+        program, ops(sync(0x1000), atom(), atom(), atom())
     )
     assert instructions.num_rows == 1
     assert events.column("name").to_pylist() == ["no_target"]
@@ -196,8 +225,8 @@ def test_conditional_branch_atoms_and_condition_unknown_in_runs() -> None:
     program = a32_program(BEQ_PLUS_8, 0x03A00001, NOP, B_SELF)  # beq; moveq r0,#1; nop; b .
     instructions, _, _ = walk(
         program,
-        ops((Op.SYNC, 0x1000, 0, Isa.A32), (Op.ATOM, 0, 0), (Op.ATOM, 0, 1), (Op.SYNC, 0x1000, 0, Isa.A32),
-            (Op.ATOM, 0, 1), (Op.ATOM, 0, 1), (Op.SYNC, 0x1000, 0, Isa.A32), (Op.RUN, 3, 0)),
+        ops(sync(0x1000), atom(False), atom(), sync(0x1000),
+            atom(), atom(), sync(0x1000), run(3)),
     )  # fmt: skip
     assert instructions.column("pc").to_pylist() == [0x1000, 0x1004, 0x1000, 0x1008, 0x1000, 0x1004, 0x1008]
     assert instructions.column("executed").to_pylist() == [False, True, True, True, False, None, True]
@@ -207,8 +236,8 @@ def test_exception_cancels_the_last_instruction_and_enters_the_vector() -> None:
     program = a32_program(NOP, NOP, SVC, NOP, base=0)
     instructions, events, _ = walk(
         program,
-        ops((Op.SYNC, 0, 0, Isa.A32), (Op.ATOM, 0, 1), (Op.ATOM, 0, 1),
-            (Op.EXCEPTION, 0x8, EXCEPTION_CANCELS, Isa.A32), (Op.ATOM, 0, 1)),
+        ops(sync(0), atom(), atom(),
+            exception(0x8, EXCEPTION_CANCELS), atom()),
     )  # fmt: skip
     assert instructions.column("pc").to_pylist() == [0, 4, 8]
     assert instructions.column("executed").to_pylist() == [True, False, True]
@@ -220,8 +249,8 @@ def test_trap_runs_to_the_exception_generating_instruction() -> None:
     program = a32_program(NOP, NOP, SVC, NOP, BX_LR, base=0)
     instructions, events, _ = walk(
         program,
-        ops((Op.SYNC, 0, 0, Isa.A32), (Op.TRAP,), (Op.EXCEPTION, 0x8, 0, Isa.A32), (Op.RUN, 1, 0),
-            (Op.EXCEPTION, 0, EXCEPTION_NO_VECTOR), (Op.RUN, 1, 0), (Op.BRANCH, 0x10, 0x0, Isa.A32)),
+        ops(sync(0), TRAP, exception(0x8), run(1),
+            exception(0, EXCEPTION_NO_VECTOR), run(1), branch(0x10, 0x0)),
     )  # fmt: skip
     assert instructions.column("pc").to_pylist() == [0, 4, 8, 8, 0x10]
     assert events.column("name").to_pylist() == ["vector"]
@@ -251,18 +280,23 @@ def sparc_program(*words: int) -> Program:
 )
 def test_sparc_delay_slots_and_annulling(branch, taken, pcs, executed) -> None:
     program = sparc_program(branch, SPARC_NOP, SPARC_NOP, SPARC_NOP)
-    run = (Op.RUN, 1, 1) if taken else (Op.RUN, 1, 0)
-    instructions, events, _ = walk(program, ops((Op.SYNC, 0x40000000, 0, Isa.SPARC), run, (Op.RUN, 1, 0)))
+    first = run(1, RUN_TAKEN if taken else 0)
+    instructions, events, _ = walk(program, ops(sync(0x40000000, Isa.SPARC), first, run(1)))
     assert events.num_rows == 0
     assert [pc - 0x40000000 for pc in instructions.column("pc").to_pylist()] == pcs
     assert instructions.column("executed").to_pylist() == executed
 
 
-OP_ROWS = st.tuples(
-    st.sampled_from(list(Op)),
-    st.integers(0x80000, 0x80400) | st.integers(0, 2**40),
-    st.integers(0, 40),
-    st.sampled_from([Isa.A64, Isa.A32, Isa.T32]),
+ADDRESSES = st.integers(0x80000, 0x80400) | st.integers(0, 2**40)
+OP_ROWS = st.fixed_dictionaries(
+    {
+        "kind": st.sampled_from(list(Op)),
+        "address": ADDRESSES,
+        "target": ADDRESSES,
+        "count": st.integers(0, 40) | st.integers(0, 2**40),
+        "flags": st.integers(0, 3),
+        "isa": st.sampled_from([Isa.A64, Isa.A32, Isa.T32]),
+    }
 )
 
 

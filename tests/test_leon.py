@@ -22,7 +22,7 @@ from paths import DATA
 
 from cputrace.cli import cli
 from cputrace.errors import TraceFormatError, UsageError
-from cputrace.flow import GapReason
+from cputrace.flow.ops import GapReason
 from cputrace.formats import get_decoder, sniff
 from cputrace.formats.base import DecodeContext
 from cputrace.formats.leon import filtered

@@ -183,7 +183,7 @@ def _check_walk(ctx: DecodeContext, stats: _Stats, inputs: Sequence[str | os.Pat
             ctx.doubt(path, "image", f"{why}: is --image the program that ran?")
     if "trace_gap" not in stats.event_kinds:
         return
-    from .flow import LOSS_NAMES  # loaded already by the decoders that walk
+    from .flow.ops import LOSS_NAMES  # loaded already by the decoders that walk
 
     losses = {name: stats.gaps[name] for name in sorted(LOSS_NAMES & stats.gaps.keys())}
     lost = sum(count for count, _ in losses.values())

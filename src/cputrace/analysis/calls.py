@@ -39,12 +39,14 @@ import numpy as np
 import pyarrow as pa
 
 from ..image import Image
+from ..kernels import pairtable
+from ..kernels.growth import grown
 from ..model import Isa
 from ..store.chunks import NO_TIME, Instructions, Step, read_steps
 from ..store.columns import dictionary_codes
 from ..store.trace import Trace
 from ..store.window import WHOLE_TRACE, Window
-from . import caution, facts, pairtable
+from . import caution, facts
 
 
 class Method(enum.StrEnum):
@@ -351,15 +353,6 @@ class CoreCalls:
     last: np.ndarray  # site of the last instruction
     slots: np.ndarray  # (n, SLOT_WIDTH): calls (and potential calls) with their call and entry sites
     pairs: np.ndarray  # (m, PAIR_WIDTH): the calls' ends: slot, end index, exit and resume sites
-
-
-def grown(array: np.ndarray, need: int) -> np.ndarray:
-    """`array`, or a copy with zero rows added (at least doubling it) so that row `need` exists."""
-    if need < len(array):
-        return array
-    bigger = np.zeros((max(need + 1, 2 * len(array)), *array.shape[1:]), array.dtype)
-    bigger[: len(array)] = array
-    return bigger
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,10 +31,11 @@ import numpy as np
 import pyarrow as pa
 
 from ..image import Image
+from ..kernels import pairtable
+from ..kernels.growth import grown
 from ..store.chunks import Instructions, read_steps
 from ..store.trace import Trace
 from ..store.window import WHOLE_TRACE, Window
-from . import pairtable
 from .calls import (
     E_INDEX,
     E_KIND,
@@ -59,7 +60,6 @@ from .calls import (
     CallDetector,
     CoreDetector,
     Method,
-    grown,
 )
 from .calltree import context_stacks, distinct_names, function_names, function_rows, function_table, sum_by
 

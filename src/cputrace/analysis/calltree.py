@@ -35,7 +35,8 @@ import numpy as np
 import pyarrow as pa
 
 from ..image import SymbolTable
-from . import pairtable
+from ..kernels import pairtable
+from ..kernels.growth import grown
 from .calls import (
     P_END_IDX,
     P_EXIT,
@@ -145,8 +146,8 @@ def calling_contexts(parent: np.ndarray, name: np.ndarray) -> tuple[np.ndarray, 
         if pairtable.needs_rehash(table, counts):
             table, counts = pairtable.rehashed(table, counts)
         if used[0] >= len(context_parent):
-            context_parent = np.resize(context_parent, 2 * len(context_parent))
-            context_name = np.resize(context_name, 2 * len(context_name))
+            context_parent = grown(context_parent, used[0])
+            context_name = grown(context_name, used[0])
     return context, context_parent[: used[0]], context_name[: used[0]]
 
 

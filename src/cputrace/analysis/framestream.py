@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..image import Image
+from ..kernels.growth import grown
 from ..store.chunks import Instructions, read_steps
 from ..store.trace import Trace
 from ..store.window import WHOLE_TRACE, Window
@@ -46,7 +47,6 @@ from .calls import (
     CallDetector,
     CoreDetector,
     Method,
-    grown,
 )
 from .calltree import _SITE_FIELDS, _SITES, FRAME_SCHEMA, frame_columns, frame_end_times, function_names
 from .nesting import Nesting

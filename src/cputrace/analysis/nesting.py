@@ -13,7 +13,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .calls import grown
+from ..kernels.growth import grown
 
 # columns of an open frame on the stack: id, (cut) end index and end time, function, depth,
 # self costs so far, then its exit and resume sites (4 fields each)

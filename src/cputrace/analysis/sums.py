@@ -10,7 +10,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from . import pairtable
+from ..kernels import pairtable
+from ..kernels.growth import grown
 
 
 @numba.njit(cache=True, nogil=True)
@@ -51,10 +52,7 @@ class KeyedSums:
                 return
             if pairtable.needs_rehash(self.table, self.counts):
                 self.table, self.counts = pairtable.rehashed(self.table, self.counts)
-            if self.keys_used[0] >= len(self.sums):
-                grown = np.zeros((2 * len(self.sums), self.sums.shape[1]), np.int64)
-                grown[: len(self.sums)] = self.sums
-                self.sums = grown
+            self.sums = grown(self.sums, self.keys_used[0])
 
     def result(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(a, b, sums) of every key, in no particular order; keys as int64."""

@@ -18,21 +18,10 @@ import numpy as np
 import pyarrow as pa
 import xxhash
 
+from ..kernels.hashing import GOLDEN, mix64
 from ..store.batches import CHUNK_ROWS, SeqFollower, read_batches
 from ..store.columns import numpy_of
 from ..store.trace import Trace
-
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
-_BYTE = np.uint64(0x9E3779B97F4A7C15)
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _mix(x):
-    """splitmix64's finaliser: spreads every input bit over the whole word."""
-    x = (x ^ (x >> np.uint64(30))) * _MIX1
-    x = (x ^ (x >> np.uint64(27))) * _MIX2
-    return x ^ (x >> np.uint64(31))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -44,11 +33,11 @@ def _memory_hashes(addr, size, value, wide, wide_data, wide_offsets):
         if wide[r]:
             start = wide_offsets[r]
             for i in range(wide_offsets[r + 1] - start):
-                h += _mix((addr[r] + np.uint64(i)) * _BYTE + np.uint64(wide_data[start + i]))
+                h += mix64((addr[r] + np.uint64(i)) * GOLDEN + np.uint64(wide_data[start + i]))
         else:
             for i in range(size[r]):
                 byte = (value[r] >> np.uint64(8 * i)) & np.uint64(255)
-                h += _mix((addr[r] + np.uint64(i)) * _BYTE + byte)
+                h += mix64((addr[r] + np.uint64(i)) * GOLDEN + byte)
         out[r] = h
     return out
 
@@ -58,15 +47,15 @@ def _register_hashes(name, value, wide, wide_data, wide_offsets, masked, mask_da
     """mix(name, value bytes, mask bytes) per row."""
     out = np.empty(len(name), np.uint64)
     for r in range(len(name)):
-        h = _mix(name[r])
+        h = mix64(name[r])
         if wide[r]:
             for i in range(wide_offsets[r], wide_offsets[r + 1]):
-                h = _mix(h ^ np.uint64(wide_data[i]))
+                h = mix64(h ^ np.uint64(wide_data[i]))
         else:
-            h = _mix(h ^ value[r])
+            h = mix64(h ^ value[r])
         if masked[r]:
             for i in range(mask_offsets[r], mask_offsets[r + 1]):
-                h = _mix(h ^ np.uint64(mask_data[i]) ^ np.uint64(0x100))
+                h = mix64(h ^ np.uint64(mask_data[i]) ^ np.uint64(0x100))
         out[r] = h
     return out
 

@@ -9,18 +9,19 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ..kernels.hashing import GOLDEN
+
 MISSING = -1
 """What `lookup` returns for a key the index does not hold."""
 
 _EMPTY = -1  # hash slot without a key
-_HASH = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing
 
 
 @numba.njit(cache=True, nogil=True)
 def _slot(keys: np.ndarray, key: int) -> int:
     """The slot holding `key` in an open-addressing table, or the empty slot where it would go."""
     mask = len(keys) - 1
-    slot = np.int64((np.uint64(key) * _HASH) >> np.uint64(40)) & mask
+    slot = np.int64((np.uint64(key) * GOLDEN) >> np.uint64(40)) & mask
     while keys[slot] != _EMPTY and keys[slot] != key:
         slot = (slot + 1) & mask
     return slot

@@ -50,7 +50,8 @@ import numba
 import numpy as np
 import pyarrow as pa
 
-from ...flow import NO_TIME, Program
+from ...flow.ops import NO_TIME
+from ...flow.program import Program
 from ...model import SCHEMAS, Isa
 from ..base import Batch
 from .config import EtmConfig

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from ...errors import CputraceError, TraceFormatError
-from ...flow import Program
+from ...flow.program import Program
 from ...image import Image, read_dump_entries
 from ...inputs import InputFile
 from ..base import Batch, DecodeContext

@@ -23,7 +23,8 @@ import numba
 import numpy as np
 import pyarrow as pa
 
-from ...flow import Program, Walker
+from ...flow.program import Program
+from ...flow.walker import Walker
 from ...model import SCHEMAS
 from ..base import Batch
 from .capture import EtmSource
@@ -63,7 +64,7 @@ class SourceWalk:
         """Rows of one packet batch: instructions as the walk makes them, then memory, then
         the batch's events in one table.
 
-        The walk holds its last row back (see `flow.Walker`), and data packets wait for it:
+        The walk holds its last row back (see `flow.walker.Walker`), and data packets wait for it:
         every event of a batch is at or before that row, every event of the next one at or
         after it, so each batch's events, sorted, follow the last batch's."""
         first_seq = self.walker.next_seq

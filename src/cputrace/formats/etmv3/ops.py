@@ -1,4 +1,4 @@
-"""ETMv3 packets as waypoint ops for `flow.Walker`: one compiled pass over a packet table.
+"""ETMv3 packets as waypoint ops for `flow.walker.Walker`: one compiled pass over a packet table.
 
 - I-sync: SYNC at its address (the walk starts, or is re-anchored). With a load/store in
   progress (LSiP) the address is that of the load/store, which executed without an atom of
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from ...flow import EXCEPTION_CANCELS, NO_TIME, Op, Ops
+from ...flow.ops import ATOM_EXECUTED, EXCEPTION_CANCELS, NO_TIME, OP, Op, Ops
 from .packets import Packets
 from .protocol import I_SYNC_REASONS, Flag, Kind
 
@@ -35,8 +35,6 @@ from .protocol import I_SYNC_REASONS, Flag, Kind
 S_SYNCED, S_PENDING, S_TIME = range(3)
 STATE_SIZE = 3
 
-_SYNC, _ATOM, _TARGET = int(Op.SYNC), int(Op.ATOM), int(Op.TARGET)
-_EXCEPTION, _GAP = int(Op.EXCEPTION), int(Op.GAP)
 _K_I_SYNC, _K_BRANCH, _K_P_HEADER = int(Kind.I_SYNC), int(Kind.BRANCH), int(Kind.P_HEADER)
 _K_TIMESTAMP, _K_ERROR, _K_UNSYNCED = int(Kind.TIMESTAMP), int(Kind.ERROR), int(Kind.UNSYNCED)
 _PERIODIC = I_SYNC_REASONS.index("periodic")
@@ -71,15 +69,12 @@ def packet_ops(packets: Packets, state: np.ndarray, cycle_accurate: bool) -> Pac
     """The waypoint ops of `packets`, continuing from `state` (updated in place)."""
     t = packets.table
     capacity = _capacity(t)
-    kind, isa = np.empty(capacity, np.uint8), np.empty(capacity, np.uint8)  # _build fills what it uses
-    a, b = np.empty(capacity, np.uint64), np.empty(capacity, np.uint64)
-    cycles, time, packet, src = (np.empty(capacity, np.int64) for _ in range(4))
+    ops = np.zeros(capacity, OP)  # _build sets every field the kind of each op uses, cycles and time
+    packet = np.empty(capacity, np.int64)
     before, eventful = np.empty(len(t), np.int64), np.empty(len(t), np.int64)
     pending, gap = np.zeros(len(t), np.int64), np.zeros(len(t), np.bool_)
-    columns = (kind, a, b, isa, cycles, time, packet, src)
-    n, events = _build(t, cycle_accurate, state, columns, before, pending, gap, eventful)
-    ops = Ops(kind[:n], a[:n], b[:n], isa[:n], cycles[:n], time[:n], src[:n])
-    return PacketOps(ops, packet[:n], before, pending, gap, eventful[:events])
+    n, events = _build(t, cycle_accurate, state, ops, packet, before, pending, gap, eventful)
+    return PacketOps(Ops(ops[:n]), packet[:n], before, pending, gap, eventful[:events])
 
 
 @numba.njit(cache=True, nogil=True)
@@ -104,8 +99,7 @@ def _atom_cycles(form: int, index: int, header_cycles: int) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
-def _build(packets, cycle_accurate, state, columns, before, pending, gap, eventful):
-    kind, a, b, isa, cycles, time, packet, src = columns
+def _build(packets, cycle_accurate, state, ops, packet, before, pending, gap, eventful):
     n = 0
     events = 0
     for p in range(len(packets)):
@@ -124,38 +118,37 @@ def _build(packets, cycle_accurate, state, columns, before, pending, gap, eventf
                     state[S_PENDING] += pk.cycles
                 continue
             for i in range(count):
-                kind[n] = _ATOM
-                a[n] = 0
-                b[n] = (pk.atoms >> i) & 1
-                isa[n] = 0
+                op = ops[n]
+                op.kind = Op.ATOM
+                op.flags = (pk.atoms >> i) & ATOM_EXECUTED
                 if cycle_accurate:
                     c = _atom_cycles(pk.info, i, pk.cycles)
                     if i == 0:
                         c += state[S_PENDING]
                         state[S_PENDING] = 0
-                    cycles[n] = c
+                    op.cycles = c
                 else:
-                    cycles[n] = NO_TIME
-                time[n] = state[S_TIME]
+                    op.cycles = NO_TIME
+                op.time = state[S_TIME]
+                op.src = pk.offset
                 packet[n] = p
-                src[n] = pk.offset
                 n += 1
         elif k == _K_I_SYNC:
             if pk.cycles >= 0 or (cycle_accurate and pk.info != _PERIODIC):  # the trace stopped: W cycles end
                 pending[p] = state[S_PENDING]
                 state[S_PENDING] = 0
             state[S_SYNCED] = 1
-            n = _add(columns, n, p, pk.offset, _SYNC, pk.address, 0, pk.isa, state[S_TIME])
+            n = _add(ops, packet, n, p, pk.offset, Op.SYNC, pk.address, 0, pk.isa, state[S_TIME])
             if pk.flags & _F_LSIP:  # the load/store ran, then the trace goes on at address2
-                n = _add(columns, n, p, pk.offset, _ATOM, 0, 1, 0, state[S_TIME])
-                n = _add(columns, n, p, pk.offset, _SYNC, pk.address2, 0, pk.isa, state[S_TIME])
+                n = _add(ops, packet, n, p, pk.offset, Op.ATOM, 0, ATOM_EXECUTED, 0, state[S_TIME])
+                n = _add(ops, packet, n, p, pk.offset, Op.SYNC, pk.address2, 0, pk.isa, state[S_TIME])
         elif k == _K_BRANCH:
             if state[S_SYNCED] == 0:
                 continue
-            op, bits = _TARGET, 0
+            kind, flags = Op.TARGET, 0
             if pk.flags & _F_EXCEPTION and pk.exception > 0:
-                op, bits = _EXCEPTION, EXCEPTION_CANCELS if pk.flags & _F_CANCEL else 0
-            n = _add(columns, n, p, pk.offset, op, pk.address, bits, pk.isa, state[S_TIME])
+                kind, flags = Op.EXCEPTION, EXCEPTION_CANCELS if pk.flags & _F_CANCEL else 0
+            n = _add(ops, packet, n, p, pk.offset, kind, pk.address, flags, pk.isa, state[S_TIME])
         elif k == _K_TIMESTAMP:
             state[S_TIME] = np.int64(pk.value)
         elif k in (_K_ERROR, _K_UNSYNCED):
@@ -164,20 +157,21 @@ def _build(packets, cycle_accurate, state, columns, before, pending, gap, eventf
             state[S_SYNCED] = 0
             state[S_PENDING] = 0
             gap[p] = True
-            n = _add(columns, n, p, pk.offset, _GAP, 0, 0, 0, state[S_TIME])
+            n = _add(ops, packet, n, p, pk.offset, Op.GAP, 0, 0, 0, state[S_TIME])
     return n, events
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _add(columns, n, packet_row, offset, op, address, bits, op_isa, op_time) -> int:
-    """Op n, one that carries no cycle count; returns the next op's index."""
-    kind, a, b, isa, cycles, time, packet, src = columns
-    kind[n] = op
-    a[n] = address
-    b[n] = bits
-    isa[n] = op_isa
-    cycles[n] = NO_TIME
-    time[n] = op_time
+def _add(ops, packet, n, packet_row, offset, kind, address, flags, isa, time) -> int:
+    """Op n, from the packet at `packet_row`, one that carries no cycle count; returns the next
+    op's index."""
+    op = ops[n]
+    op.kind = kind
+    op.address = address
+    op.flags = flags
+    op.isa = isa
+    op.cycles = NO_TIME
+    op.time = time
+    op.src = offset
     packet[n] = packet_row
-    src[n] = offset
     return n + 1

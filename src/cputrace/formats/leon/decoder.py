@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ...flow import GAP_TEXT
+from ...flow.ops import GAP_TEXT
 from ...model import Flag
 from ...rows import RowBuffer
 from ..base import Batch, DecodeContext

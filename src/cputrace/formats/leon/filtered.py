@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...flow import GapReason
+from ...flow.ops import GapReason
 from ...image import Image
 from ...isa.sparc import transfers_or_undefined
 from .itb import Anomalies, Traced, insn

@@ -23,7 +23,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...flow import EXCEPTION_NO_VECTOR, GAP_TEXT, NO_TIME, GapReason, Op, OpBuffer, Ops, Program, Walker
+from ...flow.ops import EXCEPTION_NO_VECTOR, GAP_TEXT, NO_TIME, GapReason, Op, OpBuffer, Ops
+from ...flow.program import Program
+from ...flow.walker import Walker
 from ...image import Image
 from ...model import SCHEMAS, Isa
 from ..base import Batch, DecodeContext, arm_vector_base, option_error, option_number
@@ -151,7 +153,7 @@ class BranchFlow:
         if isa is None:
             isa = Isa.T32 if entry & 1 else Isa(int(ops.isa[first]))
         start = OpBuffer()
-        start.add(Op.SYNC, entry & ~1 if isa is Isa.T32 else entry, 0, isa)
+        start.add(Op.SYNC, address=entry & ~1 if isa is Isa.T32 else entry, isa=isa)
         sync = start.take()
         probe = Walker(self.program)
         batches = [*probe.run(Ops.concat(sync, ops.select(slice(first, first + 1)))), *probe.finish()]
@@ -169,19 +171,19 @@ class BranchFlow:
         n = rows.num_rows
         isa_names = pc.utf8_slice_codeunits(rows.column("name"), 3).to_pylist()
         isa = np.array([_ISA_CODES.get(x or "", 255) for x in isa_names], np.uint8)
-        fd = Ops(
-            kind=np.full(n, Op.BRANCH, np.uint8),
-            a=rows.column("value").to_numpy(zero_copy_only=False).astype(np.uint64),
-            b=rows.column("value1").to_numpy(zero_copy_only=False).astype(np.uint64),
+        address = rows.column("value").to_numpy(zero_copy_only=False).astype(np.uint64)
+        if n and (isa == 255).any():  # no ISA letter: the target keeps the source's ISA
+            isa[isa == 255] = Isa.A64 if self.image.symbols.state_at(int(address[0])) is Isa.A64 else Isa.A32
+        fd = Ops.of(
+            np.full(n, Op.BRANCH, np.uint8),
+            address=address,
+            target=rows.column("value1").to_numpy(zero_copy_only=False).astype(np.uint64),
             isa=isa,
-            cycles=np.full(n, NO_TIME, np.int64),
             time=_int64(rows.column("time")),
             src=rows.column("src").to_numpy().astype(np.int64),
         )
         ticks = pc.fill_null(rows.column("number"), -1).to_numpy().astype(np.int64)
         cpu = rows.column("cpu").to_numpy().astype(np.int64)
-        if n and (isa == 255).any():  # no ISA letter: the target keeps the source's ISA
-            isa[isa == 255] = Isa.A64 if self.image.symbols.state_at(int(fd.a[0])) is Isa.A64 else Isa.A32
         exc, exc_cpu = self._exception_ops(events)
         ops = Ops.concat(fd, exc)
         cpus = np.concatenate([cpu, exc_cpu])
@@ -200,7 +202,7 @@ class BranchFlow:
                 continue
             if number == _RESET and row["value"] is not None:  # execution starts at the value
                 isa = self.image.symbols.state_at(row["value"]) or Isa.A32
-                buffer.add(Op.SYNC, row["value"], 0, isa, time=row["time"], src=row["src"])
+                buffer.add(Op.SYNC, address=row["value"], isa=isa, time=row["time"], src=row["src"])
                 cpus.append(row["cpu"])
                 continue
             vector, isa, synchronous = self._vector(number)
@@ -210,7 +212,9 @@ class BranchFlow:
                 buffer.add(Op.TRAP, time=row["time"], src=row["src"])
                 cpus.append(row["cpu"])
             flags = 0 if vector is not None else EXCEPTION_NO_VECTOR
-            buffer.add(Op.EXCEPTION, vector or 0, flags, isa, time=row["time"], src=row["src"])
+            buffer.add(
+                Op.EXCEPTION, address=vector or 0, flags=flags, isa=isa, time=row["time"], src=row["src"]
+            )
             cpus.append(row["cpu"])
         return buffer.take(), np.array(cpus, np.int64)
 
@@ -235,7 +239,7 @@ class BranchFlow:
         trapped = np.zeros(len(ops), bool)
         trapped[1:] = ops.kind[:-1] == Op.TRAP
         interrupted = np.flatnonzero(exception & ~trapped)
-        lost = np.flatnonzero(exception & (ops.b & EXCEPTION_NO_VECTOR != 0))
+        lost = np.flatnonzero(exception & (ops.flags & EXCEPTION_NO_VECTOR != 0))
         at = np.concatenate([interrupted, lost])
         count, kinds = len(at), len(interrupted)
         reason = np.concatenate([np.zeros(kinds, np.int64), np.full(len(lost), int(GapReason.VECTOR))])

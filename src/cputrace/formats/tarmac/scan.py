@@ -20,6 +20,7 @@ import numba
 import numpy as np
 
 from ...inputs import MAX_LINE_BYTES
+from ...model import Isa
 from .lines import MAX_CORE
 
 KIND_BLANK, KIND_INSN, KIND_REG, KIND_MEM, KIND_SLOW, KIND_LONG = 0, 1, 2, 3, 4, 5
@@ -28,8 +29,53 @@ SCANNED_ACCESS_BYTES = 8  # the largest access whose value fits the scanner's 64
 # Time units the scanner accepts (codes index TIME_UNITS); others go to the slow path.
 TIME_UNITS = ("", "clk", "ns", "ps", "cs", "cyc", "tic")
 
-# ISA codes follow model.Isa: A32=0, T32=1, A64=2, T32EE=3.
 MEM_X, MEM_T, MEM_L, MEM_NS = 1, 2, 4, 8
+
+LINE = np.dtype(
+    [("start", "<i8"), ("time", "<i8"), ("cpu", "<i4"), ("kind", "u1"), ("tunit", "u1")], align=True
+)
+"""One line: where it starts in the chunk, its KIND_*, and its `<time> <unit>` (tunit 0: none;
+else the index in TIME_UNITS) and `cpuN` (-1: none) prefixes. A last record holds only the
+start of the line after the chunk (its end)."""
+INSN = np.dtype(
+    [
+        ("line", "<i8"), ("pc", "<u8"), ("opcode", "<u4"), ("mode_off", "<i4"), ("dis_off", "<i4"),
+        ("size", "u1"), ("isa", "i1"), ("executed", "?"), ("failed", "?"),
+    ],
+    align=True,
+)  # fmt: skip
+"""An instruction line: `line` index, pc, opcode (failed: a fetch that failed, printed as
+dashes), size, isa (model.Isa), executed, and where its mode and disassembly start in the
+text buffers (the next record's offsets are their ends)."""
+REG = np.dtype([("line", "<i8"), ("value", "<u8"), ("name_off", "<i4"), ("nbytes", "u1")], align=True)
+"""A register line: `line` index, value, its printed width in bytes and where its name starts
+in the name buffer (the next record's offset is its end)."""
+MEM = np.dtype(
+    [
+        ("line", "<i8"), ("addr", "<u8"), ("paddr", "<u8"), ("value", "<u8"), ("op", "u1"), ("size", "u1"),
+        ("has_paddr", "?"), ("attr", "u1"),
+    ],
+    align=True,
+)  # fmt: skip
+"""A memory line: `line` index, op (0 read, 1 write), size in bytes, addresses, value and
+MEM_* attributes."""
+
+# The bytes the scanner compares with.
+_NEWLINE, _SPACE, _TAB, _CR = ord("\n"), ord(" "), ord("\t"), ord("\r")
+_OPEN, _CLOSE, _COLON, _COMMA, _DASH, _UNDERSCORE = ord("("), ord(")"), ord(":"), ord(","), ord("-"), ord("_")
+_ZERO, _NINE, _LOWER_A, _LOWER_F, _LOWER_Z = ord("0"), ord("9"), ord("a"), ord("f"), ord("z")
+_UPPER_A, _UPPER_F, _UPPER_Z = ord("A"), ord("F"), ord("Z")
+_I, _E, _T, _S, _R, _M, _W = ord("I"), ord("E"), ord("T"), ord("S"), ord("R"), ord("M"), ord("W")
+_X, _L = ord("X"), ord("L")
+_A32, _T32, _A64, _T32EE = (ord(letter) for letter in "ATOX")  # the ISA letters
+_CPU = np.frombuffer(b"cpu", np.uint8)
+_CCFAIL = np.frombuffer(b"CCFAIL", np.uint8)
+_NS_SUFFIX = np.frombuffer(b"_NS", np.uint8)
+_S_SUFFIX = np.frombuffer(b"_S", np.uint8)
+_UNITS = np.zeros((len(TIME_UNITS), max(map(len, TIME_UNITS))), np.uint8)
+for _code, _unit in enumerate(TIME_UNITS):
+    _UNITS[_code, : len(_unit)] = np.frombuffer(_unit.encode(), np.uint8)
+_UNIT_LENGTHS = np.array([len(unit) for unit in TIME_UNITS], np.int64)
 
 # The helpers are plain compiled functions, which LLVM inlines into the scanner all the same:
 # numba's own inlining (inline="always") made the scanner's first compilation three times as long.
@@ -37,18 +83,28 @@ MEM_X, MEM_T, MEM_L, MEM_NS = 1, 2, 4, 8
 
 @numba.njit(cache=True)
 def _hex(c):
-    if 48 <= c <= 57:
-        return c - 48
-    if 97 <= c <= 102:
-        return c - 87
-    if 65 <= c <= 70:
-        return c - 55
+    if _ZERO <= c <= _NINE:
+        return c - _ZERO
+    if _LOWER_A <= c <= _LOWER_F:
+        return c - _LOWER_A + 10
+    if _UPPER_A <= c <= _UPPER_F:
+        return c - _UPPER_A + 10
     return -1
 
 
 @numba.njit(cache=True)
+def _digit(c):
+    return _ZERO <= c <= _NINE
+
+
+@numba.njit(cache=True)
+def _letter(c):
+    return _UPPER_A <= c <= _UPPER_Z or _LOWER_A <= c <= _LOWER_Z
+
+
+@numba.njit(cache=True)
 def _space(c):
-    return c == 32 or c == 9 or c == 13
+    return c in (_SPACE, _TAB, _CR)
 
 
 @numba.njit(cache=True)
@@ -60,28 +116,28 @@ def _skip(d, p, e):
 
 @numba.njit(cache=True)
 def _lower(c):
-    if 65 <= c <= 90:
-        return c + 32
+    if _UPPER_A <= c <= _UPPER_Z:
+        return c + (_LOWER_A - _UPPER_A)
     return c
 
 
 @numba.njit(cache=True)
+def _starts(d, q, e, word):
+    """Whether the bytes from q (before e) begin with `word`."""
+    if q + len(word) > e:
+        return False
+    k = 0
+    while k < len(word) and d[q + k] == word[k]:
+        k += 1
+    return k == len(word)
+
+
+@numba.njit(cache=True)
 def _unit_code(d, a, b):
-    n = b - a
-    if n == 2:
-        if d[a] == 110 and d[a + 1] == 115:  # ns
-            return 2
-        if d[a] == 112 and d[a + 1] == 115:  # ps
-            return 3
-        if d[a] == 99 and d[a + 1] == 115:  # cs
-            return 4
-    elif n == 3:
-        if d[a] == 99 and d[a + 1] == 108 and d[a + 2] == 107:  # clk
-            return 1
-        if d[a] == 99 and d[a + 1] == 121 and d[a + 2] == 99:  # cyc
-            return 5
-        if d[a] == 116 and d[a + 1] == 105 and d[a + 2] == 99:  # tic
-            return 6
+    """The index in TIME_UNITS of the unit in bytes a..b, 0 if it is none of them."""
+    for code in range(1, len(_UNIT_LENGTHS)):
+        if _UNIT_LENGTHS[code] == b - a and _starts(d, a, b, _UNITS[code, : b - a]):
+            return code
     return 0
 
 
@@ -109,10 +165,10 @@ def _hex_digits_end(d, q, e):
 @numba.njit(cache=True)
 def _address_end(d, q, e):
     """Past an address's `_NS`/`_S` security suffix, if it has one."""
-    if q + 3 <= e and d[q] == 95 and d[q + 1] == 78 and d[q + 2] == 83:  # _NS
-        return q + 3
-    if q + 2 <= e and d[q] == 95 and d[q + 1] == 83:  # _S
-        return q + 2
+    if _starts(d, q, e, _NS_SUFFIX):
+        return q + len(_NS_SUFFIX)
+    if _starts(d, q, e, _S_SUFFIX):
+        return q + len(_S_SUFFIX)
     return q
 
 
@@ -136,7 +192,7 @@ def _value_token(d, q, e, colon_ok):
         if h >= 0:
             val = val * 16 + h
             nd += 1
-        elif d[q] != 95 and not (colon_ok and d[q] == 58):
+        elif d[q] != _UNDERSCORE and not (colon_ok and d[q] == _COLON):
             ok = False
             break
         q += 1
@@ -144,40 +200,9 @@ def _value_token(d, q, e, colon_ok):
 
 
 @numba.njit(nogil=True, cache=True)
-def _scan(
-    d,
-    max_line,
-    check_ascii,
-    line_start,
-    kind,
-    time,
-    tunit,
-    cpu,
-    i_line,
-    i_pc,
-    i_opcode,
-    i_size,
-    i_isa,
-    i_exec,
-    i_fail,
-    mode_off,
-    mode_buf,
-    dis_off,
-    dis_buf,
-    r_line,
-    r_value,
-    r_nbytes,
-    name_off,
-    name_buf,
-    m_line,
-    m_op,
-    m_size,
-    m_addr,
-    m_paddr,
-    m_has_paddr,
-    m_value,
-    m_attr,
-):
+def _scan(d, max_line, check_ascii, lines, insns, regs, mems, modes, disasm, names):
+    """Fill LINE, INSN, REG and MEM records and the mode, disassembly and name text buffers;
+    returns how many of each were written."""
     n_data = d.shape[0]
     n_lines = 0
     ni = 0
@@ -189,78 +214,79 @@ def _scan(
     s = 0
     while s < n_data:
         e = s
-        while e < n_data and d[e] != 10:
+        while e < n_data and d[e] != _NEWLINE:
             e += 1
         li = n_lines
-        line_start[li] = s
+        line = lines[li]
+        line.start = s
         n_lines += 1
         nxt = e + 1
-        kind[li] = KIND_SLOW
-        cpu[li] = -1
-        tunit[li] = 0
-        time[li] = 0
+        line.kind = KIND_SLOW
+        line.cpu = -1
+        line.tunit = 0
+        line.time = 0
         if e - s > max_line:
-            kind[li] = KIND_LONG
+            line.kind = KIND_LONG
             s = nxt
             continue
         p = _skip(d, s, e)
         if p == e:
-            kind[li] = KIND_BLANK
+            line.kind = KIND_BLANK
             s = nxt
             continue
         # -- optional "<time> <unit>" -----------------------------------------------
-        if 48 <= d[p] <= 57:
+        if _digit(d[p]):
             q = p
             val = 0
-            while q < e and 48 <= d[q] <= 57 and q - p < 18:
-                val = val * 10 + (d[q] - 48)
+            while q < e and _digit(d[q]) and q - p < 18:
+                val = val * 10 + (d[q] - _ZERO)
                 q += 1
             r = _skip(d, q, e)
             u0 = r
-            while r < e and 97 <= d[r] <= 122:
+            while r < e and _LOWER_A <= d[r] <= _LOWER_Z:
                 r += 1
             code = _unit_code(d, u0, r)
-            if code == 0 or r >= e or not _space(d[r]) or (q < e and 48 <= d[q] <= 57):
+            if code == 0 or r >= e or not _space(d[r]) or (q < e and _digit(d[q])):
                 s = nxt
                 continue
-            time[li] = val
-            tunit[li] = code
+            line.time = val
+            line.tunit = code
             p = _skip(d, r, e)
         # -- optional "cpuN" -------------------------------------------------------------
-        if p + 3 < e and d[p] == 99 and d[p + 1] == 112 and d[p + 2] == 117 and 48 <= d[p + 3] <= 57:
+        if p + 3 < e and _starts(d, p, e, _CPU) and _digit(d[p + 3]):
             q = p + 3
             c = 0
-            while q < e and 48 <= d[q] <= 57 and c <= MAX_CORE:
-                c = c * 10 + (d[q] - 48)
+            while q < e and _digit(d[q]) and c <= MAX_CORE:
+                c = c * 10 + (d[q] - _ZERO)
                 q += 1
             if q >= e or not _space(d[q]) or c > MAX_CORE:
                 s = nxt
                 continue
-            cpu[li] = c
+            line.cpu = c
             p = _skip(d, q, e)
         if p + 2 >= e:
             s = nxt
             continue
         c0 = d[p]
         c1 = d[p + 1]
-        # -- instruction -------------------------------------------------------------
-        if ((c0 == 73 and (c1 == 84 or c1 == 83)) or (c0 == 69 and c1 == 83)) and _space(d[p + 2]):
-            es = c0 == 69
+        # -- instruction: IT, IS or ES -------------------------------------------------------
+        if ((c0 == _I and c1 in (_T, _S)) or (c0 == _E and c1 == _S)) and _space(d[p + 2]):
+            es = c0 == _E
             q = _skip(d, p + 2, e)
-            if q >= e or d[q] != 40:  # '('
+            if q >= e or d[q] != _OPEN:
                 s = nxt
                 continue
             q += 1
             if es:
                 pc, nd, q = _hex_run(d, q, e)
-                if nd == 0 or q >= e or d[q] != 58:  # ':'
+                if nd == 0 or q >= e or d[q] != _COLON:
                     s = nxt
                     continue
                 q += 1
             else:
-                while q < e and 48 <= d[q] <= 57:
+                while q < e and _digit(d[q]):
                     q += 1
-                if q >= e or d[q] != 41:  # ')'
+                if q >= e or d[q] != _CLOSE:
                     s = nxt
                     continue
                 # a 17th digit is none of the characters allowed after an address: slow path
@@ -268,13 +294,13 @@ def _scan(
                 if nd == 0 or q >= e:
                     s = nxt
                     continue
-                if d[q] == 58:  # ":paddr" (checked, not kept: instructions keep the virtual address)
+                if d[q] == _COLON:  # ":paddr" (checked, not kept: instructions keep the virtual address)
                     q = _hex_digits_end(d, q + 1, e)
                     if q < 0:
                         s = nxt
                         continue
                 q = _address_end(d, q, e)
-                if q < e and d[q] == 44:  # ",nextaddr": the second halfword's address
+                if q < e and d[q] == _COMMA:  # ",nextaddr": the second halfword's address
                     q = _hex_digits_end(d, q + 1, e)
                     if q < 0:
                         s = nxt
@@ -288,8 +314,8 @@ def _scan(
             o0 = q
             op = 0
             fail = False
-            if q + 8 <= e and d[q] == 45:
-                while q < e and d[q] == 45:
+            if q + 8 <= e and d[q] == _DASH:
+                while q < e and d[q] == _DASH:
                     q += 1
                 fail = True
             else:
@@ -301,7 +327,7 @@ def _scan(
                 s = nxt
                 continue
             if es:
-                if q >= e or d[q] != 41:
+                if q >= e or d[q] != _CLOSE:
                     s = nxt
                     continue
                 q += 1
@@ -314,17 +340,17 @@ def _scan(
                 s = nxt
                 continue
             isa_c = d[q]
-            if isa_c == 65:
-                isa = 0
+            if isa_c == _A32:
+                isa = Isa.A32
                 size = 4
-            elif isa_c == 84:
-                isa = 1
+            elif isa_c == _T32:
+                isa = Isa.T32
                 size = 2 if nop == 4 else 4
-            elif isa_c == 79:
-                isa = 2
+            elif isa_c == _A64:
+                isa = Isa.A64
                 size = 4
-            elif isa_c == 88:
-                isa = 3
+            elif isa_c == _T32EE:
+                isa = Isa.T32EE
                 size = 2 if nop == 4 else 4
             else:
                 s = nxt
@@ -335,60 +361,52 @@ def _scan(
             while q < e and not _space(d[q]):
                 q += 1
             m1 = q
-            if m1 > m0 and d[m1 - 1] == 58:
+            if m1 > m0 and d[m1 - 1] == _COLON:
                 m1 -= 1
             else:
                 q = _skip(d, q, e)
-                if q >= e or d[q] != 58 or (q + 1 < e and not _space(d[q + 1])):
+                if q >= e or d[q] != _COLON or (q + 1 < e and not _space(d[q + 1])):
                     s = nxt
                     continue
                 q += 1
             q = _skip(d, q, e)
-            executed = not (c0 == 73 and c1 == 83)
-            if (
-                q + 6 <= e
-                and d[q] == 67
-                and d[q + 1] == 67
-                and d[q + 2] == 70
-                and d[q + 3] == 65
-                and d[q + 4] == 73
-                and d[q + 5] == 76
-                and (q + 6 == e or _space(d[q + 6]))
-            ):
+            executed = not (c0 == _I and c1 == _S)
+            if _starts(d, q, e, _CCFAIL) and (q + len(_CCFAIL) == e or _space(d[q + len(_CCFAIL)])):
                 executed = False
-                q = _skip(d, q + 6, e)
+                q = _skip(d, q + len(_CCFAIL), e)
             t = e
             while t > q and _space(d[t - 1]):
                 t -= 1
             if check_ascii and not _ascii(d, m0, e):  # mode and disassembly: strings
                 s = nxt
                 continue
-            i_line[ni] = li
-            i_pc[ni] = pc
-            i_opcode[ni] = op
-            i_size[ni] = size
-            i_isa[ni] = isa
-            i_exec[ni] = executed
-            i_fail[ni] = fail
-            mode_off[ni] = mode_pos
+            insn = insns[ni]
+            insn.line = li
+            insn.pc = pc
+            insn.opcode = op
+            insn.size = size
+            insn.isa = isa
+            insn.executed = executed
+            insn.failed = fail
+            insn.mode_off = mode_pos
             for k in range(m0, m1):
-                mode_buf[mode_pos] = _lower(d[k])
+                modes[mode_pos] = _lower(d[k])
                 mode_pos += 1
-            dis_off[ni] = dis_pos
+            insn.dis_off = dis_pos
             for k in range(q, t):
-                dis_buf[dis_pos] = d[k]
+                disasm[dis_pos] = d[k]
                 dis_pos += 1
             ni += 1
-            mode_off[ni] = mode_pos
-            dis_off[ni] = dis_pos
-            kind[li] = KIND_INSN
-        # -- register ------------------------------------------------------------------
-        elif c0 == 82 and _space(c1):
+            insns[ni].mode_off = mode_pos
+            insns[ni].dis_off = dis_pos
+            line.kind = KIND_INSN
+        # -- register: R -----------------------------------------------------------------
+        elif c0 == _R and _space(c1):
             q = _skip(d, p + 1, e)
             n0 = q
             while q < e and not _space(d[q]):
                 c = d[q]
-                if not (48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122 or c == 95):
+                if not (_digit(c) or _letter(c) or c == _UNDERSCORE):
                     break
                 q += 1
             n1 = q
@@ -399,30 +417,31 @@ def _scan(
             if not ok or nd == 0 or nd > 16 or _skip(d, q, e) != e:
                 s = nxt
                 continue
-            r_line[nr] = li
-            r_value[nr] = val
-            r_nbytes[nr] = (nd + 1) // 2
-            name_off[nr] = name_pos
+            reg = regs[nr]
+            reg.line = li
+            reg.value = val
+            reg.nbytes = (nd + 1) // 2
+            reg.name_off = name_pos
             for k in range(n0, n1):
-                name_buf[name_pos] = _lower(d[k])
+                names[name_pos] = _lower(d[k])
                 name_pos += 1
             nr += 1
-            name_off[nr] = name_pos
-            kind[li] = KIND_REG
-        # -- memory access -----------------------------------------------------------
-        elif c0 == 77 and (c1 == 82 or c1 == 87) and p + 2 < e and 48 <= d[p + 2] <= 57:
+            regs[nr].name_off = name_pos
+            line.kind = KIND_REG
+        # -- memory access: MR<n> or MW<n> ---------------------------------------------------
+        elif c0 == _M and c1 in (_R, _W) and p + 2 < e and _digit(d[p + 2]):
             q = p + 2
             size = 0
-            while q < e and 48 <= d[q] <= 57 and size <= SCANNED_ACCESS_BYTES:
-                size = size * 10 + (d[q] - 48)
+            while q < e and _digit(d[q]) and size <= SCANNED_ACCESS_BYTES:
+                size = size * 10 + (d[q] - _ZERO)
                 q += 1
             attr = 0
             while q < e and not _space(d[q]):
-                if d[q] == 88:
+                if d[q] == _X:
                     attr |= MEM_X
-                elif d[q] == 84:
+                elif d[q] == _T:
                     attr |= MEM_T
-                elif d[q] == 76:
+                elif d[q] == _L:
                     attr |= MEM_L
                 else:
                     break
@@ -436,14 +455,14 @@ def _scan(
                 continue
             paddr = 0
             has_paddr = False
-            if d[q] == 58:
+            if d[q] == _COLON:
                 paddr, nd, q = _hex_run(d, q + 1, e)
                 has_paddr = nd > 0
-            if q + 3 <= e and d[q] == 95 and d[q + 1] == 78 and d[q + 2] == 83:  # _NS
+            if _starts(d, q, e, _NS_SUFFIX):
                 attr |= MEM_NS
-                q += 3
-            elif q + 2 <= e and d[q] == 95 and d[q + 1] == 83:  # _S
-                q += 2
+                q += len(_NS_SUFFIX)
+            elif _starts(d, q, e, _S_SUFFIX):
+                q += len(_S_SUFFIX)
             if q >= e or not _space(d[q]):
                 s = nxt
                 continue
@@ -451,18 +470,19 @@ def _scan(
             if not ok or nd == 0 or nd > 2 * size or _skip(d, q, e) != e:
                 s = nxt
                 continue
-            m_line[nm] = li
-            m_op[nm] = 1 if c1 == 87 else 0
-            m_size[nm] = size
-            m_addr[nm] = addr
-            m_paddr[nm] = paddr
-            m_has_paddr[nm] = has_paddr
-            m_value[nm] = val
-            m_attr[nm] = attr
+            mem = mems[nm]
+            mem.line = li
+            mem.op = 1 if c1 == _W else 0
+            mem.size = size
+            mem.addr = addr
+            mem.paddr = paddr
+            mem.has_paddr = has_paddr
+            mem.value = val
+            mem.attr = attr
             nm += 1
-            kind[li] = KIND_MEM
+            line.kind = KIND_MEM
         s = nxt
-    line_start[n_lines] = n_data
+    lines[n_lines].start = n_data
     return n_lines, ni, nr, nm, mode_pos, dis_pos, name_pos
 
 
@@ -470,7 +490,7 @@ def _scan(
 def _count_newlines(d):
     n = 0
     for c in d:
-        n += c == 10
+        n += c == _NEWLINE
     return n
 
 
@@ -506,71 +526,20 @@ def scan_chunk(data: bytes | bytearray | memoryview, max_line: int = MAX_LINE_BY
 
 def _scanned(d: np.ndarray, max_line: int, check_ascii: bool) -> Scan:
     cap = _count_newlines(d) + 1
-    n_bytes = len(d)
-    line_start = np.empty(cap + 1, np.int64)
-    kind = np.empty(cap, np.uint8)
-    time = np.empty(cap, np.int64)
-    tunit = np.empty(cap, np.uint8)
-    cpu = np.empty(cap, np.int32)
-    insn = {
-        "line": np.empty(cap, np.int64),
-        "pc": np.empty(cap, np.uint64),
-        "opcode": np.empty(cap, np.uint32),
-        "size": np.empty(cap, np.uint8),
-        "isa": np.empty(cap, np.int8),
-        "executed": np.empty(cap, np.bool_),
-        "failed": np.empty(cap, np.bool_),
-        "mode_off": np.zeros(cap + 1, np.int32),
-        "mode_buf": np.empty(n_bytes, np.uint8),
-        "dis_off": np.zeros(cap + 1, np.int32),
-        "dis_buf": np.empty(n_bytes, np.uint8),
-    }
-    reg = {
-        "line": np.empty(cap, np.int64),
-        "value": np.empty(cap, np.uint64),
-        "nbytes": np.empty(cap, np.uint8),
-        "name_off": np.zeros(cap + 1, np.int32),
-        "name_buf": np.empty(n_bytes, np.uint8),
-    }
-    mem = {
-        "line": np.empty(cap, np.int64),
-        "op": np.empty(cap, np.uint8),
-        "size": np.empty(cap, np.uint8),
-        "addr": np.empty(cap, np.uint64),
-        "paddr": np.empty(cap, np.uint64),
-        "has_paddr": np.empty(cap, np.bool_),
-        "value": np.empty(cap, np.uint64),
-        "attr": np.empty(cap, np.uint8),
-    }
+    lines = np.empty(cap + 1, LINE)
+    insns, regs, mems = np.zeros(cap + 1, INSN), np.zeros(cap + 1, REG), np.empty(cap, MEM)
+    modes, disasm, names = (np.empty(len(d), np.uint8) for _ in range(3))
     n_lines, ni, nr, nm, n_mode, n_dis, n_name = _scan(
-        d, max_line, check_ascii, line_start, kind, time, tunit, cpu,
-        insn["line"], insn["pc"], insn["opcode"], insn["size"], insn["isa"],
-        insn["executed"], insn["failed"], insn["mode_off"], insn["mode_buf"],
-        insn["dis_off"], insn["dis_buf"],
-        reg["line"], reg["value"], reg["nbytes"], reg["name_off"], reg["name_buf"],
-        mem["line"], mem["op"], mem["size"], mem["addr"], mem["paddr"],
-        mem["has_paddr"], mem["value"], mem["attr"],
-    )  # fmt: skip
-    for key in ("line", "pc", "opcode", "size", "isa", "executed", "failed"):
-        insn[key] = insn[key][:ni]
-    insn["mode_off"] = insn["mode_off"][: ni + 1]
-    insn["dis_off"] = insn["dis_off"][: ni + 1]
-    insn["mode_buf"] = insn["mode_buf"][:n_mode]
-    insn["dis_buf"] = insn["dis_buf"][:n_dis]
-    for key in ("line", "value", "nbytes"):
-        reg[key] = reg[key][:nr]
-    reg["name_off"] = reg["name_off"][: nr + 1]
-    reg["name_buf"] = reg["name_buf"][:n_name]
-    for key in mem:
-        mem[key] = mem[key][:nm]
-    return Scan(
-        n_lines,
-        line_start[: n_lines + 1],
-        kind[:n_lines],
-        time[:n_lines],
-        tunit[:n_lines],
-        cpu[:n_lines],
-        insn,
-        reg,
-        mem,
+        d, max_line, check_ascii, lines, insns, regs, mems, modes, disasm, names
     )
+    insn = {name: insns[name][:ni] for name in INSN.names}
+    insn["mode_off"] = np.ascontiguousarray(insns["mode_off"][: ni + 1])  # string offsets: one more
+    insn["dis_off"] = np.ascontiguousarray(insns["dis_off"][: ni + 1])
+    insn["mode_buf"], insn["dis_buf"] = modes[:n_mode], disasm[:n_dis]
+    reg = {name: regs[name][:nr] for name in REG.names}
+    reg["name_off"] = np.ascontiguousarray(regs["name_off"][: nr + 1])
+    reg["name_buf"] = names[:n_name]
+    mem = {name: mems[name][:nm] for name in MEM.names}
+    line = lines[:n_lines]
+    starts = lines["start"][: n_lines + 1]
+    return Scan(n_lines, starts, line["kind"], line["time"], line["tunit"], line["cpu"], insn, reg, mem)

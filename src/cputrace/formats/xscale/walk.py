@@ -40,7 +40,9 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from ...flow import EXCEPTION_CANCELS, RUN_TAKEN, RUN_THUMB_PAIRS, Op, OpBuffer, Ops, Program, Walker
+from ...flow.ops import EXCEPTION_CANCELS, RUN_TAKEN, RUN_THUMB_PAIRS, Op, OpBuffer, Ops
+from ...flow.program import Program
+from ...flow.walker import Walker
 from ...image import Image, ImageError
 from ...model import SCHEMAS, Isa
 from ...rows import RowBuffer
@@ -186,11 +188,11 @@ class BufferWalk:
         ops = OpBuffer()
         op_message: list[int] = []
 
-        def add(kind: Op, a: int = 0, b: int = 0, isa: Isa = Isa.A32, message: int = anchor.message) -> None:
-            ops.add(kind, a, b, isa, src=int(buffer.src[parsed.messages[message].index]))
+        def add(kind: Op, message: int = anchor.message, *, isa: Isa = Isa.A32, **operands: int) -> None:
+            ops.add(kind, **operands, isa=isa, src=int(buffer.src[parsed.messages[message].index]))
             op_message.append(message)
 
-        add(Op.SYNC, anchor.address, 0, anchor.isa)
+        add(Op.SYNC, address=anchor.address, isa=anchor.isa)
         rolled = 0  # instructions of roll-overs not yet in a RUN
         for i in range(anchor.message + 1, len(parsed.messages)):
             message = parsed.messages[i]
@@ -198,18 +200,18 @@ class BufferWalk:
             if message.kind is Kind.ROLL_OVER:
                 rolled = count
                 if i == len(parsed.messages) - 1:
-                    add(Op.RUN, count, RUN_THUMB_PAIRS, message=i)
+                    add(Op.RUN, i, count=count, flags=RUN_THUMB_PAIRS)
                 continue
             if message.kind is Kind.EXCEPTION:
-                add(Op.RUN, count, RUN_THUMB_PAIRS, message=i)
+                add(Op.RUN, i, count=count, flags=RUN_THUMB_PAIRS)
                 flags = EXCEPTION_CANCELS if message.vector in ABORTS else 0
-                add(Op.EXCEPTION, self._vector(message), flags, Isa.A32, message=i)
+                add(Op.EXCEPTION, i, address=self._vector(message), flags=flags)
                 continue
-            add(Op.RUN, count, RUN_TAKEN | RUN_THUMB_PAIRS, message=i)
+            add(Op.RUN, i, count=count, flags=RUN_TAKEN | RUN_THUMB_PAIRS)
             target = message.address if message.address is not None else checkpoints.get(i, (0, None))[1]
             if target is not None:
                 address, isa = self._target(target)
-                add(Op.TARGET, address, 0, isa, message=i)
+                add(Op.TARGET, i, address=address, isa=isa)
         return ops.take(), op_message
 
     def _target(self, address: int) -> tuple[int, Isa]:
@@ -293,7 +295,7 @@ class BufferWalk:
             )  # fmt: skip
             return
         run = OpBuffer()
-        run.add(Op.RUN, count, 0, src=src)
+        run.add(Op.RUN, count=count, src=src)
         ops = run.take()
         yield from self.walker.run(ops)  # this buffer's walk ends here: its held row too
         yield from self.walker.finish()
@@ -308,13 +310,13 @@ class BufferWalk:
         j = len(ops) - 1
         kind = ops.kind[j]
         if kind in (Op.SYNC, Op.TARGET, Op.EXCEPTION):
-            return int(ops.a[j]), Isa(int(ops.isa[j]))
+            return int(ops.address[j]), Isa(int(ops.isa[j]))
         if self.walker.op_end[j] == self.walker.op_first[j] or not instructions.num_rows:
             return None
         pc = int(instructions.column("pc")[-1].as_py())
         isa = Isa[instructions.column("isa")[-1].as_py()]
         info = self.program.blocks.insn_at(pc, isa)
-        if not ops.b[j] & RUN_TAKEN:
+        if not ops.flags[j] & RUN_TAKEN:
             return info.next_address, isa
         if info.is_direct and info.target is not None and info.next_isa is not None:
             return info.target, info.next_isa

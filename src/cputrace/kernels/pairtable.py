@@ -12,11 +12,13 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from .hashing import GOLDEN, SECOND
+
 EMPTY = -1
 REMOVED = -2
 _LIVE, _TOMBSTONES = 0, 1
-_MIX_A = np.int64(-7046029254386353131)  # 0x9E3779B97F4A7C15 as int64
-_MIX_B = np.int64(-4417276706812531889)  # 0xC2B2AE3D27D4EB4F as int64
+_MIX_A = GOLDEN.view(np.int64)  # int64 arithmetic: keys are signed
+_MIX_B = SECOND.view(np.int64)
 
 
 def new_table(capacity: int = 1 << 12) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,137 @@
+"""The instructions of an image that walks have reached, decoded once, as records compiled
+code reads.
+
+Every address a walk reaches is decoded once (a basic block at a time, `isa.decode_columns`)
+into `Program.insns`, and the links between blocks are cached there (`next_idx`,
+`target_idx`), so a loop that runs a million times costs one decode and a million record
+reads. When a walk meets an address not yet decoded it returns to Python, which decodes the
+block (`Program.decode`) and resumes it.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from ..image import Image, ImageError
+from ..isa import BlockCache, decode_columns
+from ..isa.index import MISSING, AddressIndex, put
+from ..isa.insn import (
+    C_ADDRESS,
+    C_FACTS,
+    C_NEXT_ISA,
+    C_OPCODE,
+    C_SIZE,
+    C_TARGET,
+    F_ANNUL,
+    F_BRANCH,
+    F_CONDITIONAL,
+    F_DELAY,
+    F_DIRECT,
+    F_HAS_CONDITION,
+    F_HAS_TARGET,
+    F_TRAP,
+    F_UNDEFINED,
+)
+from ..kernels.growth import grown
+from ..model import Isa
+
+INSN = np.dtype(
+    [
+        ("pc", "<u8"), ("target", "<u8"), ("next_idx", "<i8"), ("target_idx", "<i8"), ("opcode", "<u4"),
+        ("flags", "<u2"), ("size", "u1"), ("isa", "u1"), ("next_isa", "u1"),
+    ],
+    align=True,
+)  # fmt: skip
+"""One decoded instruction: `pc`, `size`, `opcode`, `isa`, `flags` (the bits below), `target`
+of a direct branch (0 otherwise) and the ISA there (`next_isa`, NO_ISA when unknown), and the
+cached links: the index of the next instruction in sequence (`next_idx`) and of the branch
+target (`target_idx`), UNRESOLVED until a walk has looked them up."""
+
+# Instruction facts in INSN.flags: bits of the decoded columns' C_FACTS, and two more.
+BRANCH = F_BRANCH
+DIRECT = F_DIRECT  # with the target known
+CONDITIONAL = F_CONDITIONAL  # may not branch/execute (condition, CBZ-style test)
+HAS_COND = F_HAS_CONDITION  # not taken means condition failed (B<cond>), unlike CBZ
+UNDEFINED = F_UNDEFINED  # and not a trap by design
+DELAY = F_DELAY  # SPARC: has a delay slot
+ANNUL = F_ANNUL  # SPARC: the annul bit
+TRAP = F_TRAP  # raises an exception by design
+THUMB_PAIR = 1 << 14  # T32 BL/BLX (immediate): before Thumb-2, a pair of 16-bit instructions
+BLOCK_END = 1 << 15  # the following instruction is found through the index, not at idx + 1
+_FACTS = BRANCH | DIRECT | CONDITIONAL | HAS_COND | UNDEFINED | DELAY | ANNUL | TRAP
+assert not _FACTS & (THUMB_PAIR | BLOCK_END)
+
+UNRESOLVED = MISSING
+"""A link or position not known (yet)."""
+NO_CODE = -2
+"""Index value: decoding failed there (the reason in Program.failures)."""
+
+
+class Program:
+    """The instructions of an image that walks have reached, as INSN records plus an index
+    from (address << 3 | ISA) to record.
+
+    Shared by the walkers of all cores that run the same image.
+    """
+
+    def __init__(self, image: Image, capacity: int = 4096) -> None:
+        self.image = image
+        self.blocks = BlockCache(image)  # whole blocks, for decoders that need facts beside the walk
+        self.count = 0
+        self.insns = np.zeros(capacity, INSN)
+        self.index = AddressIndex()
+        self.failures: dict[int, str] = {}
+        self._leftovers: dict[int, np.ndarray] = {}  # see decode_columns
+
+    def decode(self, key: int) -> None:
+        """Decode the block at `key` (address << 3 | ISA) into the records."""
+        address, isa = key >> 3, Isa(key & 7)
+        architecture = self.image.architecture
+        try:  # up to the next unconditional branch, or to code decoded before from another entry point
+            if architecture is not None and isa not in architecture.isas:
+                raise ImageError(f"the image holds {architecture.name} code, not {isa.name}")
+            columns = decode_columns(self.image, address, isa, self.index, self._leftovers)
+        except (ImageError, ValueError) as exc:  # ValueError: an instruction set isa/ cannot decode
+            self.index.add(np.array([key], np.int64), np.array([NO_CODE], np.int64))
+            self.failures[key] = str(exc)
+            return
+        start = self.count
+        self.insns = grown(self.insns, start + len(columns) - 1)
+        _fill(columns, start, int(isa), self.insns, *self.index.claim(len(columns)))
+        self.count = start + len(columns)
+
+
+@numba.njit(cache=True, nogil=True)
+def _fill(columns: np.ndarray, start: int, block_isa: int, insns: np.ndarray, keys: np.ndarray,
+          values: np.ndarray) -> None:  # fmt: skip
+    """Records of a block's instructions from its decoded columns, from index `start`, and
+    their index entries (in arrays with room for them)."""
+    for i in range(len(columns)):
+        facts, at = columns[i, C_FACTS], start + i
+        put(keys, values, (columns[i, C_ADDRESS] << 3) | block_isa, at)
+        insn = insns[at]
+        insn.isa = block_isa
+        flag = facts & _FACTS
+        if facts & F_TRAP:
+            flag &= ~UNDEFINED  # a trap by design is defined
+        if not facts & F_HAS_TARGET:
+            flag &= ~DIRECT
+        if block_isa == Isa.T32 and _is_bl_pair(columns[i, C_SIZE], columns[i, C_OPCODE]):
+            flag |= THUMB_PAIR
+        insn.pc, insn.size, insn.opcode = columns[i, C_ADDRESS], columns[i, C_SIZE], columns[i, C_OPCODE]
+        insn.flags = flag
+        insn.target = columns[i, C_TARGET] if facts & F_HAS_TARGET else 0
+        insn.next_isa = columns[i, C_NEXT_ISA]
+        insn.next_idx = at + 1
+        insn.target_idx = UNRESOLVED
+    last = insns[start + len(columns) - 1]
+    last.flags |= BLOCK_END
+    last.next_idx = UNRESOLVED
+
+
+@numba.njit(cache=True, nogil=True)
+def _is_bl_pair(size: int, opcode: int) -> bool:
+    """Whether a T32 encoding is BL/BLX (immediate): first halfword 11110..., second 11x1... (BL)
+    or 11x0... (BLX)."""
+    return size == 4 and opcode >> 27 == 0b11110 and (opcode >> 14) & 0b11 == 0b11

@@ -1,0 +1,492 @@
+"""The compiled walk: waypoint ops followed through a `Program`, one loop over ops.
+
+The loop keeps its state in a WALK record, so that it can stop anywhere (its output full, an
+address to decode) and resume where it stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numba
+import numpy as np
+import pyarrow as pa
+
+from ..isa.index import lookup
+from ..isa.insn import NO_ISA
+from . import batches
+from .batches import EXECUTED, GAP, NOT_EXECUTED, ROW, UNKNOWN
+from .ops import (
+    ATOM_EXECUTED,
+    EXCEPTION_CANCELS,
+    EXCEPTION_NO_VECTOR,
+    GAP_TEXT,
+    RUN_TAKEN,
+    RUN_THUMB_PAIRS,
+    GapReason,
+    Op,
+    Ops,
+)
+from .program import (
+    ANNUL,
+    BLOCK_END,
+    BRANCH,
+    CONDITIONAL,
+    DELAY,
+    DIRECT,
+    HAS_COND,
+    NO_CODE,
+    THUMB_PAIR,
+    TRAP,
+    UNDEFINED,
+    UNRESOLVED,
+    Program,
+)
+
+MAX_SEQUENTIAL = 1 << 20
+"""Instructions a BRANCH op may walk before its source; beyond that trace and image disagree."""
+
+WALK = np.dtype(
+    [
+        ("op", "<i8"), ("steps", "<i8"), ("pos", "<i8"), ("key", "<i8"), ("link", "<i8"), ("lost", "<i8"),
+        ("lost_address", "<i8"), ("lost_src", "<i8"), ("isa", "<i8"), ("rows", "<i8"), ("seq", "<i8"),
+        ("gaps", "<i8"), ("dropped", "<i8"), ("need", "<i8"), ("op_src", "<i8"), ("begun", "?"),
+        ("checked", "?"), ("resumed", "?"), ("link_to_target", "?"),
+    ],
+    align=True,
+)  # fmt: skip
+"""A walk's state between calls of the compiled loop:
+- op: the op being applied; op_src: its `src`; begun: its `op_first` is set;
+  steps: instructions it has walked (RUN/BRANCH/TRAP); checked: its instructions are known
+  to be there; resumed: (BRANCH) it resumed the walk at its source;
+- pos: index of the next instruction, or UNRESOLVED; then key: the (address << 3 | ISA) to
+  look up, or -1 when the position is lost; link: the instruction whose link waits for
+  that index (-1: none), its branch target's (link_to_target) or its fall-through's;
+- lost: the GapReason while lost and not yet reported (0: none), at lost_address, in the op
+  of src lost_src;
+- isa: ISA of the last position (for an FD/FI source when the walk resumes there);
+- rows, gaps: records in the output buffers; seq: of the next row; dropped: ops dropped for
+  want of a position; need: the key to decode when the loop returns NEED."""
+
+DONE, FULL, NEED = 0, 1, 2
+_CHECK_LOST, _CHECK_OK, _CHECK_NEED = 0, 1, 2
+
+
+@numba.njit(cache=True, nogil=True)
+def _lose(st, reason: int, address: int) -> None:
+    st.pos = UNRESOLVED
+    st.key = -1
+    st.link = -1
+    st.lost = reason
+    st.lost_address = address
+    st.lost_src = st.op_src
+
+
+@numba.njit(cache=True, nogil=True)
+def _go_to(st, address: int, isa: int) -> None:
+    """Continue at an address from the trace."""
+    st.pos = UNRESOLVED
+    st.key = (np.int64(address) << 3) | np.int64(isa)
+    st.link = -1
+    st.lost = 0
+    st.isa = isa
+
+
+@numba.njit(cache=True, nogil=True)
+def _follow(st, idx, to_target, link, address, isa) -> None:
+    """Continue along a link of instruction `idx`: its index if cached, else its address."""
+    if link >= 0:
+        st.pos = link
+    else:
+        _go_to(st, address, isa)
+        st.link = idx
+        st.link_to_target = to_target
+
+
+@numba.njit(cache=True, nogil=True)
+def _fall_through(st, idx, insns) -> None:
+    insn = insns[idx]
+    _follow(st, idx, False, insn.next_idx, insn.pc + insn.size, insn.isa)
+
+
+@numba.njit(cache=True, nogil=True)
+def _take(st, idx, insns) -> None:
+    """Continue at the target of the taken branch `idx`; lost if the image cannot say where."""
+    insn = insns[idx]
+    if insn.flags & DIRECT and insn.next_isa != NO_ISA:
+        _follow(st, idx, True, insn.target_idx, insn.target, insn.next_isa)
+    else:
+        _lose(st, GapReason.NO_TARGET, insn.pc)
+
+
+@numba.njit(cache=True, nogil=True)
+def _resolve(st, insns, keys, values) -> bool:
+    """Turn a pending address into an index; False when it must be decoded first."""
+    if st.pos != UNRESOLVED or st.key == -1:
+        return True
+    found = lookup(keys, values, st.key)
+    if found == UNRESOLVED:
+        st.need = st.key
+        return False
+    if found == NO_CODE:
+        _lose(st, GapReason.NO_CODE, st.key >> 3)
+        return True
+    if st.link >= 0:
+        if st.link_to_target:
+            insns[st.link].target_idx = found
+        else:
+            insns[st.link].next_idx = found
+    st.pos = found
+    st.key = -1
+    st.link = -1
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def _report_loss(st, gaps) -> None:
+    if st.lost != 0:
+        gap = gaps[st.gaps]
+        gap.seq = st.seq
+        gap.reason = st.lost
+        gap.address = st.lost_address
+        gap.src = st.lost_src
+        st.gaps += 1
+        st.lost = 0
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _put(out, row, idx, executed, op, seq) -> None:
+    """Write one instruction row of op `op` into the output."""
+    r = out[np.uint64(row)]  # unsigned indices: no wrap-around code in the hot loops
+    r.idx = idx
+    r.executed = executed
+    r.cycles = op.cycles
+    r.cancelled = False
+    r.time = op.time
+    r.src = op.src
+    r.seq = seq
+
+
+@numba.njit(cache=True, nogil=True)
+def _emit(st, out, idx, executed, op, insns) -> None:
+    _put(out, st.rows, idx, executed, op, st.seq)
+    st.rows += 1
+    st.seq += 1
+    st.isa = insns[idx].isa
+
+
+@numba.njit(cache=True, nogil=True)
+def _ends_op(op, steps, pc, f, halves) -> bool:
+    """Whether the instruction with flags `f` at `pc` is the last one of a RUN/BRANCH/TRAP op.
+
+    `halves` is THUMB_PAIR when a RUN counts Thumb BL/BLX pairs as two (RUN_THUMB_PAIRS), else 0.
+    A pair is an unconditional branch, so only a RUN's last instruction can be one (anywhere
+    else the walk is a mismatch): only there does it count twice.
+    """
+    if op.kind == Op.RUN:
+        return steps + (2 if f & halves else 1) >= op.count
+    if op.kind == Op.BRANCH:
+        return pc == op.address
+    return f & TRAP != 0
+
+
+@numba.njit(cache=True, nogil=True)
+def _check_run(st, idx, op, taken, halves, insns, keys, values) -> int:
+    """Walk a RUN/BRANCH/TRAP op's instructions without emitting them: are they all there?
+
+    Returns _CHECK_OK when the walk can be emitted (every fall-through link is then cached),
+    _CHECK_LOST when trace and image disagree (the position is lost, with the reason),
+    _CHECK_NEED when an address must be decoded first (st.need). Checking first means a
+    contradiction never leaves instructions behind that the trace did not run.
+    """
+    steps = 0
+    while True:
+        insn = insns[idx]
+        f = insn.flags
+        if f & UNDEFINED:
+            _lose(st, GapReason.UNDEFINED, insn.pc)
+            return _CHECK_LOST
+        if _ends_op(op, steps, insn.pc, f, halves):
+            if taken and not f & BRANCH:
+                _lose(st, GapReason.MISMATCH, insn.pc)  # a taken branch that is not one
+                return _CHECK_LOST
+            if taken and f & DELAY and f & BLOCK_END:
+                _lose(st, GapReason.NO_CODE, insn.pc + 4)
+                return _CHECK_LOST
+            return _CHECK_OK
+        if (f & BRANCH and not f & CONDITIONAL) or steps >= MAX_SEQUENTIAL:
+            _lose(st, GapReason.MISMATCH, insn.pc)  # a branch the trace says was not taken
+            return _CHECK_LOST
+        last = idx
+        if f & DELAY:
+            if f & BLOCK_END:
+                _lose(st, GapReason.NO_CODE, insn.pc + 4)
+                return _CHECK_LOST
+            last = idx + 1
+            steps += 1
+        following = insns[last].next_idx
+        if following < 0:
+            address = insns[last].pc + insns[last].size
+            key = (np.int64(address) << 3) | np.int64(insns[last].isa)
+            following = lookup(keys, values, key)
+            if following == UNRESOLVED:
+                st.need = key
+                return _CHECK_NEED
+            if following == NO_CODE:
+                _lose(st, GapReason.NO_CODE, address)
+                return _CHECK_LOST
+            insns[last].next_idx = following
+        idx = following
+        steps += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _in_sequence(f) -> int:
+    """`executed` of an instruction passed in sequence (not a taken branch)."""
+    if f & BRANCH:
+        return NOT_EXECUTED if f & HAS_COND else EXECUTED
+    return UNKNOWN if f & CONDITIONAL else EXECUTED
+
+
+@numba.njit(cache=True, nogil=True)
+def _run_checked(st, out, idx, op, halves, insns):
+    """Emit a checked RUN/BRANCH/TRAP walk up to (not including) its last instruction.
+
+    The hot loop of every flow-only trace, so it keeps its state in locals. Returns where it
+    stopped and the op's step count there; stops early when the output is full.
+    """
+    rows, seq, steps = st.rows, st.seq, st.steps
+    room = len(out) - 1  # rows < room: space for a branch and its delay slot
+    f = insns[idx].flags
+    while rows < room and not _ends_op(op, steps, insns[idx].pc, f, halves):
+        last = idx + 1 if f & DELAY else idx  # a branch not taken runs its delay slot too
+        for row in range(idx, last + 1):
+            if row == idx:
+                executed = _in_sequence(f)
+            else:
+                executed = NOT_EXECUTED if f & ANNUL else EXECUTED
+                steps += 1
+            _put(out, rows, row, executed, op, seq)
+            rows += 1
+            seq += 1
+        st.isa = insns[last].isa
+        idx = insns[last].next_idx
+        steps += 1
+        f = insns[idx].flags
+    st.rows, st.seq, st.steps, st.pos = rows, seq, steps, idx
+    return idx, steps
+
+
+@numba.njit(cache=True, nogil=True)
+def _run_atoms(st, out, i, ops, insns, op_first, op_end):
+    """Apply consecutive ATOM ops from op i while each next instruction is a cached link.
+
+    The hot loop of ETM traces, so it keeps its state in locals; anything else (an address
+    to look up, an indirect branch, a full output) is left to the general loop. Returns the
+    first op not applied.
+    """
+    rows, seq, idx = st.rows, st.seq, st.pos
+    room = len(out) - 1
+    last = -1
+    while i < len(ops) and ops[np.uint64(i)].kind == Op.ATOM and rows < room:
+        at, o = np.uint64(idx), np.uint64(i)  # unsigned: no wrap-around code
+        op, insn = ops[o], insns[at]
+        f = insn.flags
+        executed = op.flags & ATOM_EXECUTED != 0
+        following = insn.target_idx if executed and f & BRANCH and f & DIRECT else insn.next_idx
+        if f & UNDEFINED or (executed and f & BRANCH and not f & DIRECT) or following < 0:
+            break
+        _put(out, rows, idx, EXECUTED if executed else NOT_EXECUTED, op, seq)
+        op_first[o] = seq
+        rows += 1
+        seq += 1
+        op_end[o] = seq
+        last = idx
+        idx = following
+        i += 1
+    if last >= 0:
+        st.rows, st.seq, st.pos, st.isa = rows, seq, idx, insns[last].isa
+    return i
+
+
+@numba.njit(cache=True, nogil=True)
+def _walk(ops, insns, keys, values, state, out, gaps, op_first, op_end):
+    """Apply ops from state.op on; returns DONE, FULL (output full) or NEED (a block to decode)."""
+    st = state[0]
+    while st.op < len(ops):
+        i = st.op
+        if st.rows + 2 > len(out) or st.gaps + 2 > len(gaps):
+            return FULL
+        if st.lost != 0 and st.lost <= GapReason.MISMATCH:
+            _report_loss(st, gaps)  # anomalies: at once
+        op = ops[i]
+        if not st.begun:
+            op_first[i] = st.seq
+            st.begun = True
+            st.op_src = op.src
+        kind = op.kind
+        if kind == Op.SYNC or kind == Op.TARGET:
+            _go_to(st, op.address, op.isa)
+        elif kind == Op.EXCEPTION:
+            if op.flags & EXCEPTION_CANCELS and st.rows > 0:
+                out[st.rows - 1].executed = NOT_EXECUTED
+                out[st.rows - 1].cancelled = True
+            if op.flags & EXCEPTION_NO_VECTOR:
+                _lose(st, GapReason.VECTOR, 0)
+            else:
+                _go_to(st, op.address, op.isa)
+        elif kind == Op.GAP:
+            _lose(st, 0, 0)  # the decoder reports its own gaps
+        elif kind == Op.RUN and op.count == 0:
+            pass
+        else:  # ATOM, RUN, BRANCH, TRAP: these need the position
+            if not _resolve(st, insns, keys, values):
+                return NEED
+            idx = st.pos
+            if idx >= 0 and insns[idx].flags & UNDEFINED:
+                _lose(st, GapReason.UNDEFINED, insns[idx].pc)
+                _report_loss(st, gaps)
+                idx = UNRESOLVED
+            taken = kind == Op.BRANCH or (kind == Op.RUN and op.flags & RUN_TAKEN != 0)
+            halves = THUMB_PAIR if kind == Op.RUN and op.flags & RUN_THUMB_PAIRS else 0
+            if idx >= 0 and kind != Op.ATOM and not st.checked:
+                checked = _check_run(st, idx, op, taken, halves, insns, keys, values)
+                if checked == _CHECK_NEED:
+                    return NEED
+                st.checked = checked == _CHECK_OK
+                if checked == _CHECK_LOST:
+                    idx = UNRESOLVED
+            if idx < 0:
+                _report_loss(st, gaps)
+                if kind == Op.BRANCH and not st.resumed:  # its source address resumes the walk
+                    _go_to(st, op.address, op.isa if st.isa < 0 else st.isa)
+                    st.resumed = True
+                    continue
+                st.dropped += 1
+            elif kind == Op.ATOM:
+                following = _run_atoms(st, out, i, ops, insns, op_first, op_end)
+                if following > i:
+                    st.op = following
+                    st.begun = False
+                    continue
+                executed = op.flags & ATOM_EXECUTED != 0
+                _emit(st, out, idx, EXECUTED if executed else NOT_EXECUTED, op, insns)
+                if executed and insns[idx].flags & BRANCH:
+                    _take(st, idx, insns)
+                else:
+                    _fall_through(st, idx, insns)
+            else:  # checked, so every link up to the op's last instruction is cached
+                idx, steps = _run_checked(st, out, idx, op, halves, insns)
+                f = insns[idx].flags
+                if not _ends_op(op, steps, insns[idx].pc, f, halves):
+                    continue  # the output is full: the loop's top hands it over
+                if taken:
+                    _emit(st, out, idx, EXECUTED, op, insns)
+                    if f & DELAY:  # the delay slot runs with the branch, unless ba,a
+                        slot = NOT_EXECUTED if f & ANNUL and not f & CONDITIONAL else EXECUTED
+                        _emit(st, out, idx + 1, slot, op, insns)
+                    if kind == Op.BRANCH:
+                        _go_to(st, op.target, op.isa)
+                    else:
+                        _take(st, idx, insns)
+                else:
+                    trap = kind == Op.TRAP
+                    _emit(st, out, idx, EXECUTED if trap else _in_sequence(f), op, insns)
+                    last = idx
+                    if f & DELAY:  # a branch not taken: its delay slot, unless annulled
+                        last = idx + 1
+                        _emit(st, out, last, NOT_EXECUTED if f & ANNUL else EXECUTED, op, insns)
+                    _fall_through(st, last, insns)
+        op_end[i] = st.seq
+        st.op = i + 1
+        st.steps = 0
+        st.begun = st.checked = st.resumed = False
+    if st.lost != 0 and st.lost <= GapReason.MISMATCH:
+        _report_loss(st, gaps)
+    return DONE
+
+
+class Walker:
+    """Follows one core's waypoint ops through a `Program`, yielding model rows in batches.
+
+    Feed ops with `run` as the decoder produces them (any number of calls), then `finish`.
+    The last row is held back until then, so an EXCEPTION that cancels it can still mark
+    it. After each `run`, `op_first[i]` and `op_end[i]` are the seq before and after op i
+    (op i emitted rows op_first[i] .. op_end[i] - 1), so the decoder can give its own events
+    (exceptions, timestamps, gaps) the seq of the instruction they belong to. The walk's own
+    trace_gap events carry the `src` of the op where it lost its place.
+    """
+
+    def __init__(self, program: Program, *, cpu: int = 0, first_seq: int = 0, batch: int = 1 << 16) -> None:
+        self.program = program
+        self.cpu = cpu
+        self.state = np.zeros(1, WALK)
+        self._st = self.state[0]  # a view: writes go to the array the walk reads
+        self._st["pos"], self._st["key"], self._st["link"], self._st["isa"] = UNRESOLVED, -1, -1, -1
+        self._st["seq"] = first_seq
+        self._out = np.zeros(batch, ROW)
+        self._gaps = np.zeros(256, GAP)
+        self.op_first = np.zeros(0, np.int64)
+        self.op_end = np.zeros(0, np.int64)
+
+    @property
+    def next_seq(self) -> int:
+        """The seq the next instruction will get."""
+        return int(self._st["seq"])
+
+    @next_seq.setter
+    def next_seq(self, seq: int) -> None:
+        """Number on from `seq`: when several cores' walks interleave in one seq order."""
+        self._st["seq"] = seq
+
+    @property
+    def dropped(self) -> int:
+        """Ops dropped because the walk had lost its place."""
+        return int(self._st["dropped"])
+
+    def run(self, ops: Ops) -> Iterator[dict[str, pa.Table]]:
+        """Apply `ops`; yields batches of `instructions` and `events` (trace_gap) rows."""
+        records = np.ascontiguousarray(ops.records)
+        self.op_first = np.empty(len(ops), np.int64)  # the walk sets both for every op
+        self.op_end = np.empty(len(ops), np.int64)
+        st = self._st
+        st["op"] = st["steps"] = 0
+        st["begun"] = st["checked"] = st["resumed"] = False
+        p = self.program
+        while True:
+            status = _walk(records, p.insns, p.index.keys, p.index.values, self.state, self._out, self._gaps,
+                           self.op_first, self.op_end)  # fmt: skip
+            if status == NEED:
+                p.decode(int(st["need"]))
+            elif status == FULL:
+                yield self._flush(keep_last=True)
+            else:
+                break
+        if st["rows"] > 1 or st["gaps"]:
+            yield self._flush(keep_last=True)
+
+    def finish(self) -> Iterator[dict[str, pa.Table]]:
+        """The row held back, once no more ops will come."""
+        if self._st["rows"] or self._st["gaps"]:
+            yield self._flush(keep_last=False)
+
+    def _flush(self, *, keep_last: bool) -> dict[str, pa.Table]:
+        rows = int(self._st["rows"])
+        n = rows - 1 if keep_last and rows else rows
+        gaps = int(self._st["gaps"])
+        batch = {
+            "instructions": batches.instructions(self._out[:n], self.program.insns, self.cpu),
+            "events": batches.gap_events(self._gaps[:gaps].copy(), self.cpu, self._gap_text),
+        }
+        self._st["gaps"] = 0
+        if n < rows:
+            self._out[0] = self._out[rows - 1]
+        self._st["rows"] = rows - n
+        return batch
+
+    def _gap_text(self, reason: GapReason, address: int) -> str:
+        if reason is GapReason.VECTOR:
+            return GAP_TEXT[reason]
+        failure = next((m for k, m in self.program.failures.items() if k >> 3 == address), None)
+        detail = f" ({failure})" if failure and reason is GapReason.NO_CODE else ""
+        return f"{GAP_TEXT[reason]} at 0x{address:x}{detail}"
