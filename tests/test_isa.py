@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from paths import shared
 
-from cputrace.image import Image, ImageError, Region, load_elf, load_snapshot_device
+from cputrace.coresight.dumps import load_snapshot_device
+from cputrace.image import Image, ImageError, Region, load_elf
 from cputrace.isa import (
     MAX_BLOCK,
     BlockCache,

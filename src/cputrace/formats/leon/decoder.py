@@ -9,13 +9,13 @@ import numpy as np
 
 from ...flow import GAP_TEXT
 from ...model import Flag
-from ...rows import RowBuffer
+from ...rowbuffer import RowBuffer
 from ..base import Batch, DecodeContext
 from .ahb import ahb_rows
 from .buffers import Buffer, option_settings, read_raw, read_text, sidecar_settings
 from .filtered import Before, StraightCode, walk
 from .itb import Anomalies, Traced, add_rows, fold, insn
-from .lines import trace_filter
+from .timeorder import trace_filter
 
 CONTROL_FLOW_FILTER = 2
 _FILTERED = "the trace filter left out the instructions before this one"

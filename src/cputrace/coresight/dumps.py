@@ -11,10 +11,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
-from .errors import ImageError
-from .files import map_or_decompress
-from .memory import Image, Region
-from .text import numbered_lines
+from ..image import Image, ImageError, Region
+from ..image.files import map_or_decompress
+from ..image.text import numbered_lines
 
 
 class DumpEntry(NamedTuple):

@@ -43,7 +43,7 @@ import pyarrow as pa
 from ...flow import EXCEPTION_CANCELS, RUN_TAKEN, RUN_THUMB_PAIRS, Op, OpBuffer, Ops, Program, Walker
 from ...image import Image, ImageError
 from ...model import SCHEMAS, Isa
-from ...rows import RowBuffer
+from ...rowbuffer import RowBuffer
 from ..base import Batch
 from .buffers import TraceBuffer, Unread
 from .messages import VECTOR_NAMES, Kind, Message, Parsed, instructions_of

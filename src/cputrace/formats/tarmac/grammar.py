@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ...model import Flag, Isa
 from ...regnames import canonical_register
-from ...rows import RowBuffer
+from ...rowbuffer import RowBuffer
 from ..cycleword import parse_cycle_word
 from .timescale import TimeScale
 
