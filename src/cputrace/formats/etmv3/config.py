@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ...coresight.dumps import read_ini_sections
+from ...coresight.ini import read_ini_sections
 from ...coresight.snapshot import Device
 from ...coresight.sniff import LAYOUTS
 from ...errors import CputraceError, TraceFormatError
