@@ -39,9 +39,10 @@ import numpy as np
 import pyarrow as pa
 
 from ..image import Image
+from ..isa import factcodes as facts
 from ..model import Isa
 from ..trace import Trace
-from . import caution, facts, pairtable
+from . import caution, pairtable
 from .stream import NO_TIME, WHOLE_TRACE, Instructions, Step, Window, dictionary_codes, walk
 
 

@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..image import Image
+from ..isa import factcodes as facts
 from ..trace import Trace
-from . import facts
 from .calls import CallDetector, Method
 from .callsums import CallSumsCollector
 from .calltree import function_names

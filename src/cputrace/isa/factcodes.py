@@ -15,8 +15,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..image import Image, ImageError
-from ..isa import SUPPORTED_ISAS, InsnInfo, Kind, decode, sparc_insn
 from ..model import Isa
+from .dispatch import SUPPORTED_ISAS, decode
+from .insn import InsnInfo, Kind
+from .sparc import sparc_insn
 
 CALL = 1
 RETURN = 2
