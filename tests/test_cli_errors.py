@@ -290,7 +290,7 @@ runpy.run_module("cputrace", run_name="__main__", alter_sys=True)
 """
 
 
-@pytest.mark.parametrize("module", ["click", "rich.console", "cputrace.cli.analysis", "duckdb"])
+@pytest.mark.parametrize("module", ["pyarrow", "click", "rich.console", "cputrace.cli.analysis", "duckdb"])
 def test_ctrl_c_during_the_imports_of_start_up(quicksort, module):
     """SIGINT as `python -m cputrace calls` imports `module` (before any command runs)."""
     r = child(_INTERRUPT_AT_IMPORT, module, "calls", str(quicksort))

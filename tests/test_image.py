@@ -16,9 +16,9 @@ import zstandard
 from elftools.elf.elffile import ELFFile
 from paths import shared
 
+from cputrace.coresight.dumps import DumpEntry, load_snapshot_device, load_snapshot_dumps, read_dump_entries
 from cputrace.errors import CputraceError
 from cputrace.image import (
-    DumpEntry,
     Image,
     ImageError,
     Region,
@@ -29,13 +29,10 @@ from cputrace.image import (
     load_ihex,
     load_image_spec,
     load_raw,
-    load_snapshot_device,
-    load_snapshot_dumps,
     load_srec,
     parse_image_spec,
-    read_dump_entries,
+    sourcelines,
 )
-from cputrace.image import lines as lines_module
 from cputrace.image.symbols import Binding
 from cputrace.model import Isa
 
@@ -373,19 +370,19 @@ def test_lines_for_addresses(version: int) -> None:
 def test_lines_parsed_lazily_once_per_file_version(tmp_path: Path) -> None:
     path = tmp_path / "copy.elf"
     shutil.copy(DATA / "lines-dwarf5.elf", path)
-    lines_module._rows_for.cache_clear()
+    sourcelines._rows_for.cache_clear()
     first = load_elf(path)
-    assert lines_module._rows_for.cache_info().misses == 0  # nothing parsed yet
+    assert sourcelines._rows_for.cache_info().misses == 0  # nothing parsed yet
     assert first.lines.lines_for(0x401000) == ("lines.c", 6)
-    assert lines_module._rows_for.cache_info().misses == 1
+    assert sourcelines._rows_for.cache_info().misses == 1
     second = load_elf(path)
     assert second.lines.lines_for(0x401007) == ("lines.c", 7)
-    info = lines_module._rows_for.cache_info()
+    info = sourcelines._rows_for.cache_info()
     assert (info.misses, info.hits) == (1, 1)
     stat = path.stat()
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
     assert load_elf(path).lines.lines_for(0x401000) == ("lines.c", 6)
-    assert lines_module._rows_for.cache_info().misses == 2  # changed file: parsed again
+    assert sourcelines._rows_for.cache_info().misses == 2  # changed file: parsed again
 
 
 def test_lines_with_load_offset_and_without_dwarf() -> None:
@@ -397,7 +394,7 @@ def test_lines_with_load_offset_and_without_dwarf() -> None:
 
 
 def test_damaged_line_table_is_an_image_error(tmp_path: Path) -> None:
-    lines_module._rows_for.cache_clear()
+    sourcelines._rows_for.cache_clear()
     data = bytearray((DATA / "lines-dwarf5.elf").read_bytes())
     with open(DATA / "lines-dwarf5.elf", "rb") as stream:
         offset = ELFFile(stream).get_section_by_name(".debug_line")["sh_offset"]

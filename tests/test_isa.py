@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from paths import shared
 
-from cputrace.image import Image, ImageError, Region, load_elf, load_snapshot_device
+from cputrace.coresight.dumps import load_snapshot_device
+from cputrace.image import Image, ImageError, Region, load_elf
 from cputrace.isa import (
     MAX_BLOCK,
     BlockCache,
@@ -24,12 +25,24 @@ from cputrace.isa import (
     decode_block,
     decode_columns,
     it_conditions,
+    opcode_bytes,
     sparc_insn,
 )
 from cputrace.isa.arm import arm_block
 from cputrace.isa.dispatch import decode_runs
+from cputrace.isa.factcodes import FactCodes
 from cputrace.isa.index import AddressIndex
-from cputrace.isa.insn import C_COUNT, columns_of
+from cputrace.isa.insn import (
+    C_COUNT,
+    F_BRANCH,
+    F_CALL,
+    F_DELAY,
+    F_LOAD,
+    F_RETURN,
+    F_STORE,
+    columns_of,
+    facts_of,
+)
 from cputrace.model import Isa
 
 DATA = Path(__file__).parent / "data" / "image"
@@ -574,3 +587,62 @@ def test_compiled_arm_blocks_agree_with_blocks_decoded_run_by_run(
     block = decode_block(image, 0x8000, isa, index, through_conditional=through_conditional)
     assert np.array_equal(block.columns, columns)
     assert (block.stop, block.branch_index, block.rows) == (stop, None if branch < 0 else branch, rows())
+
+
+# --- fact bits of trace rows (isa.factcodes) ---------------------------------------------------
+
+
+@pytest.mark.parametrize(("elf", "isa"), [("calltest32.elf", Isa.A32), ("calltest64.elf", Isa.A64),
+                                          ("quicksort.elf", Isa.A64)])  # fmt: skip
+def test_fact_codes_of_opcodes_and_of_the_image_say_what_insn_info_says(elf: str, isa: Isa) -> None:
+    """Every instruction of a program's text, given to FactCodes as a trace gives it (opcode, or
+    only its address and the image): its bits say what its InsnInfo says."""
+    image = load_elf(DATA / elf)
+    (text,) = image.code_ranges
+    infos = instructions_from(image, text.start, text.end, isa)
+    assert len(infos) > 40
+    assert any(i.kind is Kind.CALL for i in infos) and any(i.kind is Kind.RETURN for i in infos)
+    column = {
+        "opcode": np.array([i.opcode for i in infos], np.uint32),
+        "size": np.array([i.size for i in infos], np.uint8),
+        "isa": np.full(len(infos), int(isa), np.int16),
+        "address": np.array([i.address for i in infos], np.uint64),
+    }
+    wanted = [
+        (F_BRANCH if i.is_branch else 0) | (F_LOAD if i.is_load else 0) | (F_STORE if i.is_store else 0)
+        | (F_DELAY if i.delay_slot else 0) | (F_CALL if i.kind is Kind.CALL else 0)
+        | (F_RETURN if i.kind is Kind.RETURN else 0)
+        for i in infos
+    ]  # fmt: skip
+    mask = F_BRANCH | F_LOAD | F_STORE | F_DELAY | F_CALL | F_RETURN
+    for has_opcode, codes in ((True, FactCodes()), (False, FactCodes(image))):
+        got = codes.codes(column["opcode"], np.full(len(infos), has_opcode), column["size"], column["isa"],
+                          column["address"])  # fmt: skip
+        assert (got & mask).tolist() == wanted
+        assert got.tolist() == [facts_of(i) for i in infos]
+
+
+def instructions_from(image: Image, start: int, end: int, isa: Isa) -> list[InsnInfo]:
+    """The instructions from `start` up to `end`, one after the other (data decoded as such)."""
+    infos, at = [], start
+    while at + 4 <= end:
+        info = decode(image.read_upto(at, 4), at, isa)
+        if info is None:
+            break
+        infos.append(info)
+        at += info.size
+    return infos
+
+
+@pytest.mark.parametrize(
+    ("opcode", "size", "isa", "memory"),
+    [
+        (0xE12FFF1E, 4, Isa.A32, "1eff2fe1"),  # bx lr
+        (0xF000F800, 4, Isa.T32, "00f000f8"),  # bl: hw1 then hw2, each little-endian
+        (0x4770, 2, Isa.T32, "7047"),  # bx lr
+        (0x81C3E008, 4, Isa.SPARC, "81c3e008"),  # retl: big-endian
+        (0x1234_4770, 2, Isa.T32, "7047"),  # bits above the size are not the instruction's
+    ],
+)
+def test_opcode_bytes(opcode: int, size: int, isa: Isa, memory: str) -> None:
+    assert opcode_bytes(opcode, size, isa).hex() == memory

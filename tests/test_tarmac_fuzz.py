@@ -21,7 +21,7 @@ from paths import DATA
 from cputrace.errors import TraceFormatError
 from cputrace.formats.base import DecodeContext
 from cputrace.formats.tarmac.decoder import TarmacDecoder
-from cputrace.formats.tarmac.lines import Rows, TarmacLineParser
+from cputrace.formats.tarmac.grammar import Rows, TarmacLineParser
 from cputrace.formats.tarmac.scan import KIND_INSN, KIND_MEM, KIND_REG, scan_chunk
 from cputrace.formats.tarmac.timescale import TimeScale
 from cputrace.inputs import InputFile, compression_of

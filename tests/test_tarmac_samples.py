@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from paths import SHARED, shared
 
-from cputrace.formats.tarmac.lines import Rows, TarmacLineParser
+from cputrace.formats.tarmac.grammar import Rows, TarmacLineParser
 from cputrace.formats.tarmac.scan import KIND_INSN, KIND_MEM, KIND_REG, scan_chunk
 from cputrace.ingest import ingest
 from cputrace.store.manifest import table_path

@@ -63,3 +63,11 @@ class StoreError(CputraceError):
 class UsageError(CputraceError):
     """A request that cannot be carried out as asked (an output that is not a store, SQL that
     is not one expression): the caller's to change, exit 2 on the command line."""
+
+
+class MissingExtra(UsageError, ImportError):
+    """A part of cputrace whose optional dependency, a pip extra, is not installed."""
+
+    def __init__(self, part: str, package: str, extra: str) -> None:
+        super().__init__(f"{part} needs {package}, the {extra} extra: pip install 'cputrace[{extra}]'")
+        self.name = package

@@ -15,6 +15,7 @@ import mmap
 import os
 import queue
 import stat
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,7 +23,6 @@ from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
 import xxhash
-import zstandard
 
 from .errors import CputraceError, TraceFormatError
 
@@ -127,6 +127,8 @@ class InputFile:
         if self.compression == "gzip":
             return gzip.GzipFile(fileobj=buffered)  # type: ignore[return-value]
         if self.compression == "zstd":
+            import zstandard  # here: most inputs and every image are not zstd
+
             return zstandard.ZstdDecompressor().stream_reader(buffered)  # type: ignore[return-value]
         if self.compression == "xz":
             return lzma.LZMAFile(buffered)  # type: ignore[return-value]
@@ -198,8 +200,14 @@ def _input_errors(path: str) -> Iterator[None]:
     """Decompression failures (a corrupt or truncated compressed input) as input errors."""
     try:
         yield
-    except (OSError, EOFError, lzma.LZMAError, zstandard.ZstdError) as exc:
+    except (OSError, EOFError, lzma.LZMAError, *_zstd_errors()) as exc:
         raise TraceFormatError(path, "0", "a readable compressed stream", str(exc)) from exc
+
+
+def _zstd_errors() -> tuple[type[Exception], ...]:
+    """zstandard's error, once a zstd input has imported the module (only then can it be raised)."""
+    zstandard = sys.modules.get("zstandard")
+    return (zstandard.ZstdError,) if zstandard is not None else ()
 
 
 def line_chunks(

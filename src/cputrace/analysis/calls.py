@@ -39,6 +39,8 @@ import numpy as np
 import pyarrow as pa
 
 from ..image import Image
+from ..isa.factcodes import FactCodes
+from ..isa.insn import F_CALL, F_DELAY, F_RETURN
 from ..kernels import pairtable
 from ..kernels.growth import grown
 from ..model import Isa
@@ -46,7 +48,7 @@ from ..store.chunks import NO_TIME, Instructions, Step, read_steps
 from ..store.columns import dictionary_codes
 from ..store.trace import Trace
 from ..store.window import WHOLE_TRACE, Window
-from . import caution, facts
+from . import caution
 
 
 class Method(enum.StrEnum):
@@ -328,12 +330,12 @@ def detect_by_isa(pc, size, seq, time, src, codes, executed, st, stack, slots, p
                         break
         code = codes[pos]
         if executed[pos]:
-            delay = 2 if code & facts.DELAY_SLOT else 1
-            if code & facts.CALL:
+            delay = 2 if code & F_DELAY else 1
+            if code & F_CALL:
                 st[ST_CALL_COUNTDOWN] = delay
                 st[ST_CALL_RETURN] = k_pc + np.int64(size[pos]) * delay
                 _keep_site(st, ST_CALL_SITE, k_seq, time[pos], k_pc, src[pos])
-            elif code & facts.RETURN:
+            elif code & F_RETURN:
                 st[ST_RETURN_COUNTDOWN] = delay
         _end_instruction(st, k_seq, time[pos], k_pc, src[pos], k_pc + np.int64(size[pos]))
         pos += 1
@@ -579,7 +581,7 @@ class CallDetector:
         self.method = Method(method)
         self.wanted = None if cpus is None else set(cpus)
         self.by_registers = set(by_registers)
-        self.fact_codes = facts.FactCodes(image)
+        self.fact_codes = FactCodes(image)
         self.detectors: dict[int, CoreDetector] = {}
         self.before: dict[int, RegistersBefore] = {}
 

@@ -19,10 +19,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..image import Image
+from ..isa.factcodes import FactCodes
+from ..isa.insn import F_BRANCH, F_CALL, F_LOAD, F_RETURN, F_STORE
 from ..store.chunks import Durations, Instructions, read_steps
 from ..store.trace import Trace
 from ..store.window import WHOLE_TRACE, Window
-from . import facts
 from .calls import CallDetector, Method
 from .callsums import CallSumsCollector
 from .calltree import function_names
@@ -130,7 +131,7 @@ def _table(schema: pa.Schema, columns: dict[str, np.ndarray]) -> pa.Table:
 
 class _ProfilePass:
     def __init__(self, image: Image | None, heat: HeatMap | None) -> None:
-        self.codes = facts.FactCodes(image)
+        self.codes = FactCodes(image)
         self.insns: dict[int, KeyedSums] = {}  # per core: (pc, insn) -> count, failed, time
         self.blocks: dict[int, KeyedSums] = {}  # per core: (start, 0) -> executions, insns, time
         self.heat_cells = KeyedSums(1) if heat is not None else None  # (bin, pc) -> count
@@ -143,7 +144,7 @@ class _ProfilePass:
         carry = self.carry.setdefault(cpu, np.zeros(5, np.int64))
         self.has_time &= chunk.has_time
         codes = self.codes.codes(chunk.opcode, chunk.has_opcode, chunk.size, chunk.isa, chunk.pc)
-        starts, block = _blocks(chunk.pc, chunk.size, (codes & facts.BRANCH) != 0, carry)
+        starts, block = _blocks(chunk.pc, chunk.size, (codes & F_BRANCH) != 0, carry)
         ones = np.ones(len(chunk), np.int64)
         failed = (~chunk.executed).astype(np.int64)
         by_insn = self.insns.setdefault(cpu, KeyedSums(3))
@@ -178,7 +179,7 @@ def _mix(by_insn: pa.Table) -> pa.Table:
     """Instruction classes per core, from the distinct (opcode, size, ISA) rows."""
     keys = by_insn.column("insn").to_numpy()
     has_opcode = (keys >> np.uint64(48)) & np.uint64(1) == 1
-    codes = facts.FactCodes().codes(
+    codes = FactCodes().codes(
         (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32),
         has_opcode,
         ((keys >> np.uint64(32)) & np.uint64(0xFF)).astype(np.uint8),
@@ -194,11 +195,11 @@ def _mix(by_insn: pa.Table) -> pa.Table:
             "instructions": count,
             "executed": executed,
             "condition_failed": failed,
-            "loads": np.where(codes & facts.LOAD, executed, 0),
-            "stores": np.where(codes & facts.STORE, executed, 0),
-            "branches": np.where(codes & facts.BRANCH, executed, 0),
-            "calls": np.where(codes & facts.CALL, executed, 0),
-            "returns": np.where(codes & facts.RETURN, executed, 0),
+            "loads": np.where(codes & F_LOAD, executed, 0),
+            "stores": np.where(codes & F_STORE, executed, 0),
+            "branches": np.where(codes & F_BRANCH, executed, 0),
+            "calls": np.where(codes & F_CALL, executed, 0),
+            "returns": np.where(codes & F_RETURN, executed, 0),
             "unknown": np.where(has_opcode, 0, count),
         }
     )

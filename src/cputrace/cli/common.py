@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .. import __version__
-from ..errors import CputraceError, UsageError
+from ..errors import CputraceError, MissingExtra, UsageError
 from ..inputs import Fingerprint
 from . import exits
 from .examples import examples_epilog, with_examples
@@ -126,7 +126,10 @@ class _Group(click.Group):
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in self.commands and name in self.modules:
-            importlib.import_module(f"{__package__}.{self.modules[name]}")
+            try:
+                importlib.import_module(f"{__package__}.{self.modules[name]}")
+            except MissingExtra as missing:
+                return _unavailable(name, missing)
         command = super().get_command(ctx, name)
         return with_examples(command, name) if command is not None else None
 
@@ -137,6 +140,23 @@ class _Group(click.Group):
             raise
         except (Exception, KeyboardInterrupt) as exc:
             fail(exc)
+
+
+def _unavailable(name: str, missing: MissingExtra) -> click.Command:
+    """A command whose optional dependency is not installed: listed, and saying what to install
+    whatever its arguments (exit 2)."""
+
+    def say_so() -> NoReturn:
+        raise missing
+
+    return click.Command(
+        name,
+        callback=say_so,
+        help=str(missing),
+        short_help=str(missing),
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+        add_help_option=False,
+    )
 
 
 @click.group(

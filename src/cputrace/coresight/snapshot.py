@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import CputraceError, TraceFormatError
-from ..image import Image, load_snapshot_device
+from ..image import Image
 from ..image.files import names_a_file
-from ..image.snapshot import read_ini_sections
+from .dumps import load_snapshot_device
+from .ini import read_ini_sections
 from .sniff import LAYOUTS
 
 SNAPSHOT_INI = "snapshot.ini"

@@ -7,11 +7,10 @@ from contextlib import AbstractContextManager
 from ..analysis.callsums import CallSums
 from ..analysis.framestream import FrameStream, frame_stream
 from ..errors import CputraceError
+from ..timeunits import is_real, ratio
 from .registry import ExportRequest
 
 CLOCKS = ("time", "insns")
-
-_NS_PER_UNIT = {"ps": 1e-3, "ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 
 
 def call_frames(request: ExportRequest) -> AbstractContextManager[FrameStream]:
@@ -48,6 +47,5 @@ def nanoseconds_per_tick(request: ExportRequest, clock: str) -> float:
     Units that are not a duration (clk, cyc, tic, cs) and instructions count 1 ns each, so
     the viewer's nanoseconds read as cycles or instructions.
     """
-    if clock != "time":
-        return 1.0
-    return _NS_PER_UNIT.get(time_unit(request) or "", 1.0)
+    unit = time_unit(request)
+    return float(ratio(unit, "ns")) if clock == "time" and is_real(unit) else 1.0

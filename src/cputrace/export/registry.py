@@ -61,11 +61,11 @@ EXPORTERS: dict[str, Exporter] = {
     e.name: e
     for e in (
         Exporter("tarmac", "Fast-Models-style Tarmac text, from any input format",
-                 "cputrace.export.rows", "write_tarmac_file", ".tarmac"),
+                 "cputrace.export.tables", "write_tarmac_file", ".tarmac"),
         Exporter("csv", "one table (--table) as CSV with a header row",
-                 "cputrace.export.rows", "write_csv", ".csv"),
+                 "cputrace.export.tables", "write_csv", ".csv"),
         Exporter("parquet", "one table (--table) as Parquet",
-                 "cputrace.export.rows", "write_parquet", ".parquet"),
+                 "cputrace.export.tables", "write_parquet", ".parquet"),
         Exporter("folded", "folded call stacks with self weights (flamegraph.pl, inferno)",
                  "cputrace.export.stacks", "write_folded", ".folded"),
         Exporter("speedscope", "speedscope JSON: an evented profile per core",

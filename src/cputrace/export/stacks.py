@@ -7,13 +7,14 @@ from collections.abc import Iterator
 
 from .. import __version__
 from ..analysis.framestream import Timeline
+from ..timeunits import is_real, ratio
 from .calldata import call_frames, call_sums, clock_of, time_unit
 from .jsontext import number, write_items
 from .registry import ExportRequest
 
 _SPEEDSCOPE_SCHEMA = "https://www.speedscope.app/file-format-schema.json"
-_SPEEDSCOPE_UNITS = {"ps": "nanoseconds", "ns": "nanoseconds", "us": "microseconds", "ms": "milliseconds",
-                     "s": "seconds"}  # fmt: skip
+_SPEEDSCOPE_UNITS = {"ns": "nanoseconds", "us": "microseconds", "ms": "milliseconds", "s": "seconds"}
+"""speedscope's units of time: a finer trace unit is given in nanoseconds."""
 
 
 def write_folded(request: ExportRequest) -> None:
@@ -36,8 +37,7 @@ def write_speedscope(request: ExportRequest) -> None:
     """One evented profile per core: a frame opens at a function's entry, closes at its return."""
     with call_frames(request) as tree:
         clock = clock_of(request, tree)
-        unit = _SPEEDSCOPE_UNITS.get(time_unit(request) or "", "none") if clock == "time" else "none"
-        scale = 1e-3 if clock == "time" and time_unit(request) == "ps" else 1
+        unit, scale = _speedscope_unit(time_unit(request) if clock == "time" else None)
         head = {
             "$schema": _SPEEDSCOPE_SCHEMA,
             "exporter": f"cputrace {__version__}",
@@ -58,6 +58,16 @@ def write_speedscope(request: ExportRequest) -> None:
             out.write('], "shared": {"frames": [')
             write_items(out, (json.dumps({"name": name}) for name in frame_index))
             out.write("]}}\n")
+
+
+def _speedscope_unit(unit: str | None) -> tuple[str, float]:
+    """speedscope's name for the unit of times in `unit` (None: instructions), and the factor
+    that converts to it."""
+    if not is_real(unit):
+        return "none", 1
+    if unit in _SPEEDSCOPE_UNITS:
+        return _SPEEDSCOPE_UNITS[unit], 1
+    return "nanoseconds", float(ratio(unit, "ns"))
 
 
 def _speedscope_events(timeline: Timeline, names: list[str], frame_index: dict[str, int],

@@ -36,6 +36,7 @@ from ..model import MEMORY_OPS
 from ..store.batches import SeqFollower, read_batches
 from ..store.columns import dictionary_codes, valid_of
 from ..store.window import WHOLE_TRACE, Window
+from ..timeunits import SECOND_EXPONENTS, is_real
 from .arrowbytes import bytes_and_offsets
 
 if TYPE_CHECKING:
@@ -43,8 +44,6 @@ if TYPE_CHECKING:
     from .registry import ExportRequest
 
 VECTOR, STRING, UNKNOWN = 0, 1, 2
-_TIMESCALES = {"s": "1 s", "ms": "1 ms", "us": "1 us", "ns": "1 ns", "ps": "1 ps", "fs": "1 fs"}
-_UNIT_EXPONENTS = {"s": 0, "ms": -3, "us": -6, "ns": -9, "ps": -12, "fs": -15}
 _CHUNK = 1 << 18
 
 
@@ -251,13 +250,13 @@ def _steps(accesses: int) -> int:
 def _finer(timescale: str, steps: int) -> str:
     """`timescale` divided by `steps` (a power of ten), e.g. "1 ns" / 10 = "100 ps"."""
     magnitude, unit = timescale.split()
-    exponent = _UNIT_EXPONENTS[unit] + len(magnitude) - 1 - (len(str(steps)) - 1)
-    if exponent < _UNIT_EXPONENTS["fs"]:
+    exponent = SECOND_EXPONENTS[unit] + len(magnitude) - 1 - (len(str(steps)) - 1)
+    if exponent < SECOND_EXPONENTS["fs"]:
         raise CputraceError(
             f"{timescale} / {steps} is finer than VCD's 1 fs; use --clock insns to show every memory access"
         )
     unit_exponent = 3 * (exponent // 3)
-    name = next(n for n, e in _UNIT_EXPONENTS.items() if e == unit_exponent)
+    name = next(n for n, e in SECOND_EXPONENTS.items() if e == unit_exponent)
     return f"{10 ** (exponent - unit_exponent)} {name}"
 
 
@@ -278,8 +277,8 @@ def write_vcd_stream(
         )
     unit = (trace.manifest.get("time") or {}).get("unit") or ""
     if timed:
-        timescale = _TIMESCALES.get(unit, "1 ns")
-        comment = f"cputrace: time in {unit}" if unit not in _TIMESCALES else "cputrace: trace time"
+        timescale = f"1 {unit}" if is_real(unit) else "1 ns"
+        comment = "cputrace: trace time" if is_real(unit) else f"cputrace: time in {unit}"
     else:
         timescale, comment = "1 ns", "cputrace: one time step per instruction (seq)"
     steps = _steps(_accesses_per_instruction(trace, window))

@@ -35,7 +35,7 @@ import numpy as np
 
 from ..inputs import InputFile
 from ..regnames import canonical_register
-from ..rows import RowBuffer
+from ..rowbuffer import RowBuffer
 from .base import Batch, DecodeContext
 from .cycleword import CycleWord, parse_cycle_word
 

@@ -4,10 +4,9 @@ from .arch import Architecture, CodeRange
 from .elf import load_elf
 from .errors import ImageError
 from .ihex import load_ihex
-from .lines import LineTable
 from .memory import Image, Region
 from .raw import load_raw
-from .snapshot import DumpEntry, load_snapshot_device, load_snapshot_dumps, read_dump_entries
+from .sourcelines import LineTable
 from .spec import load_image_spec, parse_image_spec, sniff_image
 from .srec import load_srec
 from .symbols import Binding, StateRange, Symbol, SymbolKind, SymbolTable
@@ -16,7 +15,6 @@ __all__ = [
     "Architecture",
     "Binding",
     "CodeRange",
-    "DumpEntry",
     "Image",
     "ImageError",
     "LineTable",
@@ -29,10 +27,7 @@ __all__ = [
     "load_ihex",
     "load_image_spec",
     "load_raw",
-    "load_snapshot_device",
-    "load_snapshot_dumps",
     "load_srec",
     "parse_image_spec",
-    "read_dump_entries",
     "sniff_image",
 ]

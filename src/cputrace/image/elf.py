@@ -14,8 +14,8 @@ from ..model import Isa
 from .arch import Architecture, CodeRange
 from .elfopen import open_elf
 from .errors import ImageError
-from .lines import LineTable
 from .memory import Image, Region
+from .sourcelines import LineTable
 from .symbols import Binding, StateRange, Symbol, SymbolKind, SymbolTable
 
 _MAPPING_SYMBOL = re.compile(r"\$([atxd])(?:\.|$)")

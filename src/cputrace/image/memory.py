@@ -13,7 +13,7 @@ from itertools import pairwise
 
 from .arch import Architecture, CodeRange
 from .errors import ImageError
-from .lines import LineTable
+from .sourcelines import LineTable
 from .symbols import SymbolTable
 
 

@@ -1,4 +1,4 @@
-"""Reading the lines of small text files (image formats, snapshot .ini files) with line numbers
+"""Reading the lines of small text files (image formats, CoreSight .ini files) with line numbers
 for error messages."""
 
 from __future__ import annotations

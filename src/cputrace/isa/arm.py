@@ -42,11 +42,13 @@ from .insn import (
     C_TARGET,
     C_TRANSFERS,
     F_BRANCH,
+    F_CALL,
     F_CONDITIONAL,
     F_DIRECT,
     F_HAS_CONDITION,
     F_HAS_TARGET,
     F_LOAD,
+    F_RETURN,
     F_STORE,
     F_TRAP,
     F_UNDEFINED,
@@ -396,6 +398,7 @@ def _read_facts(records: int, count: int, isa: int, layout: np.ndarray, classes:
             | (F_UNDEFINED if cls & _C_UNDEFINED else 0) | (F_TRAP if cls & _C_TRAP else 0)
             | (F_CONDITIONAL if cls & _C_TEST or condition >= 0 else 0)
             | (F_HAS_CONDITION if condition >= 0 else 0)
+            | (F_CALL if kind == _K_CALL else 0) | (F_RETURN if kind == _K_RETURN else 0)
         )  # fmt: skip
         if direct and not aarch64:
             target &= 0xFFFFFFFF

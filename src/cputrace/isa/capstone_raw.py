@@ -1,8 +1,8 @@
 """capstone's decoded Arm instructions, read by compiled code straight from its C records.
 
 The binding's `Cs.disasm` wraps each instruction in a CsInsn that copies it, and builds
-a list of operand objects on first use: about 100 us an instruction, a hundred times what
-capstone's C decoder takes. Here one `cs_disasm` call decodes a chunk, and a compiled
+a list of operand objects on first use, which costs far more than capstone's C decoder
+itself. Here one `cs_disasm` call decodes a chunk, and a compiled
 function given the address of capstone's records reads the fields it needs in place;
 the offsets come from the binding's own ctypes declarations (so they follow the binding
 that is installed), as an array `LAYOUT` indexed by the `L_*` constants.

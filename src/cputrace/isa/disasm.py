@@ -13,10 +13,11 @@ def opcode_bytes(opcode: int, size: int, isa: Isa) -> bytes:
     """The instruction's bytes in memory, from its opcode as Tarmac prints it.
 
     A 32-bit T32 opcode is hw1<<16 | hw2, each halfword little-endian in memory; SPARC is
-    big-endian; the rest little-endian.
+    big-endian; the rest little-endian. Bits above `size` bytes are not the instruction's.
     """
+    opcode &= (1 << (8 * size)) - 1
     if isa is Isa.SPARC:
-        return opcode.to_bytes(4, "big")
+        return opcode.to_bytes(size, "big")
     if isa is Isa.T32 and size == 4:
         return (opcode >> 16).to_bytes(2, "little") + (opcode & 0xFFFF).to_bytes(2, "little")
     return opcode.to_bytes(size, "little")

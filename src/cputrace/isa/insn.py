@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -84,9 +85,12 @@ def as_row(info: InsnInfo) -> Row:
 # Columns of `Decoded.columns` (int64; addresses and targets as their 64-bit patterns).
 C_ADDRESS, C_SIZE, C_OPCODE, C_FACTS, C_TARGET, C_NEXT_ISA, C_KIND, C_TRANSFERS, C_ACCESS = range(9)
 C_COUNT = 9
-# Bits of C_FACTS: the InsnInfo booleans, and whether `target` and `condition` are set.
+# Fact bits: an instruction's InsnInfo booleans, whether `target` and `condition` are set, and
+# whether its kind is a call or a return, in one word (`facts_of`). The decoded columns hold it
+# in C_FACTS; analyses keep one a trace row (`factcodes.FactCodes`).
 F_BRANCH, F_DIRECT, F_WRITES_PC, F_LOAD, F_STORE, F_UNDEFINED = (1 << n for n in range(6))
 F_TRAP, F_CONDITIONAL, F_HAS_CONDITION, F_HAS_TARGET, F_DELAY, F_ANNUL = (1 << n for n in range(6, 12))
+F_CALL, F_RETURN = 1 << 12, 1 << 13
 NO_ISA = 255
 """C_NEXT_ISA when `next_isa` is None."""
 KINDS = tuple(Kind)
@@ -96,6 +100,20 @@ _BIT_FIELDS = (
     ("is_store", F_STORE), ("is_undefined", F_UNDEFINED), ("raises_exception", F_TRAP),
     ("is_conditional", F_CONDITIONAL), ("delay_slot", F_DELAY), ("annul", F_ANNUL),
 )  # fmt: skip
+_KIND_BITS = {Kind.NONE: 0, Kind.CALL: F_CALL, Kind.RETURN: F_RETURN, Kind.JUMP: 0}
+
+
+def _facts(field: Callable[[str], Any]) -> int:
+    """The fact bits of the instruction whose fields `field` gives by name."""
+    facts = sum(bit for name, bit in _BIT_FIELDS if field(name))
+    facts |= F_HAS_CONDITION if field("condition") is not None else 0
+    facts |= F_HAS_TARGET if field("target") is not None else 0
+    return facts | _KIND_BITS[field("kind")]
+
+
+def facts_of(info: InsnInfo) -> int:
+    """The fact bits of one instruction."""
+    return _facts(functools.partial(getattr, info))
 
 
 FIRST_CHUNK, LARGEST_CHUNK = 8, 256
@@ -139,9 +157,7 @@ def columns_of(rows: Sequence[Row]) -> np.ndarray:
     columns = np.zeros((len(rows), C_COUNT), np.uint64)  # every field is an unsigned number
     for index, row in enumerate(rows):
         info = dict(zip(_FIELDS, row, strict=True))
-        facts = sum(bit for name, bit in _BIT_FIELDS if info[name])
-        facts |= F_HAS_CONDITION if info["condition"] is not None else 0
-        facts |= F_HAS_TARGET if info["target"] is not None else 0
+        facts = _facts(info.__getitem__)
         next_isa = NO_ISA if info["next_isa"] is None else int(info["next_isa"])
         columns[index] = (
             info["address"], info["size"], info["opcode"], facts, info["target"] or 0,

@@ -4,6 +4,9 @@
 and writes a Fast-Models-style Tarmac trace: every instruction with its memory accesses and
 the registers it changed, or with `flow_only=True` only the taken branches (`FD`/`FI`). Both
 describe the same run. Programs print and stop through Arm semihosting.
+
+unicorn comes with the `record` extra (`pip install 'cputrace[record]'`); without it,
+importing this package raises `MissingExtra`, which says so.
 """
 
 from __future__ import annotations
@@ -13,6 +16,13 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..errors import MissingExtra
+
+try:
+    import unicorn  # noqa: F401  (checked first, so that its absence is said plainly)
+except ModuleNotFoundError:
+    raise MissingExtra("recording", "unicorn", "record") from None
 
 from .cpus import CPU_MODELS, DEFAULT_CPUS, CpuChoiceError, CpuModel, choose_cpu
 from .emulator import Recorder, StopReason

@@ -12,8 +12,8 @@ from unicorn.unicorn_py3.unicorn import uclib
 class RegisterReader:
     """A fixed list of registers read in one call into unicorn's C API.
 
-    The Python binding costs about 2 µs per register and call; one batch read through
-    prepared ctypes arrays costs about 2 µs for all of them, and it runs once per instruction.
+    The Python binding's cost is per register and call; one batch read through prepared
+    ctypes arrays costs about what one register does, and it runs once per instruction.
     """
 
     def __init__(self, uc: Uc, ids: Sequence[int]) -> None:

@@ -122,18 +122,18 @@ STORED_SCHEMAS = {
 # and space on unique values).
 _MONOTONIC = ("seq", "time", "src")
 # Addresses and cycle counts: their bytes split into streams (the high bytes of an address
-# barely change), which compresses better and writes three times faster than a dictionary.
+# barely change), which compresses better and writes faster than a dictionary.
 _SPLIT = ("pc", "addr", "paddr", "cycles")
 # Columns with few distinct values: dictionary-encoded. Register and memory values are not:
 # their dictionaries overflow and zstd does better on the plain values; nor are opcodes. Nor
-# are `cpu` and `flags`, nearly constant: zstd shrinks their plain values as well, and hashing
-# each value into a dictionary took a tenth of an instruction table's write time. Nor is
+# are `cpu` and `flags`, nearly constant: zstd shrinks their plain values as well, without
+# hashing every value into a dictionary. Nor is
 # `executed`: Parquet keeps booleans as plain bits, and a dictionary asked for is not used.
 _REPEATING = frozenset(
     ("size", "isa", "mode", "disasm", "reg", "op", "source", "attrs", "kind", "number", "name")
 )
 # Columns whose row-group min/max let queries skip data (positions, cores, addresses); the
-# others' statistics cost a third of the write time and serve no filter.
+# others' statistics would cost write time and serve no filter.
 _FILTERED = frozenset(("seq", "time", "cpu", "pc", "addr", "src"))
 
 
@@ -143,12 +143,12 @@ def _parquet_options(table: str) -> dict[str, Any]:
         # A CRC-32 per page, checked as pages are read through Arrow (checksums.py).
         "write_page_checksum": True,
         "compression": "zstd",
-        # Level 1: an ETMv3 trace's instruction rows write 10-15 % faster than at the default
-        # level 3, in files 2 % larger. Writing is half of what ingesting such a trace costs.
+        # Level 1: writing is much of an ingest (docs/benchmarks.md, ETMv3), and level 1 writes
+        # faster than the default level 3 for files barely larger.
         "compression_level": 1,
         # Pages end at 1 MiB or with their row group, not also every 20,000 rows (Arrow's
-        # default): each page is a zstd call with a context made afresh, and small pages spent a
-        # quarter of the write time making them. The files come out smaller too.
+        # default): each page is a zstd call with a context made afresh, which small pages pay
+        # for again and again. The files come out smaller too.
         "max_rows_per_page": 1 << 30,
         "use_dictionary": [n for n in names if n in _REPEATING],
         "column_encoding": {
@@ -162,7 +162,7 @@ def _parquet_options(table: str) -> dict[str, Any]:
 @functools.cache
 def _empty_file(table: str) -> bytes:
     """A Parquet file of the table with no rows: made once, as it is the same for every store
-    (making it took a millisecond of each ingest's end, waited for)."""
+    (making it was time at the end of every ingest, which the ingest waits for)."""
     sink = io.BytesIO()
     pq.write_table(STORED_SCHEMAS[table].empty_table(), sink, write_page_checksum=True)
     return sink.getvalue()

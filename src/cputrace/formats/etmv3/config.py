@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
+from ...coresight.ini import read_ini_sections
 from ...coresight.snapshot import Device
 from ...coresight.sniff import LAYOUTS
 from ...errors import CputraceError, TraceFormatError
-from ...image.snapshot import read_ini_sections
 from ..base import option_choice, option_error, option_number
 
 DEFAULT_ETMIDR = 0x4100F250

@@ -16,9 +16,10 @@ from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
+from ...coresight.dumps import read_dump_entries
 from ...errors import CputraceError, TraceFormatError
 from ...flow.program import Program
-from ...image import Image, read_dump_entries
+from ...image import Image
 from ...inputs import InputFile
 from ..base import Batch, DecodeContext
 from .capture import Capture, EtmSource, open_captures, source_packets

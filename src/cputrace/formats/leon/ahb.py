@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ...rows import RowBuffer
+from ...rowbuffer import RowBuffer
 from .buffers import Buffer
-from .lines import oldest_first, unwrap_time
+from .timeorder import oldest_first, unwrap_time
 
 _HTRANS = ("IDLE", "BUSY", "NONSEQ", "SEQ")
 _HBURST = ("SINGLE", "INCR", "WRAP4", "INCR4", "WRAP8", "INCR8", "WRAP16", "INCR16")

@@ -9,13 +9,13 @@ import numpy as np
 
 from ...flow.ops import GAP_TEXT
 from ...model import Flag
-from ...rows import RowBuffer
+from ...rowbuffer import RowBuffer
 from ..base import Batch, DecodeContext
 from .ahb import ahb_rows
 from .buffers import Buffer, option_settings, read_raw, read_text, sidecar_settings
-from .filtered import Before, StraightCode, walk
+from .filtered import Before, StraightCode, untraced_before
 from .itb import Anomalies, Traced, add_rows, fold, insn
-from .lines import trace_filter
+from .timeorder import trace_filter
 
 CONTROL_FLOW_FILTER = 2
 _FILTERED = "the trace filter left out the instructions before this one"
@@ -81,7 +81,7 @@ def _befores(traced: list[Traced], tfilt: int, anomalies: Anomalies) -> list[Bef
     """What ran untraced before each traced line: the control-flow walk, or, under the other
     filters, an unknown number of instructions wherever a line does not follow the last."""
     if tfilt == CONTROL_FLOW_FILTER:
-        return walk(traced, anomalies)
+        return untraced_before(traced, anomalies)
     return [
         Before(t.pc, 0, bool(tfilt) and i > 0 and t.pc != traced[i - 1].pc + 4) for i, t in enumerate(traced)
     ]

@@ -63,7 +63,7 @@ class Before(NamedTuple):
     unknown: bool  # instructions ran before the line that the walk cannot count (or place)
 
 
-def walk(traced: list[Traced], anomalies: Anomalies) -> list[Before]:
+def untraced_before(traced: list[Traced], anomalies: Anomalies) -> list[Before]:
     """For each traced line, the instructions that ran untraced just before it.
 
     A line the walk cannot reach is reported (`anomalies`) and the walk resumes there.

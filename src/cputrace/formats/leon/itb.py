@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from ...errors import TraceFormatError
 from ...isa import InsnInfo, sparc_insn
 from ...model import Flag, Isa
-from ...rows import RowBuffer
+from ...rowbuffer import RowBuffer
 from ..base import DecodeContext
 from .buffers import Buffer
-from .lines import oldest_first, unwrap_time
+from .timeorder import oldest_first, unwrap_time
 
 _ORPHAN = "a continuation whose instruction was overwritten"
 _REGISTER_NAMES = tuple(f"{bank}{n}" for bank in "goli" for n in range(8))

@@ -21,7 +21,7 @@ from ...inputs import InputFile, prefetched
 from ...model import ISA_NAMES, SCHEMAS, Flag, Isa
 from ...regnames import canonical_register
 from ..base import Batch, DecodeContext, option_choice
-from .lines import LineError, LineStamp, Rows, TarmacLineParser
+from .grammar import LineError, LineStamp, Rows, TarmacLineParser
 from .scan import KIND_LONG, KIND_SLOW, MEM_L, MEM_NS, MEM_T, MEM_X, TIME_UNITS, Scan, scan_chunk
 from .stitch import NO_SEQ, assign_seq, fill_forward, update_last_seq
 from .timescale import TimeScale

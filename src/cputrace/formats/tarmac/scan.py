@@ -21,7 +21,7 @@ import numpy as np
 
 from ...inputs import MAX_LINE_BYTES
 from ...model import Isa
-from .lines import MAX_CORE
+from .grammar import MAX_CORE
 
 KIND_BLANK, KIND_INSN, KIND_REG, KIND_MEM, KIND_SLOW, KIND_LONG = 0, 1, 2, 3, 4, 5
 SCANNED_ACCESS_BYTES = 8  # the largest access whose value fits the scanner's 64 bits

@@ -5,14 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-REAL_UNITS_PS = {
-    "fs": Fraction(1, 1000),
-    "ps": Fraction(1),
-    "ns": Fraction(1000),
-    "us": Fraction(10**6),
-    "ms": Fraction(10**9),
-    "s": Fraction(10**12),
-}
+from ...timeunits import is_real, ratio
+
 MAX_TIME = 2**63 - 1
 """The largest time the store holds (`time` is int64)."""
 MAX_WHOLE_DIGITS = 20
@@ -33,13 +27,12 @@ class TimeScale:
 
     def decide(self, unit: str, fractional: bool) -> None:
         if self.unit is None:
-            real = unit in REAL_UNITS_PS
-            self.unit = "ps" if real and (fractional or REAL_UNITS_PS[unit] > 1000) else unit
+            self.unit = "ps" if is_real(unit) and (fractional or ratio(unit, "ns") > 1) else unit
 
     def factor(self, unit: str) -> Fraction:
         if unit not in self._factors:
-            if self.unit in REAL_UNITS_PS and unit in REAL_UNITS_PS:
-                self._factors[unit] = REAL_UNITS_PS[unit] / REAL_UNITS_PS[self.unit]
+            if is_real(self.unit) and is_real(unit):
+                self._factors[unit] = ratio(unit, self.unit)
             else:
                 self._factors[unit] = Fraction(1)
         return self._factors[unit]

@@ -15,7 +15,7 @@ from ...inputs import InputFile, read_exactly
 from ..base import Batch, DecodeContext, arm_vector_base
 from .buffers import Unread, read_buffers
 from .messages import parse_messages
-from .walk import BufferWalk
+from .ops import BufferWalk
 
 MAX_INPUT_BYTES = 64 << 20
 """Larger than any series of 256-byte buffers a debugger collects; read whole."""

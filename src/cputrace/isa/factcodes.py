@@ -1,9 +1,8 @@
-"""Per-instruction ISA facts (call, return, branch, load, store) as small bit codes, for whole chunks.
+"""The fact bits (`insn.F_*`) of every row of a trace chunk, for analyses.
 
-The facts come from `cputrace.isa`, decoded from the opcode the trace recorded (no image
-needed), or from the program image where the trace has no opcode. Each distinct
-(opcode, size, ISA) is decoded once; a chunk of millions of rows maps to its codes with one
-hash pass (Arrow) and one array lookup.
+The facts come from the opcode the trace recorded (no image needed), or from the program
+image where the trace has no opcode. Each distinct (opcode, size, ISA) is decoded once; a
+chunk of millions of rows maps to its facts with one hash pass (Arrow) and one array lookup.
 """
 
 from __future__ import annotations
@@ -15,42 +14,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..image import Image, ImageError
-from ..isa import SUPPORTED_ISAS, InsnInfo, Kind, decode, sparc_insn
 from ..model import Isa
-
-CALL = 1
-RETURN = 2
-DELAY_SLOT = 4  # SPARC: the transfer happens after the next instruction
-BRANCH = 8
-LOAD = 16
-STORE = 32
+from .disasm import opcode_bytes
+from .dispatch import SUPPORTED_ISAS, decode
+from .insn import InsnInfo, facts_of
+from .sparc import sparc_insn
 
 _KNOWN_ISAS = {isa.value: isa for isa in SUPPORTED_ISAS}
-
-
-def code_of(info: InsnInfo) -> int:
-    """The bit code of one instruction's facts."""
-    code = 0
-    if info.kind is Kind.CALL:
-        code |= CALL
-    elif info.kind is Kind.RETURN:
-        code |= RETURN
-    if info.delay_slot:
-        code |= DELAY_SLOT
-    if info.is_branch:
-        code |= BRANCH
-    if info.is_load:
-        code |= LOAD
-    if info.is_store:
-        code |= STORE
-    return code
-
-
-def opcode_bytes(opcode: int, size: int, isa: Isa) -> bytes:
-    """The instruction's bytes in memory from the opcode as Tarmac prints it."""
-    if isa is Isa.T32 and size == 4:
-        return (opcode >> 16).to_bytes(2, "little") + (opcode & 0xFFFF).to_bytes(2, "little")
-    return (opcode & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
 
 
 def decode_opcode(opcode: int, size: int, isa_value: int) -> InsnInfo | None:
@@ -64,7 +34,7 @@ def decode_opcode(opcode: int, size: int, isa_value: int) -> InsnInfo | None:
 
 
 class FactCodes:
-    """Bit codes per instruction row, decoding each distinct instruction once."""
+    """Fact bits per trace row, decoding each distinct instruction once."""
 
     def __init__(self, image: Image | None = None) -> None:
         self.image = image
@@ -79,7 +49,7 @@ class FactCodes:
         isa: np.ndarray,
         address: np.ndarray,
     ) -> np.ndarray:
-        """uint8 codes for rows given as column arrays (0 where nothing is known)."""
+        """uint16 fact bits for rows given as column arrays (0 where nothing is known)."""
         keys = (
             opcode.astype(np.uint64)
             | (size.astype(np.uint64) << np.uint64(32))
@@ -102,7 +72,7 @@ class FactCodes:
     def _lookup(keys: np.ndarray, cache: dict[int, int], decode_key: Callable[[int], int]) -> np.ndarray:
         encoded = pc.dictionary_encode(pa.array(keys, pa.uint64()))
         distinct = encoded.dictionary.to_numpy()
-        table = np.empty(len(distinct), dtype=np.uint8)
+        table = np.empty(len(distinct), dtype=np.uint16)
         for index, key in enumerate(distinct.tolist()):
             code = cache.get(key)
             if code is None:
@@ -113,7 +83,7 @@ class FactCodes:
     @staticmethod
     def _decode_key(key: int) -> int:
         info = decode_opcode(key & 0xFFFFFFFF, (key >> 32) & 0xFF, (key >> 40) & 0xFF)
-        return code_of(info) if info is not None else 0
+        return facts_of(info) if info is not None else 0
 
     def _decode_address(self, address: int, isa_value: int) -> int:
         """Facts of the instruction at `address` in the image (0 where the image has none)."""
@@ -124,4 +94,4 @@ class FactCodes:
             info = decode(self.image.read_upto(address, 4), address, isa)
         except ImageError:
             return 0
-        return code_of(info) if info is not None else 0
+        return facts_of(info) if info is not None else 0

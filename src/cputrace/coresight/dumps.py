@@ -1,8 +1,4 @@
-"""Memory dumps listed by CoreSight trace snapshots (the `[dump]` sections of device .ini files).
-
-A device file may hold several dump sections, all called `[dump]` or `[dumpN]`; Python's
-configparser merges sections of one name, so the file is read with a small parser here.
-"""
+"""Memory dumps listed by CoreSight trace snapshots (the `[dump]` sections of device .ini files)."""
 
 from __future__ import annotations
 
@@ -11,10 +7,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
-from .errors import ImageError
-from .files import map_or_decompress
-from .memory import Image, Region
-from .text import numbered_lines
+from ..image import Image, ImageError, Region
+from ..image.files import map_or_decompress
+from .ini import read_ini_sections
 
 
 class DumpEntry(NamedTuple):
@@ -36,22 +31,6 @@ _EXPECTED = {
     "offset": f"a file offset from 0 to {(1 << 63) - 1:#x}",
 }
 _LIMITS = {"address": ADDRESS_LIMIT - 1, "length": ADDRESS_LIMIT, "offset": (1 << 63) - 1}
-
-
-def read_ini_sections(ini: Path) -> list[tuple[str, int, dict[str, tuple[int, str]]]]:
-    """(section name, line, {key: (line, value)}) in file order, repeated names kept apart."""
-    sections: list[tuple[str, int, dict[str, tuple[int, str]]]] = []
-    for number, line in numbered_lines(ini):
-        if line.startswith((";", "#")):
-            continue
-        if line.startswith("[") and line.endswith("]"):
-            sections.append((line[1:-1].strip().lower(), number, {}))
-        elif "=" in line and sections:
-            key, value = line.split("=", 1)
-            sections[-1][2][key.strip().lower()] = (number, value.strip())
-        else:
-            raise ImageError(f"{ini}:{number}: expected [section] or key=value")
-    return sections
 
 
 def _number(ini: Path, keys: dict[str, tuple[int, str]], key: str) -> int | None:

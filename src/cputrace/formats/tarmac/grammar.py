@@ -18,11 +18,12 @@ from dataclasses import dataclass
 
 from ...model import Flag, Isa
 from ...regnames import canonical_register
-from ...rows import RowBuffer
+from ...rowbuffer import RowBuffer
+from ...timeunits import COUNTING_UNITS, SECOND_EXPONENTS
 from ..cycleword import parse_cycle_word
 from .timescale import TimeScale
 
-UNITS = ("clk", "ns", "ps", "cs", "cyc", "tic", "us", "ms", "s", "fs")
+UNITS = (*COUNTING_UNITS, *SECOND_EXPONENTS)
 
 KNOWN_TEXT_RECORDS = frozenset({"CADI", "SIGNAL", "SIGNAL:", "INFO_EXCEPTION_REASON:", "P"})
 

@@ -45,7 +45,7 @@ from ...flow.program import Program
 from ...flow.walker import Walker
 from ...image import Image, ImageError
 from ...model import SCHEMAS, Isa
-from ...rows import RowBuffer
+from ...rowbuffer import RowBuffer
 from ..base import Batch
 from .buffers import TraceBuffer, Unread
 from .messages import VECTOR_NAMES, Kind, Message, Parsed, instructions_of
