@@ -178,9 +178,8 @@ def _registers(seq: list[int]) -> pa.Table:
 
 
 def test_rows_out_of_seq_order_are_refused(tmp_path: Path) -> None:
-    """Every table is stored in seq order, each instruction with a seq of its own (issue 18:
-    a decoder wrote the last instruction of each source at the end): the writer refuses
-    anything else, naming the table and the row, within a row group and across them."""
+    """Every table is stored in seq order, each instruction with a seq of its own: the writer
+    refuses anything else, naming the table and the row, within a row group and across them."""
     writer = StoreWriter(tmp_path / "s.ctrace")
     writer.write("instructions", writer.checked("instructions", _instructions(0, 5)))
     with pytest.raises(StoreError, match=r"internal error: instructions row 5 has seq 4 after seq 4"):
