@@ -346,13 +346,33 @@ def test_fetch_ahead_goes_to_its_instruction(tmp_path: Path) -> None:
         "IT 00008008 eafffffe\n"
         "IT 00008100 e1a00000\n",
     )
-    assert pick(rows["memory"], "seq", "source", "addr") == [
-        (0, "core", 0x8000),
-        (1, "core", 0x8004),
-        (2, "core", 0x8008),
-        (0, "bus", 0x1000),
-        (0, "core", 0x800C),  # never executed (branch): stays with the instruction in progress
+    assert pick(rows["memory"], "seq", "source", "addr", "src") == [
+        (0, "core", 0x8000, 1),
+        (0, "bus", 0x1000, 5),
+        (0, "core", 0x800C, 6),  # never executed (branch): stays with the instruction in progress
+        (1, "core", 0x8004, 2),  # claimed fetches move after the rows of earlier instructions
+        (2, "core", 0x8008, 3),
     ]
+
+
+def test_fetches_claimed_across_a_damaged_instruction_stay_in_seq_order(tmp_path: Path) -> None:
+    """The fuzz case: the seed's last lines repeated, one `IT` damaged to `I\x14`.
+
+    The fetch before the damaged line is still pending when the next `IT` at its address
+    claims it, and the fetch printed between them stays with the instruction in progress, so
+    the claimed rows must move after it (the store refuses rows out of seq order).
+    """
+    seed = SEED.read_bytes()
+    data = seed[:1084] + seed[974:1084] * 1000 + seed[1084:]
+    data = data[:22128] + bytes([data[22128] ^ 1 << 6]) + data[22129:]
+    rows, ctx = decode_text(tmp_path, data)
+    assert ctx.warnings == data.count(b"\nI\x14") + data.count(b"\n,r8")  # the damaged line, the cut one
+    memory_lines = [n for n, line in enumerate(data.split(b"\n"), 1) if line[:1] in (b"M", b"B")]
+    assert sorted(row["src"] for row in rows["memory"]) == memory_lines
+    keys = pick(rows["memory"], "seq", "src")
+    assert keys == sorted(keys)  # seq order, input order within an instruction
+    fetched = {(row["seq"], row["addr"]) for row in rows["memory"] if row["source"] == "core"}
+    assert all((row["seq"], row["pc"]) in fetched for row in rows["instructions"])
 
 
 def test_fetches_expire_after_the_window(tmp_path: Path) -> None:

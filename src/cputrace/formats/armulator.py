@@ -4,9 +4,10 @@ Row association (the model's seq rule): a record belongs to the instruction befo
 records before the first instruction to instruction 0. The exception is a core opcode fetch
 (`M` line with flag `O`): the core fetches ahead, so a fetch belongs to the first of the next
 few instructions whose address it covers. It is kept pending, with the seq of the instruction
-in progress, until such an instruction arrives (its seq is then patched in) or
-`FETCH_WINDOW` instructions have gone by. Bus (`B`) lines belong to the instruction in
-progress: bus traffic such as line fills serves later instructions only indirectly.
+in progress, until such an instruction arrives (its seq is then patched in, and the row moves
+after the rows of earlier instructions) or `FETCH_WINDOW` instructions have gone by. Bus (`B`)
+lines belong to the instruction in progress: bus traffic such as line fills serves later
+instructions only indirectly.
 
 An access that prints several words (`BNR8O___ 00008000 E28F8090 E898000F`) is one `memory`
 row covering them all. Each word is the 32-bit word at its address, lowest address first, so
@@ -173,9 +174,21 @@ class _Parser:
         return self.lines >= BATCH_LINES and (not self.pending or self.lines >= 2 * BATCH_LINES)
 
     def take(self) -> Batch:
+        """The rows so far; memory rows in seq order, as claimed fetches may have moved ahead.
+
+        A fetch claimed by a later instruction now has a later seq than the rows printed after
+        it (a data access of the instruction in progress, fetches of other addresses); a stable
+        sort by seq puts it after them and keeps the rows of each instruction in input order.
+        Pending fetches never span batches, so sorting each batch is enough.
+        """
         self.lines = 0
         self.pending.clear()
-        return {name: buf.take() for name, buf in self.buffers.items() if len(buf)}
+        batch = {name: buf.take() for name, buf in self.buffers.items() if len(buf)}
+        if "memory" in batch:
+            seqs = batch["memory"].column("seq").to_numpy()
+            if np.any(seqs[1:] < seqs[:-1]):
+                batch["memory"] = batch["memory"].take(np.argsort(seqs, kind="stable"))
+        return batch
 
     def line(self, src: int, line: str) -> None:
         text = line.strip()
