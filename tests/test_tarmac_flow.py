@@ -316,3 +316,19 @@ def test_mismatch_gaps_are_stored_in_place_among_the_branch_records(tmp_path: Pa
     assert [e["seq"] for e in tables["events"][30:33]] == [before] * 3
     pcs = [row["pc"] for row in tables["instructions"]]
     assert pcs[before] == int(lines[29].split()[4], 16) and pcs[: before + 1] == stream.pc[: before + 1]
+
+
+def test_records_of_a_batch_without_branch_records_are_kept(tmp_path: Path) -> None:
+    """The fuzz case: a flow-only trace with CR line ends is one line of the LF-split reader,
+    so the only batch has no FD/FI record to walk; its text event is kept at seq 0."""
+    elf = CORPUS / "calls-a32.elf"
+    record(elf, tmp_path / "flow.tarmac", flow_only=True)
+    text = (tmp_path / "flow.tarmac").read_bytes()
+    (tmp_path / "cr.tarmac").write_bytes(text.replace(b"\n", b"\r"))
+    images = {"images": [str(elf)]}
+    result = ingest([tmp_path / "cr.tarmac"], tmp_path / "s.ctrace", options=images)
+    tables = stored(result.store)
+    assert tables["instructions"] == []
+    events = [(e["seq"], e["kind"], e["src"]) for e in tables["events"]]
+    assert events == [(0, "text", 1)]
+    assert tables["events"][0]["text"].startswith(text.split(b"\n")[0].decode())
