@@ -513,6 +513,29 @@ def test_a_text_buffer_with_a_bad_line_is_read_around_it(armv5, tmp_path) -> Non
     assert_tail(tables, truth, first, stop)
 
 
+def test_a_second_buffer_anchored_on_a_checkpoint_after_a_bad_line_keeps_seq_order(tmp_path) -> None:
+    """The fuzz case: the wrap sample twice, a line of the second copy bad. What lenient
+    reading left out is at the second buffer's first instruction; so is its anchor's
+    checkpoint, which used to go to the first buffer's last instruction, after them."""
+    sample = (DATA / "xscale" / "calls-armv5te-wrap.txt").read_text().splitlines()
+    first = decode(DATA / "xscale" / "calls-armv5te-wrap.txt", ARMV5)["instructions"].num_rows
+    lines = sample + sample[1:]  # registers after bytes start the next buffer
+    bad = len(sample) + 13  # line 33: the 10th line of bytes of the second buffer
+    lines[bad - 1] = lines[bad - 1][:6] + "zz" + lines[bad - 1][8:]
+    path = tmp_path / "two.txt"
+    path.write_text("\n".join(lines) + "\n")
+    tables = decode(path, ARMV5)  # checks every table's seq order
+    second = [e for e in tables["events"].to_pylist() if e["seq"] >= first]
+    assert [(e["seq"], e["kind"], e["name"], e["src"]) for e in second[:4]] == [
+        (first, "text", None, bad),
+        (first, "trace_gap", "dropped_bytes", len(sample) + 4),
+        (first, "trace_gap", "unanchored", bad + 2),
+        (first, "debug", "checkpoint", bad + 2),
+    ]
+    assert second[3]["value"] == int(sample[1].split("=")[1], 16)  # CHKPT0
+    assert tables["instructions"].column("seq").to_pylist()[first] == first
+
+
 def test_a_truncated_dump_keeps_its_whole_records(armv5, tmp_path) -> None:
     truth, blocks, elf = armv5
     series = fill_once_series(truth, blocks, 5, 3)

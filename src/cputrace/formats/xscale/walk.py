@@ -88,7 +88,7 @@ class BufferWalk:
         ops, op_message = self._ops(buffer, parsed, anchor, checkpoints)
         tables = [*self.walker.run(ops), *self.walker.finish()]
         instructions = _concat("instructions", [t["instructions"] for t in tables])
-        self._message_events(buffer, parsed, op_message, ops, instructions, checkpoints, events)
+        self._message_events(buffer, parsed, op_message, ops, instructions, checkpoints, events, first_seq)
         tables += self._complete(buffer, ops, instructions, events)
         yield {"instructions": _concat("instructions", [t["instructions"] for t in tables])}
         gaps = [t["events"] for t in tables]
@@ -224,16 +224,20 @@ class BufferWalk:
 
     def _message_events(
         self, buffer: TraceBuffer, parsed: Parsed, op_message: list[int], ops: Ops, instructions: pa.Table,
-        checkpoints: dict[int, tuple[int, int]], events: RowBuffer,
+        checkpoints: dict[int, tuple[int, int]], events: RowBuffer, first_seq: int,
     ) -> None:  # fmt: skip
-        """Exceptions and checkpoints, at the instruction before them; checkpoints checked."""
+        """Exceptions and checkpoints, at the instruction before them; checkpoints checked.
+
+        The anchor's come before the buffer's first instruction (`first_seq`): they are at it,
+        with the buffer's other start events, not at the previous buffer's last instruction
+        (which would put them before what lenient reading left out between the buffers)."""
         first, end = self.walker.op_first, self.walker.op_end
         wanted = (ops.kind == Op.EXCEPTION) | np.isin(op_message, list(checkpoints))
         wanted[0] = True  # the anchor
         for j in np.flatnonzero(wanted).tolist():
             i = op_message[j]
             kind, message = int(ops.kind[j]), parsed.messages[i]
-            seq, src, where = max(int(end[j]) - 1, 0), int(ops.src[j]), buffer.where(message.index)
+            seq, src, where = max(int(end[j]) - 1, first_seq), int(ops.src[j]), buffer.where(message.index)
             if kind == Op.EXCEPTION or (kind == Op.SYNC and message.kind is Kind.EXCEPTION):
                 name = VECTOR_NAMES[message.vector]
                 events.append(
