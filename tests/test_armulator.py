@@ -438,6 +438,32 @@ def test_bad_lines_are_kept_as_text_in_lenient_mode(tmp_path: Path) -> None:
     assert rows["memory"] == []
 
 
+def test_lines_that_are_not_utf8_are_rejected_not_altered(tmp_path: Path) -> None:
+    """A byte that is not UTF-8 (Latin-1 `\xe9`, a lone continuation byte) is not silently
+    replaced in the record's text: its line is kept as a text event with U+FFFD and a warning,
+    an error in strict mode naming the line. A raw 0xA0 byte stays a no-break space."""
+    lines = SEED.read_bytes().split(b"\n")
+    assert lines[9].startswith(b"IT") and lines[11].startswith(b"IT")
+    lines[9] = lines[9].replace(b"ADD", b"ADD\xe9")  # line 10: the first instruction
+    lines[11] = lines[11] + b" \x80"  # line 12: the second
+    lines[24] = lines[24].replace(b"\xc2\xa0", b"\xa0")  # line 25: the third, raw NBSP bytes
+    data = b"\n".join(lines)
+    rows, ctx = decode_text(tmp_path, data)
+    assert ctx.warnings == 2
+    path = tmp_path / "trace.trc"
+    assert ctx.warning_samples == [f"{path}:{n}: kept as text: expected UTF-8 text" for n in (10, 12)]
+    assert pick(rows["instructions"], "pc", "src") == [(0x8008, 25), (0x800C, 27)]
+    texts = [(row["kind"], row["src"], row["text"]) for row in rows["events"] if row["kind"] == "text"]
+    assert texts == [
+        ("text", 10, lines[9].decode("utf-8", "replace").replace("\xa0", " ")),
+        ("text", 12, lines[11].decode("utf-8", "replace").replace("\xa0", " ")),
+    ]
+    assert "\ufffd" in texts[0][2] and "\ufffd" in texts[1][2]
+    with pytest.raises(TraceFormatError) as info:
+        decode_text(tmp_path, data, strict=True)
+    assert (info.value.where, info.value.expected) == ("10", "UTF-8 text")
+
+
 def test_bad_line_raises_in_strict_mode(tmp_path: Path) -> None:
     with pytest.raises(TraceFormatError) as info:
         decode_text(tmp_path, BAD, strict=True)
