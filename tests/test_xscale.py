@@ -536,6 +536,29 @@ def test_a_second_buffer_anchored_on_a_checkpoint_after_a_bad_line_keeps_seq_ord
     assert tables["instructions"].column("seq").to_pylist()[first] == first
 
 
+def test_a_buffer_that_places_no_instruction_keeps_its_events_after_the_bytes_left_out(tmp_path) -> None:
+    """The fuzz case: the fill dump with 32 bytes of its second record cut out. The record's
+    newest entry words are misread; the bytes older than a malformed one are left out (an
+    event at the buffer's first seq), and what is left anchors at a vector where the image
+    has no code, so the buffer places no instruction. Its events at the instruction before
+    them (the end's `debug_pc_unreached`) used to go to the first buffer's last one, behind
+    the left-out bytes' event."""
+    sample = DATA / "xscale" / "calls-armv5te-fill.dump"
+    data = sample.read_bytes()
+    path = tmp_path / "cut.dump"
+    path.write_bytes(data[:1095] + data[1127:])
+    intact = decode(sample, ARMV5)
+    count = events_named(intact, "debug_entry")[0]["seq"] + 1  # the first buffer's instructions
+    tables = decode(path, ARMV5)  # checks every table's seq order
+    pcs = tables["instructions"].column("pc").to_pylist()
+    assert pcs[:count] == intact["instructions"].column("pc").to_pylist()[:count]
+    dropped = [e for e in events_named(tables, "dropped_bytes") if e["text"].startswith("buffer 2:")]
+    unreached = [e for e in events_named(tables, "debug_pc_unreached") if e["text"].startswith("buffer 2:")]
+    assert [e["seq"] for e in dropped + unreached] == [count, count]
+    next_one = tables["instructions"].column("src").to_pylist()[count]
+    assert next_one > unreached[0]["src"]  # buffer 2 placed no instruction
+
+
 def test_a_truncated_dump_keeps_its_whole_records(armv5, tmp_path) -> None:
     truth, blocks, elf = armv5
     series = fill_once_series(truth, blocks, 5, 3)

@@ -88,11 +88,11 @@ class BufferWalk:
         ops, op_message = self._ops(buffer, parsed, anchor, checkpoints)
         tables = [*self.walker.run(ops), *self.walker.finish()]
         instructions = _concat("instructions", [t["instructions"] for t in tables])
-        self._message_events(buffer, parsed, op_message, ops, instructions, checkpoints, events, first_seq)
+        self._message_events(buffer, parsed, op_message, ops, instructions, checkpoints, events)
         tables += self._complete(buffer, ops, instructions, events)
         yield {"instructions": _concat("instructions", [t["instructions"] for t in tables])}
         gaps = [t["events"] for t in tables]
-        yield {"events": _concat("events", [*gaps, events.take()]).sort_by("seq")}  # a stable sort
+        yield {"events": _not_before(_concat("events", [*gaps, events.take()]), first_seq).sort_by("seq")}
 
     def unread(self, left_out: list[Unread]) -> Batch:
         """What lenient reading left out before the next buffer: lines as `text` events, bytes
@@ -224,20 +224,16 @@ class BufferWalk:
 
     def _message_events(
         self, buffer: TraceBuffer, parsed: Parsed, op_message: list[int], ops: Ops, instructions: pa.Table,
-        checkpoints: dict[int, tuple[int, int]], events: RowBuffer, first_seq: int,
+        checkpoints: dict[int, tuple[int, int]], events: RowBuffer,
     ) -> None:  # fmt: skip
-        """Exceptions and checkpoints, at the instruction before them; checkpoints checked.
-
-        The anchor's come before the buffer's first instruction (`first_seq`): they are at it,
-        with the buffer's other start events, not at the previous buffer's last instruction
-        (which would put them before what lenient reading left out between the buffers)."""
+        """Exceptions and checkpoints, at the instruction before them; checkpoints checked."""
         first, end = self.walker.op_first, self.walker.op_end
         wanted = (ops.kind == Op.EXCEPTION) | np.isin(op_message, list(checkpoints))
         wanted[0] = True  # the anchor
         for j in np.flatnonzero(wanted).tolist():
             i = op_message[j]
             kind, message = int(ops.kind[j]), parsed.messages[i]
-            seq, src, where = max(int(end[j]) - 1, first_seq), int(ops.src[j]), buffer.where(message.index)
+            seq, src, where = max(int(end[j]) - 1, 0), int(ops.src[j]), buffer.where(message.index)
             if kind == Op.EXCEPTION or (kind == Op.SYNC and message.kind is Kind.EXCEPTION):
                 name = VECTOR_NAMES[message.vector]
                 events.append(
@@ -344,6 +340,20 @@ def _resumes(parsed: Parsed, stopped_at: int) -> bool:
     """Whether the buffer starts with the debugger's return to where the last one stopped."""
     first = parsed.messages[0]
     return first.kind is Kind.INDIRECT and first.address is not None and first.address & ~1 == stopped_at & ~1
+
+
+def _not_before(events: pa.Table, first_seq: int) -> pa.Table:
+    """A buffer's events with none before its first instruction, `first_seq`.
+
+    Events at the instruction before them (the anchor's exception or checkpoint; the end's,
+    when the buffer placed no instruction) would go to the previous buffer's last one, behind
+    the events of what lenient reading left out between the buffers (at `first_seq`): they
+    are at the buffer's start, with its other start events."""
+    seq = events.column("seq").to_numpy()
+    if not len(seq) or seq.min() >= first_seq:
+        return events
+    moved = pa.array(np.maximum(seq, first_seq), pa.int64())
+    return events.set_column(events.schema.get_field_index("seq"), "seq", moved)
 
 
 def _concat(table: str, tables: list[pa.Table]) -> pa.Table:
