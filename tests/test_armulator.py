@@ -346,13 +346,33 @@ def test_fetch_ahead_goes_to_its_instruction(tmp_path: Path) -> None:
         "IT 00008008 eafffffe\n"
         "IT 00008100 e1a00000\n",
     )
-    assert pick(rows["memory"], "seq", "source", "addr") == [
-        (0, "core", 0x8000),
-        (1, "core", 0x8004),
-        (2, "core", 0x8008),
-        (0, "bus", 0x1000),
-        (0, "core", 0x800C),  # never executed (branch): stays with the instruction in progress
+    assert pick(rows["memory"], "seq", "source", "addr", "src") == [
+        (0, "core", 0x8000, 1),
+        (0, "bus", 0x1000, 5),
+        (0, "core", 0x800C, 6),  # never executed (branch): stays with the instruction in progress
+        (1, "core", 0x8004, 2),  # claimed fetches move after the rows of earlier instructions
+        (2, "core", 0x8008, 3),
     ]
+
+
+def test_fetches_claimed_across_a_damaged_instruction_stay_in_seq_order(tmp_path: Path) -> None:
+    """The fuzz case: the seed's last lines repeated, one `IT` damaged to `I\x14`.
+
+    The fetch before the damaged line is still pending when the next `IT` at its address
+    claims it, and the fetch printed between them stays with the instruction in progress, so
+    the claimed rows must move after it (the store refuses rows out of seq order).
+    """
+    seed = SEED.read_bytes()
+    data = seed[:1084] + seed[974:1084] * 1000 + seed[1084:]
+    data = data[:22128] + bytes([data[22128] ^ 1 << 6]) + data[22129:]
+    rows, ctx = decode_text(tmp_path, data)
+    assert ctx.warnings == data.count(b"\nI\x14") + data.count(b"\n,r8")  # the damaged line, the cut one
+    memory_lines = [n for n, line in enumerate(data.split(b"\n"), 1) if line[:1] in (b"M", b"B")]
+    assert sorted(row["src"] for row in rows["memory"]) == memory_lines
+    keys = pick(rows["memory"], "seq", "src")
+    assert keys == sorted(keys)  # seq order, input order within an instruction
+    fetched = {(row["seq"], row["addr"]) for row in rows["memory"] if row["source"] == "core"}
+    assert all((row["seq"], row["pc"]) in fetched for row in rows["instructions"])
 
 
 def test_fetches_expire_after_the_window(tmp_path: Path) -> None:
@@ -416,6 +436,32 @@ def test_bad_lines_are_kept_as_text_in_lenient_mode(tmp_path: Path) -> None:
     ]
     assert len(rows["instructions"]) == 1
     assert rows["memory"] == []
+
+
+def test_lines_that_are_not_utf8_are_rejected_not_altered(tmp_path: Path) -> None:
+    """A byte that is not UTF-8 (Latin-1 `\xe9`, a lone continuation byte) is not silently
+    replaced in the record's text: its line is kept as a text event with U+FFFD and a warning,
+    an error in strict mode naming the line. A raw 0xA0 byte stays a no-break space."""
+    lines = SEED.read_bytes().split(b"\n")
+    assert lines[9].startswith(b"IT") and lines[11].startswith(b"IT")
+    lines[9] = lines[9].replace(b"ADD", b"ADD\xe9")  # line 10: the first instruction
+    lines[11] = lines[11] + b" \x80"  # line 12: the second
+    lines[24] = lines[24].replace(b"\xc2\xa0", b"\xa0")  # line 25: the third, raw NBSP bytes
+    data = b"\n".join(lines)
+    rows, ctx = decode_text(tmp_path, data)
+    assert ctx.warnings == 2
+    path = tmp_path / "trace.trc"
+    assert ctx.warning_samples == [f"{path}:{n}: kept as text: expected UTF-8 text" for n in (10, 12)]
+    assert pick(rows["instructions"], "pc", "src") == [(0x8008, 25), (0x800C, 27)]
+    texts = [(row["kind"], row["src"], row["text"]) for row in rows["events"] if row["kind"] == "text"]
+    assert texts == [
+        ("text", 10, lines[9].decode("utf-8", "replace").replace("\xa0", " ")),
+        ("text", 12, lines[11].decode("utf-8", "replace").replace("\xa0", " ")),
+    ]
+    assert "\ufffd" in texts[0][2] and "\ufffd" in texts[1][2]
+    with pytest.raises(TraceFormatError) as info:
+        decode_text(tmp_path, data, strict=True)
+    assert (info.value.where, info.value.expected) == ("10", "UTF-8 text")
 
 
 def test_bad_line_raises_in_strict_mode(tmp_path: Path) -> None:

@@ -486,6 +486,8 @@ TOO_BIG = "expected a number from 0 to 0xffffffff"
         ({**ETMCR, "buffer_format": "etb"}, r"option buffer_format: expected one of coresight, .*'etb'"),
         ({**ETMCR, "etm_config": "0xfffffffffffffffff"},
          r"option etm_config: expected an ETM configuration file \(ini or JSON\), got '0xfffffffffffffffff'"),
+        ({**ETMCR, "etm_config": "9" * 5000},  # a name too long for any file system
+         r"option etm_config: expected an ETM configuration file \(ini or JSON\), got '9999"),
     ],
 )  # fmt: skip
 def test_bad_bare_buffer_options_are_usage_errors_naming_the_option(settings: dict, error: str) -> None:

@@ -337,6 +337,30 @@ def test_error_mode_and_inconsistent_continuations(tmp_path: Path) -> None:
         decode(write_raw(tmp_path, lines, 64), "leon-itb", strict=True)
 
 
+def test_an_ahb_buffer_after_an_itb_buffer_in_one_text_input_numbers_on(tmp_path: Path) -> None:
+    """The shipped ITB and AHB examples as one text input: the AHB rows come after the ITB's
+    instructions in seq (they used to get seq 0, behind the ITB's rows: out of seq order)."""
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    itb = (examples / "leon-cf.txt").read_text()
+    ahb = enc.text((examples / "leon-ahb.bin").read_bytes(), kind="ahb", cpu=0, control="0x54")
+    path = tmp_path / "both.txt"
+    path.write_text(itb + ahb)
+    alone = decode(examples / "leon-ahb.bin", "leon-ahb")
+    both = decode(path, "leon-text")
+    count = both["instructions"].num_rows
+    assert count == decode(examples / "leon-cf.txt", "leon-text")["instructions"].num_rows > 0
+    bus = both["memory"].filter(pa.compute.equal(both["memory"].column("source"), "bus"))
+    assert bus.num_rows == alone["memory"].num_rows > 0
+    assert set(bus.column("seq").to_pylist()) == {count}  # after the ITB's last instruction
+    columns = ["op", "addr", "size", "value", "time", "attrs"]
+    assert bus.select(columns).to_pylist() == alone["memory"].select(columns).to_pylist()
+    for table in ("memory", "events"):
+        seq = both[table].column("seq").to_pylist()
+        assert seq == sorted(seq)
+    result = ingest([path], tmp_path / "both.ctrace", format="leon-text")  # the writer checks the order
+    assert result.manifest["counts"]["memory"] == both["memory"].num_rows
+
+
 def test_ahb_buffer_is_a_bus_trace(tmp_path: Path) -> None:
     lines = [
         enc.ahb_line(100, 0x40010004, 0x00000005, write=True, master=1),

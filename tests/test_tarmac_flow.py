@@ -346,3 +346,19 @@ def test_calls_and_profile_of_a_flow_only_trace_match_the_full_trace(tmp_path: P
         assert set(full) - set(flow) == {"exit_with"} and set(flow) <= set(full)
         for function in set(flow) - {"_start"}:
             assert flow[function] == full[function], (command, function)
+
+
+def test_records_of_a_batch_without_branch_records_are_kept(tmp_path: Path) -> None:
+    """The fuzz case: a flow-only trace with CR line ends is one line of the LF-split reader,
+    so the only batch has no FD/FI record to walk; its text event is kept at seq 0."""
+    elf = CORPUS / "calls-a32.elf"
+    record(elf, tmp_path / "flow.tarmac", flow_only=True)
+    text = (tmp_path / "flow.tarmac").read_bytes()
+    (tmp_path / "cr.tarmac").write_bytes(text.replace(b"\n", b"\r"))
+    images = {"images": [str(elf)]}
+    result = ingest([tmp_path / "cr.tarmac"], tmp_path / "s.ctrace", options=images)
+    tables = stored(result.store)
+    assert tables["instructions"] == []
+    events = [(e["seq"], e["kind"], e["src"]) for e in tables["events"]]
+    assert events == [(0, "text", 1)]
+    assert tables["events"][0]["text"].startswith(text.split(b"\n")[0].decode())

@@ -513,6 +513,52 @@ def test_a_text_buffer_with_a_bad_line_is_read_around_it(armv5, tmp_path) -> Non
     assert_tail(tables, truth, first, stop)
 
 
+def test_a_second_buffer_anchored_on_a_checkpoint_after_a_bad_line_keeps_seq_order(tmp_path) -> None:
+    """The fuzz case: the wrap sample twice, a line of the second copy bad. What lenient
+    reading left out is at the second buffer's first instruction; so is its anchor's
+    checkpoint, which used to go to the first buffer's last instruction, after them."""
+    sample = (DATA / "xscale" / "calls-armv5te-wrap.txt").read_text().splitlines()
+    first = decode(DATA / "xscale" / "calls-armv5te-wrap.txt", ARMV5)["instructions"].num_rows
+    lines = sample + sample[1:]  # registers after bytes start the next buffer
+    bad = len(sample) + 13  # line 33: the 10th line of bytes of the second buffer
+    lines[bad - 1] = lines[bad - 1][:6] + "zz" + lines[bad - 1][8:]
+    path = tmp_path / "two.txt"
+    path.write_text("\n".join(lines) + "\n")
+    tables = decode(path, ARMV5)  # checks every table's seq order
+    second = [e for e in tables["events"].to_pylist() if e["seq"] >= first]
+    assert [(e["seq"], e["kind"], e["name"], e["src"]) for e in second[:4]] == [
+        (first, "text", None, bad),
+        (first, "trace_gap", "dropped_bytes", len(sample) + 4),
+        (first, "trace_gap", "unanchored", bad + 2),
+        (first, "debug", "checkpoint", bad + 2),
+    ]
+    assert second[3]["value"] == int(sample[1].split("=")[1], 16)  # CHKPT0
+    assert tables["instructions"].column("seq").to_pylist()[first] == first
+
+
+def test_a_buffer_that_places_no_instruction_keeps_its_events_after_the_bytes_left_out(tmp_path) -> None:
+    """The fuzz case: the fill dump with 32 bytes of its second record cut out. The record's
+    newest entry words are misread; the bytes older than a malformed one are left out (an
+    event at the buffer's first seq), and what is left anchors at a vector where the image
+    has no code, so the buffer places no instruction. Its events at the instruction before
+    them (the end's `debug_pc_unreached`) used to go to the first buffer's last one, behind
+    the left-out bytes' event."""
+    sample = DATA / "xscale" / "calls-armv5te-fill.dump"
+    data = sample.read_bytes()
+    path = tmp_path / "cut.dump"
+    path.write_bytes(data[:1095] + data[1127:])
+    intact = decode(sample, ARMV5)
+    count = events_named(intact, "debug_entry")[0]["seq"] + 1  # the first buffer's instructions
+    tables = decode(path, ARMV5)  # checks every table's seq order
+    pcs = tables["instructions"].column("pc").to_pylist()
+    assert pcs[:count] == intact["instructions"].column("pc").to_pylist()[:count]
+    dropped = [e for e in events_named(tables, "dropped_bytes") if e["text"].startswith("buffer 2:")]
+    unreached = [e for e in events_named(tables, "debug_pc_unreached") if e["text"].startswith("buffer 2:")]
+    assert [e["seq"] for e in dropped + unreached] == [count, count]
+    next_one = tables["instructions"].column("src").to_pylist()[count]
+    assert next_one > unreached[0]["src"]  # buffer 2 placed no instruction
+
+
 def test_a_truncated_dump_keeps_its_whole_records(armv5, tmp_path) -> None:
     truth, blocks, elf = armv5
     series = fill_once_series(truth, blocks, 5, 3)

@@ -107,15 +107,16 @@ class _BackgroundWrites:
         self._pending: deque[Future[None]] = deque()
         self._depth = depth
         self._held: dict[str, list[pa.Table]] = {table: [] for table in TABLES}
+        self._held_rows = dict.fromkeys(TABLES, 0)  # a running count: many small batches stay linear
         self._started: set[str] = set()  # tables whose first row group is written
 
     def submit(self, table: str, data: pa.Table) -> None:
         if data.num_rows == 0:
             return
-        held = self._held[table]
-        held.append(data)
+        self._held[table].append(data)
+        self._held_rows[table] += data.num_rows
         group = ROW_GROUP_ROWS if table in self._started else ROW_GROUP_ROWS // 4
-        if sum(part.num_rows for part in held) >= group:
+        if self._held_rows[table] >= group:
             self._started.add(table)
             self._write(table)
 
@@ -137,7 +138,7 @@ class _BackgroundWrites:
         self._writer.write(table, group)
 
     def _write(self, table: str) -> None:
-        held, self._held[table] = self._held[table], []
+        held, self._held[table], self._held_rows[table] = self._held[table], [], 0
         if held:
             if any(part.schema != held[0].schema for part in held[1:]):  # one schema to concatenate
                 held = [self._writer.checked(table, part) for part in held]

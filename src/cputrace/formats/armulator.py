@@ -4,9 +4,10 @@ Row association (the model's seq rule): a record belongs to the instruction befo
 records before the first instruction to instruction 0. The exception is a core opcode fetch
 (`M` line with flag `O`): the core fetches ahead, so a fetch belongs to the first of the next
 few instructions whose address it covers. It is kept pending, with the seq of the instruction
-in progress, until such an instruction arrives (its seq is then patched in) or
-`FETCH_WINDOW` instructions have gone by. Bus (`B`) lines belong to the instruction in
-progress: bus traffic such as line fills serves later instructions only indirectly.
+in progress, until such an instruction arrives (its seq is then patched in, and the row moves
+after the rows of earlier instructions) or `FETCH_WINDOW` instructions have gone by. Bus (`B`)
+lines belong to the instruction in progress: bus traffic such as line fills serves later
+instructions only indirectly.
 
 An access that prints several words (`BNR8O___ 00008000 E28F8090 E898000F`) is one `memory`
 row covering them all. Each word is the 32-bit word at its address, lowest address first, so
@@ -22,7 +23,9 @@ and coprocessor cycles (`MI`, `MIO`, `MC`, `BI`…) move no data and are `signal
 
 Numbers are checked against the model's ranges where they are read (times below 2^63,
 register values of at most 65,535 bytes); a line longer than the input's line cap
-(inputs.MAX_LINE_BYTES) is rejected, kept as a text event of its first bytes.
+(inputs.MAX_LINE_BYTES) is rejected, kept as a text event of its first bytes. Lines are UTF-8
+text, a raw 0xA0 byte being a no-break space (the Tracer writes it); a line with other bytes
+that are not UTF-8 is rejected too, kept as a text event with U+FFFD for them.
 """
 
 from __future__ import annotations
@@ -125,14 +128,20 @@ def _hex(token: str, max_digits: int = 16) -> int:
     return int(token, 16)
 
 
-def _text(data: bytes) -> str:
-    """Lines as text: UTF-8 with replacement, but a raw 0xA0 byte is NBSP, i.e. whitespace."""
+def _decoded(data: bytes) -> tuple[str, bool]:
+    """Lines as text, and whether they are all UTF-8. A raw 0xA0 byte is NBSP, i.e. whitespace
+    (the Tracer writes it); other bytes that are not UTF-8 stay as lone surrogates
+    (surrogateescape), so that their lines can be told apart and rejected."""
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8").replace("\xa0", " "), True
     except UnicodeDecodeError:
-        text = data.decode("utf-8", "surrogateescape").replace("\udca0", " ")
-        text = _STRAY.sub("\ufffd", text)
-    return text.replace("\xa0", " ")
+        text = data.decode("utf-8", "surrogateescape").replace("\udca0", " ").replace("\xa0", " ")
+        return text, not _STRAY.search(text)
+
+
+def _shown(text: str) -> str:
+    """`text` with the bytes that were not UTF-8 as U+FFFD, as a text event keeps it."""
+    return _STRAY.sub("\ufffd", text)
 
 
 def _long_lines(chunk: bytes, max_line: int) -> dict[int, bytes]:
@@ -173,15 +182,31 @@ class _Parser:
         return self.lines >= BATCH_LINES and (not self.pending or self.lines >= 2 * BATCH_LINES)
 
     def take(self) -> Batch:
+        """The rows so far; memory rows in seq order, as claimed fetches may have moved ahead.
+
+        A fetch claimed by a later instruction now has a later seq than the rows printed after
+        it (a data access of the instruction in progress, fetches of other addresses); a stable
+        sort by seq puts it after them and keeps the rows of each instruction in input order.
+        Pending fetches never span batches, so sorting each batch is enough.
+        """
         self.lines = 0
         self.pending.clear()
-        return {name: buf.take() for name, buf in self.buffers.items() if len(buf)}
+        batch = {name: buf.take() for name, buf in self.buffers.items() if len(buf)}
+        if "memory" in batch:
+            seqs = batch["memory"].column("seq").to_numpy()
+            if np.any(seqs[1:] < seqs[:-1]):
+                batch["memory"] = batch["memory"].take(np.argsort(seqs, kind="stable"))
+        return batch
 
-    def line(self, src: int, line: str) -> None:
+    def line(self, src: int, line: str, utf8: bool = True) -> None:
+        """One line; `utf8` False when it may hold bytes that are not UTF-8 (lone surrogates)."""
         text = line.strip()
         if not text:
             return
         self.lines += 1
+        if not utf8 and _STRAY.search(text):
+            self._reject(src, "UTF-8 text", _shown(text))
+            return
         try:
             self._record(src, text)
         except _Unparsed as bad:
@@ -190,7 +215,7 @@ class _Parser:
     def long_line(self, src: int, start: bytes) -> None:
         """A line over the input's line cap: kept as a text event of its first `max_line` bytes."""
         self.lines += 1
-        self._reject(src, f"a line of at most {self.max_line:,} bytes", _text(start))
+        self._reject(src, f"a line of at most {self.max_line:,} bytes", _shown(_decoded(start)[0]))
 
     def _reject(self, src: int, expected: str, text: str) -> None:
         """A line kept as a text event with a warning (an error with --strict)."""
@@ -391,11 +416,12 @@ class ArmulatorDecoder:
         for view in source.line_chunks():
             chunk = bytes(view)
             long = _long_lines(chunk, source.max_line)
-            for index, line in enumerate(_text(chunk).split("\n")):
+            text, utf8 = _decoded(chunk)
+            for index, line in enumerate(text.split("\n")):
                 if index in long:
                     parser.long_line(first_line + index, long[index])
                 else:
-                    parser.line(first_line + index, line)
+                    parser.line(first_line + index, line, utf8)
                 if parser.ready():
                     yield parser.take()
             first_line += chunk.count(b"\n")

@@ -30,6 +30,7 @@ from ...coresight.ini import read_ini_sections
 from ...coresight.snapshot import Device
 from ...coresight.sniff import LAYOUTS
 from ...errors import CputraceError, TraceFormatError
+from ...image.files import names_a_file
 from ..base import option_choice, option_error, option_number
 
 DEFAULT_ETMIDR = 0x4100F250
@@ -220,7 +221,7 @@ def _config_file_option(options: Mapping[str, Any]) -> Path | None:
     if value is None:
         return None
     path = Path(str(value))
-    if not str(value) or not path.is_file():  # is_file: False for names no file can have (NUL)
+    if not str(value) or not names_a_file(path):
         raise option_error("etm_config", value, "an ETM configuration file (ini or JSON)")
     return path
 

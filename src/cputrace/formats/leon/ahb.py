@@ -11,8 +11,9 @@ _HBURST = ("SINGLE", "INCR", "WRAP4", "INCR4", "WRAP8", "INCR8", "WRAP16", "INCR
 _HRESP = ("OKAY", "ERROR", "RETRY", "SPLIT")
 
 
-def ahb_rows(buffer: Buffer, memory: RowBuffer, events: RowBuffer) -> None:
-    """A `memory` row per NONSEQ/SEQ transfer, a `trigger` event per AHB breakpoint hit.
+def ahb_rows(buffer: Buffer, seq: int, memory: RowBuffer, events: RowBuffer) -> None:
+    """A `memory` row per NONSEQ/SEQ transfer, a `trigger` event per AHB breakpoint hit, all
+    at `seq`: the buffer tells no instruction, so they go with the next one of the input.
 
     Bits: 127 breakpoint hit, 125:96 time tag, 79 HWRITE, 78:77 HTRANS, 76:74 HSIZE,
     73:71 HBURST, 70:67 HMASTER, 66 HMASTLOCK, 65:64 HRESP, 63:32 data, 31:0 HADDR.
@@ -23,7 +24,7 @@ def ahb_rows(buffer: Buffer, memory: RowBuffer, events: RowBuffer) -> None:
     times = unwrap_time(words[:, 0] & 0x3FFFFFFF)
     sources = buffer.src[order].tolist()
     for (w0, w1, w2, w3), time, src in zip(words.tolist(), times.tolist(), sources, strict=True):
-        common = {"seq": 0, "time": time, "cpu": buffer.cpu, "src": src}
+        common = {"seq": seq, "time": time, "cpu": buffer.cpu, "src": src}
         if w0 >> 31:
             events.append(**common, kind="trigger", name="ahb_breakpoint", value=w3,
                           text=f"AHB breakpoint hit at 0x{w3:08x}")  # fmt: skip

@@ -122,7 +122,7 @@ def _decode(buffers: list[Buffer], path: str, ctx: DecodeContext) -> Iterator[Ba
         for line, text in buffer.unparsed:
             tables.events.append(seq=tables.seq, cpu=buffer.cpu, kind="text", text=text, src=line)
         if buffer.kind == "ahb":
-            ahb_rows(buffer, tables.memory, tables.events)
+            ahb_rows(buffer, tables.seq, tables.memory, tables.events)
         else:
             _decode_itb(buffer, path, ctx, tables, code)
     ctx.notes.setdefault("time_unit", "cycles")

@@ -84,10 +84,10 @@ class BranchFlow:
         gaps = pa.concat_tables([gaps, self._exception_gaps(ops, op_cpu, op_first)])
         gaps = _with_seq(gaps, np.maximum(gaps.column("seq").to_numpy() - 1, 0))  # the last one before
         result = dict(batch, instructions=walked)
+        ends = np.concatenate(([first_seq], op_end))  # before the first op (or with none): first_seq
         for name in ("registers", "memory", "events"):
             line = batch[name].column("src").to_numpy()
-            j = np.searchsorted(ops.src, line, side="right") - 1  # the last op at or before each record
-            after = np.where(j >= 0, op_end[np.maximum(j, 0)], first_seq)
+            after = ends[np.searchsorted(ops.src, line, side="right")]  # the last op at or before each
             result[name] = _with_seq(batch[name], np.maximum(after - 1, 0))
         result["events"] = _merged(result["events"], gaps)
         return result

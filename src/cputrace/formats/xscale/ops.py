@@ -94,7 +94,7 @@ class BufferWalk:
         tables += self._complete(buffer, ops, instructions, events)
         yield {"instructions": _concat("instructions", [t["instructions"] for t in tables])}
         gaps = [t["events"] for t in tables]
-        yield {"events": _concat("events", [*gaps, events.take()]).sort_by("seq")}  # a stable sort
+        yield {"events": _not_before(_concat("events", [*gaps, events.take()]), first_seq).sort_by("seq")}
 
     def unread(self, left_out: list[Unread]) -> Batch:
         """What lenient reading left out before the next buffer: lines as `text` events, bytes
@@ -342,6 +342,20 @@ def _resumes(parsed: Parsed, stopped_at: int) -> bool:
     """Whether the buffer starts with the debugger's return to where the last one stopped."""
     first = parsed.messages[0]
     return first.kind is Kind.INDIRECT and first.address is not None and first.address & ~1 == stopped_at & ~1
+
+
+def _not_before(events: pa.Table, first_seq: int) -> pa.Table:
+    """A buffer's events with none before its first instruction, `first_seq`.
+
+    Events at the instruction before them (the anchor's exception or checkpoint; the end's,
+    when the buffer placed no instruction) would go to the previous buffer's last one, behind
+    the events of what lenient reading left out between the buffers (at `first_seq`): they
+    are at the buffer's start, with its other start events."""
+    seq = events.column("seq").to_numpy()
+    if not len(seq) or seq.min() >= first_seq:
+        return events
+    moved = pa.array(np.maximum(seq, first_seq), pa.int64())
+    return events.set_column(events.schema.get_field_index("seq"), "seq", moved)
 
 
 def _concat(table: str, tables: list[pa.Table]) -> pa.Table:
