@@ -167,6 +167,17 @@ def test_parts_named_for_compilation():
     assert part_of("numba.np.arrayobj") is None
 
 
+def test_every_module_with_compiled_code_has_a_part_named():
+    """A first run's notice names what compiles: no module of numba code falls through to the
+    catch-all 'cputrace'."""
+    src = Path(cputrace.__file__).parent
+    compiled = [p for p in src.rglob("*.py") if "numba.njit" in p.read_text()]
+    assert len(compiled) > 10
+    for path in compiled:
+        module = ".".join(("cputrace", *path.relative_to(src).with_suffix("").parts))
+        assert part_of(module) != "cputrace", module
+
+
 def _compiled_function(module: str, name: str):
     """A tiny function as if defined in `module`, compiled on its first call (not cached)."""
     namespace = {"__name__": module}

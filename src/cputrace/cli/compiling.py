@@ -20,6 +20,7 @@ PARTS = (
     ("cputrace.formats.etmv3", "the ETMv3 decoder"),
     ("cputrace.coresight", "the CoreSight frame decoder"),
     ("cputrace.flow", "the program-flow walk"),
+    ("cputrace.kernels", "the hash tables and buffers"),
     ("cputrace.isa", "the instruction decoder"),
     ("cputrace.export.tarmac", "the Tarmac writer"),
     ("cputrace.export", "the exporter"),
