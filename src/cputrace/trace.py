@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -233,6 +234,7 @@ def open(
     format: str | None = None,
     strict: bool = False,
     options: dict[str, Any] | None = None,
+    images: Sequence[str | os.PathLike[str]] = (),
     progress: ProgressHook | None = None,
 ) -> Trace:
     """Open a store, or a raw input (ingested once into a cached store and reused after).
@@ -242,5 +244,5 @@ def open(
         return Trace(path, untrusted=untrusted)
     store = cached_store_path(path)
     if not store_is_current(store, [path]):
-        ingest([path], store, format=format, strict=strict, options=options, progress=progress)
+        ingest([path], store, format=format, strict=strict, options=options, images=images, progress=progress)
     return Trace(store, untrusted=untrusted)

@@ -117,7 +117,7 @@ def _tree_json(rows: Iterable[pa.RecordBatch], out: TextIO) -> None:
 
 @cli.command("calls")
 @click.argument("trace")
-@image_option
+@image_option()
 @method_option
 @window_options
 @click.option(
@@ -207,7 +207,7 @@ def _plot_file(_ctx: click.Context, _param: click.Parameter, path: str | None) -
 
 @cli.command("profile")
 @click.argument("trace")
-@image_option
+@image_option()
 @method_option
 @window_options
 @click.option("--by", "tables", type=click.Choice(PROFILE_TABLES), multiple=True,

@@ -26,7 +26,7 @@ def _formats_epilog() -> str:
     "--to", "fmt", required=True, type=click.Choice(sorted(EXPORTERS)), help="Output format (see below)."
 )
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="File to write.")
-@image_option
+@image_option()
 @method_option
 @window_options
 @click.option("--table", help="csv/parquet: instructions, registers, memory, events, or an analysis table "

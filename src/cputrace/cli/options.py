@@ -19,10 +19,14 @@ if TYPE_CHECKING:
     from ..image import Image
     from ..trace import Trace
 
-image_option = click.option(
-    "--image", "images", multiple=True, metavar="PATH[@ADDR]",
-    help="Program image (ELF: symbols and DWARF lines); repeatable.",
-)  # fmt: skip
+def image_option(
+    help: str = "Program image (ELF: symbols and DWARF lines); repeatable.", *, required: bool = False
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--image PATH[@ADDR], repeatable, passed on as `images` (the specs; `load_images` loads
+    them); `help` says what the command does with it."""
+    return click.option(
+        "--image", "images", multiple=True, required=required, metavar="PATH[@ADDR]", help=help
+    )  # fmt: skip
 
 
 def window_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -59,6 +63,6 @@ def load_images(specs: Sequence[str]) -> Image | None:
     """The program image(s) given with --image, merged; None when there are none."""
     if not specs:
         return None
-    from ..image import Image, load_image_spec  # ELF, DWARF and capstone: only when asked for
+    from ..image import load_image_specs  # ELF, DWARF and capstone: only when asked for
 
-    return Image.merge(load_image_spec(spec) for spec in specs)
+    return load_image_specs(specs)

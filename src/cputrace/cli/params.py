@@ -1,10 +1,15 @@
-"""Parameter types that several commands share."""
+"""Parameter types that several commands share, and decoder options as flags of their own."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from functools import wraps
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from ..formats.base import Option
 
 
 def address(text: str) -> int:
@@ -33,3 +38,31 @@ class Number(click.ParamType):
 
 
 NUMBER = Number()
+
+
+def option_flags(*options: Option) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decoder options as flags of their own (`--etmcr X` for `--option etmcr=X`), with the
+    options' help; the command gets the ones given as `flagged`, values by option name (the
+    decoder's `Option` checks them further)."""
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        @wraps(command)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            flagged = {o.name: value for o in options if (value := kwargs.pop(o.name)) is not None}
+            return command(*args, flagged=flagged, **kwargs)
+
+        for option in reversed(options):
+            flag = f"--{option.name.replace('_', '-')}"
+            said = option.help if option.default is None else f"{option.help} Default: {option.default}."
+            wrapper = click.option(flag, option.name, type=_click_type(option), help=said)(wrapper)
+        return wrapper
+
+    return decorate
+
+
+def _click_type(option: Option) -> click.ParamType:
+    if option.kind == "choice":
+        return click.Choice(option.choices)
+    if option.kind == "file":
+        return click.Path(exists=True, dir_okay=False)
+    return NUMBER if option.kind == "number" else click.BOOL

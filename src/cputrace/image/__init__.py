@@ -8,7 +8,7 @@ from .lines import LineTable
 from .memory import Image, Region
 from .raw import load_raw
 from .snapshot import DumpEntry, load_snapshot_device, load_snapshot_dumps, read_dump_entries
-from .spec import load_image_spec, parse_image_spec, sniff_image
+from .spec import load_image_spec, load_image_specs, parse_image_spec, sniff_image
 from .srec import load_srec
 from .symbols import Binding, StateRange, Symbol, SymbolKind, SymbolTable
 
@@ -28,6 +28,7 @@ __all__ = [
     "load_elf",
     "load_ihex",
     "load_image_spec",
+    "load_image_specs",
     "load_raw",
     "load_snapshot_device",
     "load_snapshot_dumps",
