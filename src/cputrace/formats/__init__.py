@@ -8,12 +8,12 @@ command does not pay for every format.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import TraceFormatError, UsageError
+from ..plugins import Plugin, registry
 from . import armulator
 from .base import Batch, DecodeContext, Decoder, Option
 from .etmv3 import options as etmv3_options
@@ -27,47 +27,43 @@ from .xscale import sniff as xscale_sniff
 
 
 @dataclass(frozen=True, slots=True)
-class Format:
-    name: str
-    description: str
-    decoder: str  # "module:Class" under this package, imported when first needed
+class Format(Plugin):
+    """An input format; its code is its decoder class."""
+
     sniff: Callable[[bytes], int] | None = None  # how sure (0-100); None: never sniffed, name it
     options: tuple[Option, ...] = ()  # what `--option NAME=VALUE` may give its decoder
 
 
-FORMATS: dict[str, Format] = {
-    f.name: f
-    for f in (
-        Format(
-            "tarmac", "Arm Tarmac text traces (Fast Models, RTL, cycle models, gem5)",
-            "tarmac.decoder:TarmacDecoder", tarmac_sniff.sniff, tarmac_options.OPTIONS,
-        ),
-        Format(
-            "armulator", "ARMulator Tracer output (ARM ADS/SDT): I, M/B, R and E lines",
-            "armulator:ArmulatorDecoder", armulator.sniff,
-        ),
-        Format(
-            "etmv3", "Arm ETMv3 trace: CoreSight snapshots (snapshot.ini) and trace buffers",
-            "etmv3.decoder:Etmv3Decoder", etmv3_sniff.sniff, etmv3_options.OPTIONS,
-        ),
-        Format(
-            "xscale", "Intel XScale trace buffers (raw, text, OpenOCD xscale dump_trace); needs --image",
-            "xscale.decoder:XscaleDecoder", xscale_sniff.sniff, xscale_options.OPTIONS,
-        ),
-        Format(
-            "leon-itb", "LEON3/4 (GR740) instruction trace buffer, raw 16-byte lines (DUMP.json)",
-            "leon.decoder:LeonItbDecoder", None, leon_options.OPTIONS,
-        ),
-        Format(
-            "leon-ahb", "GR740 AHB trace buffer, raw 16-byte lines (settings in DUMP.json)",
-            "leon.decoder:LeonAhbDecoder", None, leon_options.OPTIONS,
-        ),
-        Format(
-            "leon-text", "LEON/GR740 trace buffer lines as four hex words, with # leon-trace headers",
-            "leon.decoder:LeonTextDecoder", leon_buffers.text_score, leon_options.OPTIONS,
-        ),
-    )
-}  # fmt: skip
+FORMATS: dict[str, Format] = registry(
+    Format(
+        "tarmac", "Arm Tarmac text traces (Fast Models, RTL, cycle models, gem5)",
+        "cputrace.formats.tarmac.decoder:TarmacDecoder", tarmac_sniff.sniff, tarmac_options.OPTIONS,
+    ),
+    Format(
+        "armulator", "ARMulator Tracer output (ARM ADS/SDT): I, M/B, R and E lines",
+        "cputrace.formats.armulator:ArmulatorDecoder", armulator.sniff,
+    ),
+    Format(
+        "etmv3", "Arm ETMv3 trace: CoreSight snapshots (snapshot.ini) and trace buffers",
+        "cputrace.formats.etmv3.decoder:Etmv3Decoder", etmv3_sniff.sniff, etmv3_options.OPTIONS,
+    ),
+    Format(
+        "xscale", "Intel XScale trace buffers (raw, text, OpenOCD xscale dump_trace); needs --image",
+        "cputrace.formats.xscale.decoder:XscaleDecoder", xscale_sniff.sniff, xscale_options.OPTIONS,
+    ),
+    Format(
+        "leon-itb", "LEON3/4 (GR740) instruction trace buffer, raw 16-byte lines (DUMP.json)",
+        "cputrace.formats.leon.decoder:LeonItbDecoder", None, leon_options.OPTIONS,
+    ),
+    Format(
+        "leon-ahb", "GR740 AHB trace buffer, raw 16-byte lines (settings in DUMP.json)",
+        "cputrace.formats.leon.decoder:LeonAhbDecoder", None, leon_options.OPTIONS,
+    ),
+    Format(
+        "leon-text", "LEON/GR740 trace buffer lines as four hex words, with # leon-trace headers",
+        "cputrace.formats.leon.decoder:LeonTextDecoder", leon_buffers.text_score, leon_options.OPTIONS,
+    ),
+)  # fmt: skip
 
 SNIFF_THRESHOLD = 30
 
@@ -80,8 +76,7 @@ def get_decoder(name: str) -> Decoder:
         known = ", ".join(sorted(FORMATS))
         raise KeyError(f"unknown format {name!r} (known: {known})")
     if name not in _loaded:
-        module, cls = FORMATS[name].decoder.split(":")
-        _loaded[name] = getattr(importlib.import_module(f"{__name__}.{module}"), cls)()
+        _loaded[name] = FORMATS[name].load()()
     return _loaded[name]
 
 
