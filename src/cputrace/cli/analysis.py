@@ -19,7 +19,8 @@ from ..analysis.profile import TABLES as PROFILE_TABLES
 from ..analysis.profile import Profile, profile, share
 from ..export.output import output_path
 from .common import cli, json_value, open_trace_arg, reading_bar, write_batches, write_rows
-from .options import image_option, load_images, resolve_window, window_options
+from .options import resolve_window, window_options
+from .params import image_option, load_images
 
 _METHOD_HELP = (
     "Call detection: from lr/sp register writes, from instruction semantics, or auto "

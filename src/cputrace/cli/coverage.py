@@ -16,8 +16,8 @@ from ..export.output import output_file
 from ..image import parse_image_spec
 from ..model import Isa
 from .common import cli, err, open_trace_arg, reading_bar
-from .options import image_option, load_images, resolve_window, window_options
-from .params import NUMBER
+from .options import resolve_window, window_options
+from .params import NUMBER, image_option, load_images
 
 
 def _percent(covered: int, total: int) -> str:

@@ -11,7 +11,8 @@ from ..export.calldata import CLOCKS
 from ..export.registry import EXPORTERS, ExportRequest
 from .analysis import method_option
 from .common import cli, open_trace_arg, reading_bar
-from .options import image_option, load_images, resolve_window, window_options
+from .options import resolve_window, window_options
+from .params import image_option, load_images
 
 
 def _formats_epilog() -> str:

@@ -11,8 +11,7 @@ from ..ingest import ingest
 from ..inputs import Fingerprint
 from .common import cli, err, progress
 from .compiling import explain_compiling
-from .options import image_option
-from .params import option_flags
+from .params import image_option, option_flags
 
 
 @cli.command("ingest", epilog="`cputrace formats` lists the formats and the options of each.")

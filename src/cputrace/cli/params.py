@@ -1,8 +1,11 @@
-"""Parameter types that several commands share, and decoder options as flags of their own."""
+"""Parameters that several commands share: numbers, --image, decoder options as flags.
+
+Light: the image loaders (ELF, DWARF, capstone) are imported only when an image is given, the
+decoders not at all, so a command pays only for what it uses."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import wraps
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +13,7 @@ import click
 
 if TYPE_CHECKING:
     from ..formats.base import Option
+    from ..image import Image
 
 
 def address(text: str) -> int:
@@ -38,6 +42,25 @@ class Number(click.ParamType):
 
 
 NUMBER = Number()
+
+
+def image_option(
+    help: str = "Program image (ELF: symbols and DWARF lines); repeatable.", *, required: bool = False
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--image PATH[@ADDR], repeatable, passed on as `images` (the specs; `load_images` loads
+    them); `help` says what the command does with it."""
+    return click.option(
+        "--image", "images", multiple=True, required=required, metavar="PATH[@ADDR]", help=help
+    )  # fmt: skip
+
+
+def load_images(specs: Sequence[str]) -> Image | None:
+    """The program image(s) given with --image, merged; None when there are none."""
+    if not specs:
+        return None
+    from ..image import load_image_specs  # ELF, DWARF and capstone: only when asked for
+
+    return load_image_specs(specs)
 
 
 def option_flags(*options: Option) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -15,8 +15,7 @@ import numpy as np
 
 from ..analysis.state import FROM_IMAGE, READ_BEFORE_WRITE, UNKNOWN, MemoryBytes, StateIndex
 from .common import cli, open_trace_arg
-from .options import image_option, load_images
-from .params import NUMBER
+from .params import NUMBER, image_option, load_images
 
 _ORIGIN_NAMES = {READ_BEFORE_WRITE: "read", FROM_IMAGE: "image", UNKNOWN: "unknown"}
 _ORIGIN_TEXT = {"read": "not written yet; a read saw it", "image": "from the image", "unknown": "unknown"}

@@ -15,7 +15,7 @@ from ..export.tarmac import write_tarmac
 from ..isa import Disassembler, fill_disasm
 from ..trace import sql_condition
 from .common import cli, json_value, open_trace_arg, plain, write_rows
-from .options import image_option, load_images
+from .params import image_option, load_images
 
 
 @cli.command("info")
