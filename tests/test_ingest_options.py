@@ -92,6 +92,14 @@ def test_the_library_checks_a_plain_dict_the_same_way(tmp_path: Path) -> None:
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("name", ["", "x" * 5000, "a\0b", "tests"])  # none, too long, NUL, a folder
+def test_a_file_option_naming_no_file_is_bad_usage(tmp_path: Path, name: str) -> None:
+    """Not an OSError (a name too long for the file system) or a ValueError (a NUL byte)."""
+    with pytest.raises(UsageError, match=r"^option etm_config: expected an ETM configuration file"):
+        ingest([ROOT / "tests" / "data" / "etmv3" / "tc2" / "cstrace.bin"], tmp_path / "s", format="etmv3",
+               options={"etm_config": name})  # fmt: skip
+
+
 def test_option_values_keep_what_was_given_in_the_manifest(tmp_path: Path) -> None:
     """Values are checked and read by type, and recorded as given."""
     given = {"byte_order": "LITTLE", "high_vectors": "no"}

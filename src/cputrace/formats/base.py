@@ -126,7 +126,11 @@ class Option:
                     return choice
             raise self.error(value, self.values)
         path = Path(str(value))
-        if not str(value) or not path.is_file():  # is_file: False for names no file can have (NUL)
+        try:
+            is_file = path.is_file()
+        except (OSError, ValueError):  # a name no file can have: too long, a NUL byte
+            is_file = False
+        if not str(value) or not is_file:
             raise self.error(value, self.values)
         return path
 
