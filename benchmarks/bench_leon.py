@@ -21,6 +21,7 @@ import numpy as np
 
 from cputrace.formats import get_decoder
 from cputrace.formats.base import DecodeContext
+from cputrace.image import load_elf
 from cputrace.inputs import InputFile
 
 ELF = Path(__file__).resolve().parents[1] / "tests" / "data" / "leon" / "itb_demo.elf"
@@ -40,7 +41,7 @@ def random_filtered_lines(folder: Path, n: int) -> tuple[Path, str, DecodeContex
     path = folder / f"random{n}.bin"
     path.write_bytes(words.tobytes())
     Path(f"{path}.json").write_text(json.dumps({"itbc0": hex(2 << 28)}))
-    return path, "leon-itb", DecodeContext(options={"images": [str(ELF)]})
+    return path, "leon-itb", DecodeContext(image=load_elf(ELF))
 
 
 def bad_text_lines(folder: Path, n: int) -> tuple[Path, str, DecodeContext]:

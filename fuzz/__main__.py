@@ -124,7 +124,7 @@ def replay(argv: list[str]) -> int:
     command += ["--strict"] if mode == "strict" else []
     for key, value in case.options.items():
         command += ["--option", f"{key}={value}"]
-    for image in case.ingest_options(inputs).get("images", []):
+    for image in case.image_specs(inputs):
         command += ["--image", image]
     where = "" if args.keep else " (with the files written by --keep DIR)"
     print(f"the same from the command line{where}:\n  " + shlex.join(command))

@@ -56,11 +56,9 @@ class Case:
     mutated: str = ""  # the file mutated, "options", or "" (the seed itself)
     mutations: list[str] = field(default_factory=list)
 
-    def ingest_options(self, folder: Path) -> dict[str, Any]:
-        options: dict[str, Any] = dict(self.options)
-        if self.images:
-            options["images"] = [str(folder / image) for image in self.images]
-        return options
+    def image_specs(self, folder: Path) -> list[str]:
+        """The case's program images as `--image` takes them, in `folder`."""
+        return [str(folder / image) for image in self.images]
 
 
 @dataclass
@@ -116,7 +114,7 @@ def run_case(case: Case, strict: bool, folder: Path) -> Result:
     try:
         result = ingest(
             [folder / case.main], folder / "out.ctrace",
-            format=case.format, strict=strict, options=case.ingest_options(folder),
+            format=case.format, strict=strict, options=case.options, images=case.image_specs(folder),
         )  # fmt: skip
     except CputraceError as exc:
         return _exception_result(ERROR if _names_the_fault(str(exc), case) else VAGUE, exc, started)

@@ -230,7 +230,7 @@ def test_a_failed_export_leaves_no_file(quicksort, tmp_path, monkeypatch, name, 
     """Whatever fails, whichever the exporter: an existing file stays as it was, a new one is not
     made, and no temporary file is left."""
     exporter = EXPORTERS[name]
-    monkeypatch.setattr(f"{exporter.module}.{exporter.function}", _half_then(failure))
+    monkeypatch.setattr(exporter.code.replace(":", "."), _half_then(failure))
     old, new = tmp_path / f"old.{name}", tmp_path / f"new.{name}"
     old.write_text("old\n")
     for target in (old, new):

@@ -60,19 +60,19 @@ def decoded_memory(
     """The memory rows (seq, op, addr, size, value) and events of the decoded stream."""
     stream = tmp_path / "etm.bin"
     stream.write_bytes(enc.data)
-    opts = options(enc, program)
-    result = ingest([stream], tmp_path / "etm.ctrace", format="etmv3", strict=strict, options=opts)
+    opts = options(enc)
+    result = ingest([stream], tmp_path / "etm.ctrace", format="etmv3", strict=strict, options=opts,
+                    images=[CORPUS / program])  # fmt: skip
     t = cputrace.Trace(result.store)
     rows = t.sql("SELECT seq, op, addr, size, value FROM memory ORDER BY seq, src").to_pylist()
     events = t.sql("SELECT kind, name, seq FROM events ORDER BY seq, src").to_pylist()
     return [tuple(r.values()) for r in rows], events
 
 
-def options(enc: EtmEncoder, program: str) -> dict:
+def options(enc: EtmEncoder) -> dict:
     """ETMCR for what `enc` produces: bit 2 data values, bit 3 data addresses."""
     etmcr = (enc.cycle_accurate << 12) | (enc.data_value << 2) | (enc.data_address << 3)
-    images = [str(CORPUS / program)]
-    return {"etmcr": etmcr, "etmidr": 0x4100F250, "buffer_format": "source_data", "images": images}
+    return {"etmcr": etmcr, "etmidr": 0x4100F250, "buffer_format": "source_data"}
 
 
 def blocks_of(program: str) -> BlockCache:
@@ -115,7 +115,7 @@ def decode_in_batches(
 ) -> tuple[pa.Table, pa.Table]:
     """The memory and events tables of `enc`'s stream decoded `size` packets at a time
     (`max_wait`: the rows an out-of-order placeholder may hold back)."""
-    opts = options(enc, program)
+    opts = options(enc)
     config = EtmConfig(etmcr=opts["etmcr"], etmidr=opts["etmidr"])
     packets = decode_packets(enc.data, config)
     walk = SourceWalk(EtmSource(config, None, 0, "-"), Program(load_elf(CORPUS / program)))
@@ -434,9 +434,9 @@ def test_any_bytes_with_data_trace_decode_or_fail_cleanly(data: bytes, tmp_path:
     enc = EtmEncoder(data_address=True, data_value=True).a_sync().i_sync(0x8000, "A32", 1)
     stream = tmp_path / "etm.bin"
     stream.write_bytes(enc.data + bytes([0x82]) + data)
-    opts = options(enc, "calls-a32.elf")
+    opts = options(enc)
     packets = decode_packets(enc.data + bytes([0x82]) + data, EtmConfig(opts["etmcr"], opts["etmidr"]))
-    ctx = DecodeContext(options=opts)
+    ctx = DecodeContext(options=opts, image=load_elf(CORPUS / "calls-a32.elf"))
     tables = well_formed(list(decode_captures(open_captures(stream, opts), ctx)), packets)
     rows = np.isin(packets["kind"], [Kind.NORMAL_DATA, Kind.OOO_PLACEHOLDER, Kind.VALUE_NOT_TRACED])
     assert tables["memory"].num_rows <= np.count_nonzero(rows)
@@ -484,8 +484,9 @@ def decoded_image_memory(enc: EtmEncoder, tmp_path: Path, batch: int | None = No
     stream.write_bytes(enc.data)
     etmcr = (enc.data_value << 2) | (enc.data_address << 3)
     if batch is None:
-        opts = {"etmcr": etmcr, "buffer_format": "source_data", "images": [f"{code}@0x8000"]}
-        result = ingest([stream], tmp_path / "etm.ctrace", format="etmv3", strict=True, options=opts)
+        opts = {"etmcr": etmcr, "buffer_format": "source_data"}
+        result = ingest([stream], tmp_path / "etm.ctrace", format="etmv3", strict=True, options=opts,
+                        images=[f"{code}@0x8000"])  # fmt: skip
         query = "SELECT seq, op, addr, size, value, attrs FROM memory ORDER BY seq, src"
         return [tuple(r.values()) for r in cputrace.Trace(result.store).sql(query).to_pylist()]
     config = EtmConfig(etmcr)
@@ -559,8 +560,9 @@ def test_two_sources_with_data_trace_keep_every_table_in_seq_order(
             at[trace_id] += size
     buffer = tmp_path / "etb.bin"
     buffer.write_bytes(format_frames([(i, piece) for i, piece in chunks if piece]))
-    opts = {**options(first, "calls-a32.elf"), "buffer_format": "coresight"}
-    both = cputrace.Trace(ingest([buffer], tmp_path / "both.ctrace", format="etmv3", options=opts).store)
+    opts = {**options(first), "buffer_format": "coresight"}
+    etm = {"format": "etmv3", "images": [CORPUS / "calls-a32.elf"]}
+    both = cputrace.Trace(ingest([buffer], tmp_path / "both.ctrace", options=opts, **etm).store)
     for table in ("instructions", "memory", "events"):
         seq = both.sql(f"SELECT seq FROM {table}").column("seq").to_numpy()  # stored order
         assert np.all(np.diff(seq) >= 0), table
@@ -571,7 +573,7 @@ def test_two_sources_with_data_trace_keep_every_table_in_seq_order(
     }
     for trace_id in (0x10, 0x11):
         one = {**opts, "source": trace_id}
-        t = cputrace.Trace(ingest([buffer], tmp_path / f"s{trace_id}", format="etmv3", options=one).store)
+        t = cputrace.Trace(ingest([buffer], tmp_path / f"s{trace_id}", options=one, **etm).store)
         start = both.sql("SELECT min(seq) FROM instructions WHERE cpu = ?", [trace_id]).column(0)[0].as_py()
         for table, query in queries.items():
             got = [(r["seq"] - start, *list(r.values())[1:]) for r in both.sql(query, [trace_id]).to_pylist()]

@@ -185,9 +185,9 @@ def test_a_bare_buffer_decodes_every_source_in_one_seq_order(
     ETMv3 source's instructions those of the snapshot's decode."""
     buffer = tmp_path / "cstrace.bin"
     buffer.write_bytes((tc2 / "cstrace.bin").read_bytes()[:cut])
-    options = {"etmcr": "0x10001860", "etmidr": "0x410CF250", "etmccer": "0x344008F2",
-               "images": [f"{tc2 / 'kernel_dump.bin'}@0xC0008000"]}  # fmt: skip
-    store = ingest([buffer], tmp_path / "s.ctrace", format="etmv3", options=options).store
+    options = {"etmcr": "0x10001860", "etmidr": "0x410CF250", "etmccer": "0x344008F2"}
+    images = [f"{tc2 / 'kernel_dump.bin'}@0xC0008000"]
+    store = ingest([buffer], tmp_path / "s.ctrace", format="etmv3", options=options, images=images).store
     seq = pq.read_table(table_path(store, "instructions"), columns=["seq"]).column("seq").to_numpy()
     assert np.array_equal(seq, np.arange(len(seq))) and len(seq) > 1000
     for table in ("registers", "memory", "events"):  # at most the seq the next instruction would have
@@ -234,8 +234,9 @@ def decoded(
 ) -> tuple[list[tuple], list[str]]:
     stream = tmp_path / "etm.bin"
     stream.write_bytes(enc.data)
-    options = {**registers(enc), "buffer_format": "source_data", "images": [str(CORPUS / program)]}
-    result = ingest([stream], tmp_path / "etm.ctrace", format="etmv3", strict=strict, options=options)
+    options = {**registers(enc), "buffer_format": "source_data"}
+    result = ingest([stream], tmp_path / "etm.ctrace", format="etmv3", strict=strict, options=options,
+                    images=[CORPUS / program])  # fmt: skip
     t = cputrace.Trace(result.store)
     rows = t.sql("SELECT pc, isa, executed, flags, cycles, time FROM instructions ORDER BY seq").to_pylist()
     got = [(r["pc"], r["isa"], r["executed"], bool(r["flags"] & Flag.CANCELLED), r["cycles"], r["time"])
@@ -284,9 +285,10 @@ def test_context_id_and_vmid_changes_are_events(tmp_path: Path) -> None:
     enc.context_id(0x1234).context_id(0x1234).vmid(3).vmid(3).context_id(0x99).vmid(4)
     stream = tmp_path / "etm.bin"
     stream.write_bytes(enc.data)
-    options = {**registers(enc), "buffer_format": "source_data", "images": [str(CORPUS / "calls-a32.elf")]}
+    options = {**registers(enc), "buffer_format": "source_data"}
     options["etmcr"] |= (2 << 14) | (1 << 30)  # 2-byte context IDs, VMID
-    result = ingest([stream], tmp_path / "c.ctrace", format="etmv3", strict=True, options=options)
+    result = ingest([stream], tmp_path / "c.ctrace", format="etmv3", strict=True, options=options,
+                    images=[CORPUS / "calls-a32.elf"])  # fmt: skip
     t = cputrace.Trace(result.store)
     rows = t.sql("SELECT name, value, seq FROM events WHERE kind = 'context' ORDER BY seq, src").to_pylist()
     last = len(expected.rows) - 1
@@ -401,14 +403,15 @@ def test_any_bytes_after_an_i_sync_decode_or_fail_cleanly(data: bytes, tmp_path:
     enc = EtmEncoder(cycle_accurate=True).a_sync().i_sync(0x8000, "A32", 1, cycles=0)
     stream = tmp_path / "etm.bin"
     stream.write_bytes(enc.data + data)
-    options = {**registers(enc), "buffer_format": "source_data", "images": [str(CORPUS / "calls-a32.elf")]}
+    options = {**registers(enc), "buffer_format": "source_data"}
     config = EtmConfig(options["etmcr"], options["etmidr"], options["etmccer"])
     packets = decode_packets(enc.data + data, config)
     errors = int(np.count_nonzero(packets["kind"] == Kind.ERROR))
-    ctx = DecodeContext(options=options)
+    image = load_elf(CORPUS / "calls-a32.elf")
+    ctx = DecodeContext(options=options, image=image)
     well_formed(list(decode_captures(open_captures(stream, options), ctx)), packets)
     assert ctx.warnings == errors
-    strict = DecodeContext(strict=True, options=options)
+    strict = DecodeContext(strict=True, options=options, image=image)
     if errors:
         with pytest.raises(TraceFormatError, match=rf"{stream}:offset 0x[0-9a-f]+: expected "):
             list(decode_captures(open_captures(stream, options), strict))
@@ -432,7 +435,7 @@ def test_strict_stops_at_the_first_packet_error(tmp_path: Path) -> None:
     assert f"{stream}:offset 0x{bad:x}: expected an ETMv3 packet header, got '3e'" in strict.stderr
     assert not (tmp_path / "strict.ctrace").exists()
     lenient = ingest([stream], tmp_path / "lenient.ctrace", format="etmv3", options={
-        "etmcr": 0, "buffer_format": "source_data", "images": [str(CORPUS / "calls-a32.elf")]})  # fmt: skip
+        "etmcr": 0, "buffer_format": "source_data"}, images=[CORPUS / "calls-a32.elf"])  # fmt: skip
     assert lenient.manifest["warnings"]["count"] == 1
     assert f"offset 0x{bad:x}" in lenient.manifest["warnings"]["samples"][0]
     t = cputrace.Trace(lenient.store)
@@ -445,9 +448,10 @@ def test_a_formatted_source_error_names_its_trace_id(tmp_path: Path) -> None:
     enc = EtmEncoder().a_sync().i_sync(0x8000, "A32", 1).atoms("EE").raw(b"\x3e")
     buffer = tmp_path / "etb.bin"
     buffer.write_bytes(format_frames([(0x21, enc.data)]))
-    options = {"etmcr": 0, "buffer_format": "coresight", "images": [str(CORPUS / "calls-a32.elf")]}
+    options = {"etmcr": 0, "buffer_format": "coresight"}
     with pytest.raises(TraceFormatError, match=r"etb\.bin:offset 0x[0-9a-f]+ \(source 0x21\): expected an "):
-        ingest([buffer], tmp_path / "s.ctrace", format="etmv3", strict=True, options=options)
+        ingest([buffer], tmp_path / "s.ctrace", format="etmv3", strict=True, options=options,
+               images=[CORPUS / "calls-a32.elf"])  # fmt: skip
 
 
 def nops(tmp_path: Path, count: int = 16) -> str:
@@ -470,8 +474,9 @@ def test_triggers_and_cycle_counts_are_events(tmp_path: Path) -> None:
     enc.ca_format1(2, False).cycle_count(0)  # two more; a count that overflowed
     stream = tmp_path / "etm.bin"
     stream.write_bytes(enc.data)
-    options = {"etmcr": 1 << 12, "buffer_format": "source_data", "images": [nops(tmp_path)]}
-    result = ingest([stream], tmp_path / "s.ctrace", format="etmv3", strict=True, options=options)
+    options = {"etmcr": 1 << 12, "buffer_format": "source_data"}
+    result = ingest([stream], tmp_path / "s.ctrace", format="etmv3", strict=True, options=options,
+                    images=[nops(tmp_path)])  # fmt: skip
     t = cputrace.Trace(result.store)
     cycles = t.sql("SELECT cycles FROM instructions ORDER BY seq").column("cycles").to_pylist()
     assert cycles == [1] * 5

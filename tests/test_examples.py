@@ -26,8 +26,7 @@ def test_the_filtered_leon_example_rebuilds_the_end_of_the_unfiltered_one(tmp_pa
     """As the README says: the rows rebuilt from leon-cf.txt are the last rows of leon-itb.bin
     (traced ones with the same time tags)."""
     whole = ingest([EXAMPLES / "leon-itb.bin"], tmp_path / "a.ctrace", format="leon-itb", strict=True)
-    images = {"images": [str(PROGRAM)]}
-    rebuilt = ingest([EXAMPLES / "leon-cf.txt"], tmp_path / "b.ctrace", strict=True, options=images)
+    rebuilt = ingest([EXAMPLES / "leon-cf.txt"], tmp_path / "b.ctrace", strict=True, images=[PROGRAM])
     tail = cputrace.Trace(whole.store).instructions.to_pylist()[-87:]
     rows = cputrace.Trace(rebuilt.store).instructions.to_pylist()
     assert [(r["pc"], r["opcode"], r["executed"]) for r in rows] == [

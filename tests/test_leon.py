@@ -26,7 +26,7 @@ from cputrace.flow.ops import GapReason
 from cputrace.formats import get_decoder, sniff
 from cputrace.formats.base import DecodeContext
 from cputrace.formats.leon import filtered
-from cputrace.image import Image, Region
+from cputrace.image import Image, Region, load_elf
 from cputrace.ingest import ingest
 from cputrace.inputs import InputFile
 from cputrace.isa.sparc import sparc_insn, transfers_or_undefined
@@ -52,7 +52,7 @@ def decode(
     path: Path, fmt: str, *, image: bool = False, strict: bool = False, elf: Path = ELF,
     ctx: DecodeContext | None = None,
 ) -> dict[str, pa.Table]:  # fmt: skip
-    ctx = ctx or DecodeContext(strict=strict, options={"images": [str(elf)]} if image else {})
+    ctx = ctx or DecodeContext(strict=strict, image=load_elf(elf) if image else None)
     batches = list(get_decoder(fmt).decode(InputFile(path), ctx))
     tables = {name: pa.concat_tables([b[name] for b in batches]) for name in SCHEMAS}
     for name, table in tables.items():
@@ -611,7 +611,7 @@ def test_corrupt_lines_cost_a_bounded_walk_each(tmp_path: Path, monkeypatch: pyt
     path = tmp_path / "corrupt.bin"
     path.write_bytes(data.tobytes())
     Path(str(path) + ".json").write_text(json.dumps({"itbc0": hex(2 << 28)}))
-    ctx = DecodeContext(options={"images": [str(ELF)]})
+    ctx = DecodeContext(image=load_elf(ELF))
     tables = decode(path, "leon-itb", ctx=ctx)
     rebuilt = sum(1 for f in tables["instructions"].column("flags").to_pylist() if f & Flag.RECONSTRUCTED)
     assert ctx.warnings > lines // 4 and rebuilt > 0

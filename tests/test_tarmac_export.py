@@ -108,13 +108,13 @@ def _leon_text(folder: Path) -> tuple[list[Path], dict]:
     dump, pointer = enc.buffer(enc.entries(enc.control_flow(list(enc.record(str(LEON_ELF))))), 64)
     path = folder / "cf.txt"
     path.write_text(enc.text(dump, kind="itb", cpu=0, itbc0=2 << 28 | pointer))
-    return [path], {"options": {"images": [str(LEON_ELF)]}}
+    return [path], {"images": [LEON_ELF]}
 
 
 def _flow_tarmac(folder: Path) -> tuple[list[Path], dict]:
     """calls-a32's run as a flow-only Tarmac trace (FD/FI), walked through its image."""
     run = record(CORPUS / "calls-a32.elf", folder / "flow.tarmac", flow_only=True).trace
-    return [run], {"options": {"images": [str(CORPUS / "calls-a32.elf")]}}
+    return [run], {"images": [CORPUS / "calls-a32.elf"]}
 
 
 def _etm_data(folder: Path) -> tuple[list[Path], dict]:
@@ -130,10 +130,11 @@ def _etm_data(folder: Path) -> tuple[list[Path], dict]:
     data.encode_run(encoder, steps, data.blocks_of("calls-t32.elf"), memory=memory, data=traced)
     stream = folder / "etm.bin"
     stream.write_bytes(encoder.data)
-    return [stream], {"format": "etmv3", "options": data.options(encoder, "calls-t32.elf")}
+    images = [CORPUS / "calls-t32.elf"]
+    return [stream], {"format": "etmv3", "options": data.options(encoder), "images": images}
 
 
-ARMV5TE = {"options": {"images": [str(CORPUS / "calls-armv5te.elf")]}}
+ARMV5TE = {"images": [CORPUS / "calls-armv5te.elf"]}
 FORMATS: dict[str, Callable[[Path], tuple[list[Path], dict]]] = {
     "tarmac": lambda folder: ([DATA / "tarmac" / "seed_fastmodels_example.tarmac"], {}),
     "armulator": lambda folder: ([DATA / "armulator" / "seed_example.trc"], {}),

@@ -61,7 +61,7 @@ def test_flow_only_trace_with_its_image_gives_the_full_run(full, elf, tmp_path: 
         full, elf = shared("tarmac-trace-utilities", *full), shared("tarmac-trace-utilities", *elf)
     stream = flow_trace(full, elf, tmp_path / "flow.tarmac")
     trace = ingest([tmp_path / "flow.tarmac"], tmp_path / "s.ctrace", strict=True,
-                                   options={"images": [str(elf)]})  # fmt: skip
+                                   images=[str(elf)])  # fmt: skip
     rows = cputrace.Trace(trace.store).sql("SELECT pc, isa, executed, flags FROM instructions ORDER BY seq")
     end = last_branch(stream, BlockCache(load_elf(elf))) + 1  # what ran after the last branch is unknown
     assert rows.column("pc").to_pylist() == stream.pc[:end]
@@ -84,7 +84,7 @@ def test_without_ticks_or_entry_the_walk_starts_at_the_first_branch(tmp_path: Pa
     lines = (tmp_path / "f.tarmac").read_text().splitlines()
     (tmp_path / "late.tarmac").write_text("\n".join(lines[5:]) + "\n")  # tracing began later
     result = ingest([tmp_path / "late.tarmac"], tmp_path / "s.ctrace",
-                                    options={"images": [str(EXAMPLES / "quicksort.elf")]})  # fmt: skip
+                                    images=[str(EXAMPLES / "quicksort.elf")])  # fmt: skip
     pcs = pcs_of(result.store)
     source = int(lines[5].split()[3], 16)
     assert pcs[0] == source
@@ -135,7 +135,7 @@ def test_exceptions_trap_to_the_vector_and_interrupts_are_gaps(tmp_path: Path) -
         "7 clk FD (7) 00000018 00000100 A\n"
     )
     result = ingest([tmp_path / "f.tarmac"], tmp_path / "s.ctrace",
-                                    options={"images": [f"{tmp_path / 'code.bin'}@0"]})  # fmt: skip
+                                    images=[f"{tmp_path / 'code.bin'}@0"])  # fmt: skip
     pcs = pcs_of(result.store)
     assert pcs == [0x210, 0x200, 0x204, 0x8, 0x100, 0x208, 0x20C, 0x210, 0x18]
     events = [e for e in stored(result.store)["events"] if e["kind"] in ("exception", "trace_gap")]
@@ -177,7 +177,7 @@ def test_bad_images_are_clear_errors_or_gaps(tmp_path: Path) -> None:
     # an image that lacks the code: every branch source is an address outside it, so gaps
     (tmp_path / "far.bin").write_bytes(b"\0" * 64)
     far = f"{tmp_path / 'far.bin'}@0x100000"
-    result = ingest([tmp_path / "f.tarmac"], tmp_path / "s.ctrace", options={"images": [far]})
+    result = ingest([tmp_path / "f.tarmac"], tmp_path / "s.ctrace", images=[far])
     gaps = cputrace.Trace(result.store).sql(
         "SELECT name, count(*) AS n FROM events WHERE kind = 'trace_gap' GROUP BY 1"
     )
@@ -198,8 +198,7 @@ def test_corpus_flow_trace_with_its_elf_gives_the_recorded_full_run(program, cpu
     record(elf, tmp_path / "full.tarmac", cpu=cpu)
     record(elf, tmp_path / "flow.tarmac", cpu=cpu, flow_only=True)
     full = ingest([tmp_path / "full.tarmac"], tmp_path / "full.ctrace", strict=True)
-    images = {"images": [str(elf)]}
-    flow = ingest([tmp_path / "flow.tarmac"], tmp_path / "flow.ctrace", strict=True, options=images)
+    flow = ingest([tmp_path / "flow.tarmac"], tmp_path / "flow.ctrace", strict=True, images=[elf])
     columns = "pc, opcode, size, isa"
     want = cputrace.Trace(full.store).sql(f"SELECT {columns} FROM instructions ORDER BY seq")
     got = cputrace.Trace(flow.store).sql(f"SELECT {columns}, executed FROM instructions ORDER BY seq")
@@ -264,7 +263,7 @@ def test_multi_core_flow_trace_walks_each_core_in_one_seq_order(tmp_path: Path) 
     lines = (tmp_path / "f.tarmac").read_text().splitlines()
     (tmp_path / "mc.tarmac").write_text("\n".join(interleaved(lines, 3)) + "\n")
     result = ingest([tmp_path / "mc.tarmac"], tmp_path / "s.ctrace", strict=True,
-                    options={"images": [str(EXAMPLES / "quicksort.elf")]})  # fmt: skip
+                    images=[str(EXAMPLES / "quicksort.elf")])  # fmt: skip
     rows = stored(result.store)["instructions"]
     assert [r["seq"] for r in rows] == list(range(len(rows)))  # as stored: one seq order over both cores
     src = [r["src"] for r in rows]
@@ -289,13 +288,13 @@ def test_a_multi_core_flow_trace_stores_the_same_in_chunks_of_any_size(tmp_path:
     fields = lines[101].split()
     lines[101] = " ".join([*fields[:5], "00000010", *fields[6:]])  # a source the program never reaches
     (tmp_path / "mc.tarmac").write_text("\n".join(lines) + "\n")
-    images = {"images": [str(EXAMPLES / "quicksort.elf")]}
-    whole = stored(ingest([tmp_path / "mc.tarmac"], tmp_path / "whole.ctrace", options=images).store)
+    images = [EXAMPLES / "quicksort.elf"]
+    whole = stored(ingest([tmp_path / "mc.tarmac"], tmp_path / "whole.ctrace", images=images).store)
     assert [(e["name"], e["src"]) for e in whole["events"] if e["kind"] in ("text", "trace_gap")] == [
         (None, 41), ("interrupted", 61), ("vector", 61), ("mismatch", 102), ("no_code", 102)
     ]  # fmt: skip
     monkeypatch.setattr(inputs, "CHUNK_BYTES", 512)
-    chunked = stored(ingest([tmp_path / "mc.tarmac"], tmp_path / "chunked.ctrace", options=images).store)
+    chunked = stored(ingest([tmp_path / "mc.tarmac"], tmp_path / "chunked.ctrace", images=images).store)
     assert chunked == whole
 
 
@@ -305,8 +304,8 @@ def test_mismatch_gaps_are_stored_in_place_among_the_branch_records(tmp_path: Pa
     fields = lines[30].split()
     lines[30] = " ".join([*fields[:4], f"{int(fields[4], 16) + 4:08x}", *fields[5:]])  # past the branch
     (tmp_path / "f.tarmac").write_text("\n".join(lines) + "\n")
-    images = {"images": [str(EXAMPLES / "quicksort.elf")]}
-    tables = stored(ingest([tmp_path / "f.tarmac"], tmp_path / "s.ctrace", options=images).store)
+    images = [EXAMPLES / "quicksort.elf"]
+    tables = stored(ingest([tmp_path / "f.tarmac"], tmp_path / "s.ctrace", images=images).store)
     events = [(e["kind"], e["name"], e["src"], e["value"]) for e in tables["events"]]
     branch = int(fields[4], 16)  # walking to the source given runs into the branch: a mismatch there,
     gaps = [("trace_gap", "mismatch", 31, branch), ("trace_gap", "mismatch", 31, branch + 4)]  # and at it
@@ -355,8 +354,7 @@ def test_records_of_a_batch_without_branch_records_are_kept(tmp_path: Path) -> N
     record(elf, tmp_path / "flow.tarmac", flow_only=True)
     text = (tmp_path / "flow.tarmac").read_bytes()
     (tmp_path / "cr.tarmac").write_bytes(text.replace(b"\n", b"\r"))
-    images = {"images": [str(elf)]}
-    result = ingest([tmp_path / "cr.tarmac"], tmp_path / "s.ctrace", options=images)
+    result = ingest([tmp_path / "cr.tarmac"], tmp_path / "s.ctrace", images=[str(elf)])
     tables = stored(result.store)
     assert tables["instructions"] == []
     events = [(e["seq"], e["kind"], e["src"]) for e in tables["events"]]

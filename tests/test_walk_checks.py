@@ -27,7 +27,7 @@ def flow_a32(tmp_path_factory) -> Path:
 
 
 def _ingest(trace: Path, image: str, out: Path, **options) -> cputrace.Trace:
-    return cputrace.open(ingest([trace], out, options={"images": [str(CORPUS / image)]}, **options).store)
+    return cputrace.open(ingest([trace], out, images=[CORPUS / image], **options).store)
 
 
 def _losses(trace: cputrace.Trace) -> int:

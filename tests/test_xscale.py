@@ -22,7 +22,7 @@ from cputrace.formats.base import DecodeContext
 from cputrace.formats.xscale.buffers import TraceBuffer, Unread, read_buffers
 from cputrace.formats.xscale.decoder import XscaleDecoder
 from cputrace.formats.xscale.messages import Kind, parse_messages
-from cputrace.image import load_elf
+from cputrace.image import load_elf, load_image_specs
 from cputrace.inputs import InputFile, compression_of
 from cputrace.isa import BlockCache
 from cputrace.model import SCHEMAS, Flag
@@ -70,10 +70,9 @@ def calculator32(open_input) -> tuple[Truth, BlockCache, Path]:
     return truth, BlockCache(load_elf(elf)), elf
 
 
-def decode(path: Path, elf: Path | None, **options) -> dict[str, pa.Table]:
-    if elf is not None:
-        options["images"] = [str(elf)]
-    return decode_in(path, DecodeContext(options=options))
+def decode(path: Path, elf: Path | None, images: tuple[str, ...] = (), **options) -> dict[str, pa.Table]:
+    image = load_image_specs([*images, *([] if elf is None else [elf])])
+    return decode_in(path, DecodeContext(options=options, image=image))
 
 
 def decode_in(path: Path, ctx: DecodeContext) -> dict[str, pa.Table]:
@@ -253,7 +252,7 @@ def test_ingest_and_sniffing(armv5, tmp_path) -> None:
     dump.write_bytes(as_openocd(series))
     for path in (text, dump):
         assert sniff(path.read_bytes(), str(path)).name == "xscale"
-        trace = cputrace.open(path, options={"images": [str(elf)]})
+        trace = cputrace.open(path, images=[elf])
         pcs = trace.sql("SELECT pc FROM instructions ORDER BY seq").column("pc").to_pylist()
         assert pcs == truth.pc[series[0].covered : series[-1].stop]
 
@@ -339,7 +338,7 @@ def test_a_bad_message_type_drops_the_older_bytes_and_says_where(armv5, tmp_path
 def test_strict_mode_stops_at_a_bad_message(tmp_path) -> None:
     path = tmp_path / "b.bin"
     path.write_bytes(bytes([0x80, 0xB1, 0x81]))
-    ctx = DecodeContext(strict=True, options={"images": [str(ARMV5)]})
+    ctx = DecodeContext(strict=True, image=load_elf(ARMV5))
     with pytest.raises(TraceFormatError, match="byte 1"):
         list(XscaleDecoder().decode(InputFile(path), ctx))
 
@@ -498,8 +497,8 @@ def test_a_text_buffer_with_a_bad_line_is_read_around_it(armv5, tmp_path) -> Non
     path.write_text("\n".join(lines) + "\n")
     assert sniff(path.read_bytes(), str(path)).name == "xscale"
     with pytest.raises(TraceFormatError, match=f":line {5 + k}: expected hex bytes"):
-        decode_in(path, DecodeContext(strict=True, options={"images": [str(elf)]}))
-    ctx = DecodeContext(options={"images": [str(elf)]})
+        decode_in(path, DecodeContext(strict=True, image=load_elf(elf)))
+    ctx = DecodeContext(image=load_elf(elf))
     tables = decode_in(path, ctx)
     assert ctx.warnings == 1 and f"line {5 + k}" in ctx.warning_samples[0]
     (text,) = [e for e in tables["events"].to_pylist() if e["kind"] == "text"]
@@ -568,8 +567,8 @@ def test_a_truncated_dump_keeps_its_whole_records(armv5, tmp_path) -> None:
     path.write_bytes(data[: third + 16 + 4 * 100 + 2])
     expected = f":byte {third + 16}: expected {len(series[2].data)} entry words"
     with pytest.raises(TraceFormatError, match=expected):
-        decode_in(path, DecodeContext(strict=True, options={"images": [str(elf)]}))
-    ctx = DecodeContext(options={"images": [str(elf)]})
+        decode_in(path, DecodeContext(strict=True, image=load_elf(elf)))
+    ctx = DecodeContext(image=load_elf(elf))
     tables = decode_in(path, ctx)
     assert ctx.warnings == 1
     assert [e["value"] for e in events_named(tables, "dropped_bytes")] == [100]
@@ -585,8 +584,8 @@ def test_a_malformed_dump_word_drops_only_the_older_bytes_of_its_buffer(armv5, t
     path = tmp_path / "bad.dump"
     path.write_bytes(bytes(data))
     with pytest.raises(TraceFormatError, match=f":byte {word}: expected an entry word"):
-        decode_in(path, DecodeContext(strict=True, options={"images": [str(elf)]}))
-    ctx = DecodeContext(options={"images": [str(elf)]})
+        decode_in(path, DecodeContext(strict=True, image=load_elf(elf)))
+    ctx = DecodeContext(image=load_elf(elf))
     tables = decode_in(path, ctx)
     assert ctx.warnings == 1 and [e["value"] for e in events_named(tables, "dropped_bytes")] == [201]
     pcs = tables["instructions"].column("pc").to_pylist()
@@ -641,7 +640,7 @@ def decode_damaged(path: Path, data: bytes, strict: bool) -> dict[str, pa.Table]
     have come next), a warning for everything kept aside; or, in strict mode only, a
     TraceFormatError naming the input and the place."""
     path.write_bytes(data)
-    ctx = DecodeContext(strict=strict, options={"images": [str(ARMV5)]})
+    ctx = DecodeContext(strict=strict, image=load_elf(ARMV5))
     try:
         tables = decode_in(path, ctx)
     except TraceFormatError as exc:
@@ -723,7 +722,7 @@ def test_any_buffer_decodes_to_rows_or_gaps(tmp_path_factory, data: bytes, pc: i
     path = tmp_path_factory.mktemp("fuzz") / "b.bin"
     path.write_bytes(data)
     registers = {"xscale_pc": pc, "xscale_chkpt0": pc, "xscale_chkpt1": pc + 4}
-    ctx = DecodeContext(strict=strict, options={"images": [str(ARMV5)], "xscale_input": "raw", **registers})
+    ctx = DecodeContext(strict=strict, options={"xscale_input": "raw", **registers}, image=load_elf(ARMV5))
     try:
         tables = decode_in(path, ctx)
     except TraceFormatError as exc:

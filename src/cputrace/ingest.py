@@ -6,7 +6,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,10 +176,10 @@ def _check_walk(ctx: DecodeContext, stats: _Stats, inputs: Sequence[str | os.Pat
     wrong: its architecture runs none of the trace's instruction sets, or the walk is mostly gaps.
     Decoders report each gap where it happens; only the whole shows that none will end."""
     path = str(inputs[0]) + (f" (and {len(inputs) - 1} more)" if len(inputs) > 1 else "")
-    if ctx.options.get("images"):
+    if ctx.image is not None:
         from .image.arch import mismatch  # the image is loaded: so is its package
 
-        why = mismatch(ctx.image().architecture, stats.isas)
+        why = mismatch(ctx.image.architecture, stats.isas)
         if why:
             ctx.doubt(path, "image", f"{why}: is --image the program that ran?")
     if "trace_gap" not in stats.event_kinds:
@@ -228,24 +228,37 @@ def ingest(
     *,
     format: str | None = None,
     strict: bool = False,
-    options: dict[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None,
+    images: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] = (),
     progress: ProgressHook | None = None,
     on_format: Callable[[str, str], None] | None = None,
     reuse: bool = False,
 ) -> IngestResult:
     """Decode `inputs` (in order) into one store; nothing is left behind on failure.
 
-    The store replaces an existing store at `output` atomically; anything else there (or an
-    output holding an input) is refused with UsageError before decoding starts."""
+    `options` are decoder options (`cputrace formats` lists each format's), `images` the
+    program images (`PATH[@ADDR]`, as `--image` takes them) that decoders of flow-only
+    traces walk. The store replaces an existing store at `output` atomically; anything else
+    there (or an output holding an input), an option the inputs' formats do not take or a
+    value it cannot take, is refused with UsageError before decoding starts."""
     if not inputs:
         raise CputraceError("no input given")
     store = Path(output) if output is not None else default_store_path(inputs)
     if reuse and store_is_current(store, inputs):
         return IngestResult(store, read_manifest(store), reused=True)
     check_output(store, inputs)
-    from .formats import DecodeContext, get_decoder, sniff  # the decoders load when first needed
+    from .formats import DecodeContext, check_options, get_decoder, sniff  # decoders load when needed
 
-    ctx = DecodeContext(strict=strict, options=dict(options or {}))
+    sources = [InputFile(path, on_read=progress) for path in inputs]
+    decoders = [get_decoder(format) if format else sniff(s.head(), s.path) for s in sources]
+    given = dict(options or {})
+    checked = check_options(given, {decoder.name for decoder in decoders})
+    specs = [str(images)] if isinstance(images, (str, os.PathLike)) else [str(spec) for spec in images]
+    ctx = DecodeContext(strict=strict, options=checked)
+    if specs:
+        from .image import load_image_specs  # ELF, DWARF and capstone: only when asked for
+
+        ctx.image = load_image_specs(specs)
     stats = _Stats()
     started = time.perf_counter()
     writer = StoreWriter(store)
@@ -253,9 +266,7 @@ def ingest(
     formats_used = []
     recorded_inputs = []
     try:
-        for path in inputs:
-            source = InputFile(path, on_read=progress)
-            decoder = get_decoder(format) if format else sniff(source.head(), source.path)
+        for source, decoder in zip(sources, decoders, strict=True):
             if on_format:
                 on_format(source.path, decoder.name)
             formats_used.append(decoder.name)
@@ -285,7 +296,7 @@ def ingest(
         manifest = {
             "format": formats_used[0] if len(set(formats_used)) == 1 else formats_used,
             "inputs": recorded_inputs,
-            "options": {"strict": strict, **ctx.options},
+            "options": {"strict": strict, **({"images": specs} if specs else {}), **given},
             "counts": stats.counts,
             "time": {
                 "min": stats.time_min,

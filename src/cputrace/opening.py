@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ def open(
     format: str | None = None,
     strict: bool = False,
     options: dict[str, Any] | None = None,
+    images: Sequence[str | os.PathLike[str]] = (),
     progress: ProgressHook | None = None,
 ) -> Trace:
     """Open a store, or a raw input (ingested once into a cached store and reused after).
@@ -37,5 +39,5 @@ def open(
         return Trace(path, untrusted=untrusted)
     store = cached_store_path(path)
     if not store_is_current(store, [path]):
-        ingest([path], store, format=format, strict=strict, options=options, progress=progress)
+        ingest([path], store, format=format, strict=strict, options=options, images=images, progress=progress)
     return Trace(store, untrusted=untrusted)

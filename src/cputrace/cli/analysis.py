@@ -19,7 +19,8 @@ from ..analysis.profile import TABLES as PROFILE_TABLES
 from ..analysis.profile import Profile, profile, share
 from ..export.output import output_path
 from .common import cli, json_value, open_trace_arg, reading_bar, write_batches, write_rows
-from .options import image_option, load_images, resolve_window, window_options
+from .options import resolve_window, window_options
+from .params import image_option, load_images
 
 _METHOD_HELP = (
     "Call detection: from lr/sp register writes, from instruction semantics, or auto "
@@ -117,7 +118,7 @@ def _tree_json(rows: Iterable[pa.RecordBatch], out: TextIO) -> None:
 
 @cli.command("calls")
 @click.argument("trace")
-@image_option
+@image_option()
 @method_option
 @window_options
 @click.option(
@@ -207,7 +208,7 @@ def _plot_file(_ctx: click.Context, _param: click.Parameter, path: str | None) -
 
 @cli.command("profile")
 @click.argument("trace")
-@image_option
+@image_option()
 @method_option
 @window_options
 @click.option("--by", "tables", type=click.Choice(PROFILE_TABLES), multiple=True,

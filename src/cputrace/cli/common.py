@@ -115,7 +115,7 @@ class _Group(click.Group):
     """
 
     modules: ClassVar[dict[str, str]] = {
-        "ingest": "ingest", "info": "store", "list": "store", "sql": "store",
+        "ingest": "ingest", "formats": "ingest", "info": "store", "list": "store", "sql": "store",
         "calls": "analysis", "profile": "analysis", "export": "export",
         "state": "state", "diff": "diff", "coverage": "coverage",
         "record": "record", "etm": "etm", "verify": "verify",

@@ -16,8 +16,8 @@ from ..export.output import output_file
 from ..image import parse_image_spec
 from ..model import Isa
 from .common import cli, err, open_trace_arg, reading_bar
-from .options import load_images, resolve_window, window_options
-from .params import NUMBER
+from .options import resolve_window, window_options
+from .params import NUMBER, image_option, load_images
 
 
 def _percent(covered: int, total: int) -> str:
@@ -55,10 +55,7 @@ def _print_coverage(coverage: Coverage, console: Console, show_functions: bool) 
 
 @cli.command("coverage")
 @click.argument("trace")
-@click.option(
-    "--image", "images", multiple=True, required=True, metavar="PATH[@ADDR]",
-    help="The program image (ELF with symbols; DWARF gives line coverage). Repeatable.",
-)  # fmt: skip
+@image_option("The program image (ELF with symbols; DWARF gives line coverage). Repeatable.", required=True)
 @click.option(
     "--range", "address_range", type=(NUMBER, NUMBER), metavar="ADDR LEN",
     help="Object-code coverage of LEN bytes from ADDR instead of every function.",

@@ -12,10 +12,11 @@ import click
 from ..coresight.frames import FrameStats
 from ..formats.etmv3.capture import Capture, EtmSource, PacketReader, open_captures, split_sources
 from ..formats.etmv3.listing import FIELDS, packet_fields, packet_text
+from ..formats.etmv3.options import OPTIONS as ETMV3_OPTIONS
 from ..formats.etmv3.packets import Packets
 from ..formats.etmv3.protocol import KIND_NAMES
 from .common import cli, err
-from .etmoptions import etm_input_options, etm_options
+from .params import option_flags
 
 RAW_SHOWN = 16  # raw bytes printed per packet in text listings
 RAW_WIDTH = 3 * RAW_SHOWN + 2
@@ -28,19 +29,19 @@ def etm_group() -> None:
 
 @etm_group.command("packets")
 @click.argument("input_path", metavar="INPUT", type=click.Path(exists=True))
-@etm_input_options
+@option_flags(*ETMV3_OPTIONS)
 @click.option("--limit", type=click.IntRange(min=0), default=None, help="At most N packets.")
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "csv", "jsonl"]), default="text", show_default=True
 )
-def packets_cmd(input_path: str, limit: int | None, fmt: str, **etm: Any) -> None:
+def packets_cmd(input_path: str, limit: int | None, fmt: str, flagged: dict[str, Any]) -> None:
     """List the ETMv3 packets of INPUT: a snapshot.ini, a snapshot directory, or a bare buffer.
 
     One line per packet: its offset in the trace buffer, trace ID, raw bytes, kind and decoded
     fields. Sources are listed one after another (a snapshot's in its device order, a bare
     buffer's by trace ID); a line about each goes to stderr.
     """
-    captures = open_captures(input_path, etm_options(etm))
+    captures = open_captures(input_path, flagged)
     out = sys.stdout
     writer = csv.writer(out, lineterminator="\n") if fmt == "csv" else None
     if writer:

@@ -17,6 +17,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         f"cputrace ingest {QUICKSORT} -o quicksort.ctrace",
         "cputrace ingest tests/data/xscale/calls-armv5te-wrap.txt --image tests/corpus/calls-armv5te.elf",
     ),
+    "formats": ("cputrace formats",),
     "info": (f"cputrace info {QUICKSORT}", f"cputrace info {QUICKSORT} --json"),
     "list": (
         f'cputrace list {QUICKSORT} --where "pc between 0x8000 and 0x8010" --limit 3',

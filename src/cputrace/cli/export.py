@@ -11,7 +11,8 @@ from ..export.calldata import CLOCKS
 from ..export.registry import EXPORTERS, ExportRequest
 from .analysis import method_option
 from .common import cli, open_trace_arg, reading_bar
-from .options import image_option, load_images, resolve_window, window_options
+from .options import resolve_window, window_options
+from .params import image_option, load_images
 
 
 def _formats_epilog() -> str:
@@ -26,7 +27,7 @@ def _formats_epilog() -> str:
     "--to", "fmt", required=True, type=click.Choice(sorted(EXPORTERS)), help="Output format (see below)."
 )
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="File to write.")
-@image_option
+@image_option()
 @method_option
 @window_options
 @click.option("--table", help="csv/parquet: instructions, registers, memory, events, or an analysis table "

@@ -5,44 +5,36 @@ from __future__ import annotations
 import click
 
 from ..formats import FORMATS
+from ..formats.etmv3.options import OPTIONS as ETMV3_OPTIONS
+from ..formats.tarmac.options import DEFAULT_ISA
 from ..ingest import ingest
 from ..inputs import Fingerprint
 from .common import cli, err, progress
 from .compiling import explain_compiling
-from .etmoptions import etm_input_options, etm_options
+from .params import image_option, option_flags
 
 
-@cli.command("ingest")
+@cli.command("ingest", epilog="`cputrace formats` lists the formats and the options of each.")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", type=click.Path(), help="Store directory (default INPUT.ctrace).")
 @click.option("--format", "fmt", type=click.Choice(sorted(FORMATS)), help="Input format (default: sniffed).")
 @click.option("--strict", is_flag=True, help="Stop at the first record that does not parse.")
-@click.option(
-    "--default-isa",
-    type=click.Choice(["A32", "T32", "A64", "SPARC"]),
-    help="ISA of Tarmac instructions that do not name one (default T32, as on Cortex-M; SPARC for "
-    "LEON traces exported as Tarmac).",
+@image_option(
+    "Program image (ELF, Intel HEX, S-record, raw binary at ADDR) to recover the instructions "
+    "a flow-only trace leaves out; repeatable."
 )
 @click.option(
-    "--image", "images", multiple=True, metavar="PATH[@ADDR]",
-    help="Program image (ELF, Intel HEX, S-record, raw binary at ADDR) to recover the instructions "
-    "a flow-only trace leaves out; repeatable.",
-)  # fmt: skip
-@click.option(
     "--option", "decoder_options", multiple=True, metavar="KEY=VALUE",
-    help="A decoder option (docs/formats.md), e.g. high_vectors=true, vector_base=0x8000, xscale_pc=0x8040; "
-    "repeatable.",
+    help="A decoder option (`cputrace formats` lists them), e.g. high_vectors=true, vector_base=0x8000, "
+    "xscale_pc=0x8040; repeatable.",
 )  # fmt: skip
-@etm_input_options
+@option_flags(DEFAULT_ISA, *ETMV3_OPTIONS)
 def ingest_cmd(
-    inputs: tuple[str, ...], output: str | None, fmt: str | None, strict: bool, default_isa: str | None,
-    images: tuple[str, ...], decoder_options: tuple[str, ...], **etm: object,
+    inputs: tuple[str, ...], output: str | None, fmt: str | None, strict: bool, images: tuple[str, ...],
+    decoder_options: tuple[str, ...], flagged: dict[str, object],
 ) -> None:  # fmt: skip
     """Decode INPUT... into a store (Parquet tables + manifest.json)."""
-    options: dict[str, object] = {"default_isa": default_isa} if default_isa else {}
-    if images:
-        options["images"] = list(images)
-    options.update(etm_options(etm))
+    options = dict(flagged)
     for item in decoder_options:
         key, equals, value = item.partition("=")
         if not equals or not key.strip():
@@ -57,7 +49,7 @@ def ingest_cmd(
 
     with progress(total, "ingesting") as hook:
         result = ingest(
-            inputs, output, format=fmt, strict=strict, options=options, progress=hook,
+            inputs, output, format=fmt, strict=strict, options=options, images=images, progress=hook,
             on_format=said_format,
         )  # fmt: skip
     m = result.manifest
@@ -73,3 +65,23 @@ def ingest_cmd(
         err.print(f"{count:,} warning{'s' if count > 1 else ''}, e.g.:", markup=False)
         for sample in warnings["samples"][:5]:
             err.print(f"  {sample}", markup=False)
+
+
+@cli.command("formats")
+def formats_cmd() -> None:
+    """List the input formats and the decoder options each takes (--option NAME=VALUE)."""
+    for name, entry in FORMATS.items():
+        how = "sniffed" if entry.sniff else f"--format {name}"
+        click.echo(f"{name} ({how}): {entry.description}")
+        width = max((len(option.name) for option in entry.options), default=0)
+        for option in entry.options:
+            default = "" if option.default is None else f" (default {_shown(option.default)})"
+            click.echo(f"  {option.name:<{width}}  {option.values}{default}")
+            click.echo(f"  {'':<{width}}  {option.help}")
+        if not entry.options:
+            click.echo("  (no options)")
+
+
+def _shown(value: object) -> str:
+    """A default as --option takes it: flags as true or false."""
+    return str(value).lower() if isinstance(value, bool) else str(value)

@@ -1,13 +1,8 @@
-"""Options that several analysis commands share: --image and the seq/time window.
-
-Kept apart from the commands, and light: `state` uses `load_images` without paying for the
-call-detection machinery, and the image loaders (ELF, DWARF, capstone) are imported only
-when an image is given.
-"""
+"""Options that several analysis commands share: the seq/time window."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from functools import wraps
 from typing import TYPE_CHECKING, Any
 
@@ -16,13 +11,7 @@ import click
 from ..store.window import Window, time_window
 
 if TYPE_CHECKING:
-    from ..image import Image
     from ..store.trace import Trace
-
-image_option = click.option(
-    "--image", "images", multiple=True, metavar="PATH[@ADDR]",
-    help="Program image (ELF: symbols and DWARF lines); repeatable.",
-)  # fmt: skip
 
 
 def window_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -53,12 +42,3 @@ def resolve_window(trace: Trace, spec: tuple[int | None, int | None, int | None,
     )
     hi = min(x for x in (stop, timed.stop) if x is not None) if (stop, timed.stop) != (None, None) else None
     return Window(lo, hi)
-
-
-def load_images(specs: Sequence[str]) -> Image | None:
-    """The program image(s) given with --image, merged; None when there are none."""
-    if not specs:
-        return None
-    from ..image import Image, load_image_spec  # ELF, DWARF and capstone: only when asked for
-
-    return Image.merge(load_image_spec(spec) for spec in specs)

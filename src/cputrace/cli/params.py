@@ -1,10 +1,19 @@
-"""Parameter types that several commands share."""
+"""Parameters that several commands share: numbers, --image, decoder options as flags.
+
+Light: the image loaders (ELF, DWARF, capstone) are imported only when an image is given, the
+decoders not at all, so a command pays only for what it uses."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Sequence
+from functools import wraps
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from ..formats.base import Option
+    from ..image import Image
 
 
 def address(text: str) -> int:
@@ -33,3 +42,50 @@ class Number(click.ParamType):
 
 
 NUMBER = Number()
+
+
+def image_option(
+    help: str = "Program image (ELF: symbols and DWARF lines); repeatable.", *, required: bool = False
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--image PATH[@ADDR], repeatable, passed on as `images` (the specs; `load_images` loads
+    them); `help` says what the command does with it."""
+    return click.option(
+        "--image", "images", multiple=True, required=required, metavar="PATH[@ADDR]", help=help
+    )  # fmt: skip
+
+
+def load_images(specs: Sequence[str]) -> Image | None:
+    """The program image(s) given with --image, merged; None when there are none."""
+    if not specs:
+        return None
+    from ..image import load_image_specs  # ELF, DWARF and capstone: only when asked for
+
+    return load_image_specs(specs)
+
+
+def option_flags(*options: Option) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decoder options as flags of their own (`--etmcr X` for `--option etmcr=X`), with the
+    options' help; the command gets the ones given as `flagged`, values by option name (the
+    decoder's `Option` checks them further)."""
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        @wraps(command)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            flagged = {o.name: value for o in options if (value := kwargs.pop(o.name)) is not None}
+            return command(*args, flagged=flagged, **kwargs)
+
+        for option in reversed(options):
+            flag = f"--{option.name.replace('_', '-')}"
+            said = option.help if option.default is None else f"{option.help} Default: {option.default}."
+            wrapper = click.option(flag, option.name, type=_click_type(option), help=said)(wrapper)
+        return wrapper
+
+    return decorate
+
+
+def _click_type(option: Option) -> click.ParamType:
+    if option.kind == "choice":
+        return click.Choice(option.choices)
+    if option.kind == "file":
+        return click.Path(exists=True, dir_okay=False)
+    return NUMBER if option.kind == "number" else click.BOOL

@@ -15,8 +15,7 @@ import numpy as np
 
 from ..analysis.state import FROM_IMAGE, READ_BEFORE_WRITE, UNKNOWN, MemoryBytes, StateIndex
 from .common import cli, open_trace_arg
-from .options import load_images
-from .params import NUMBER
+from .params import NUMBER, image_option, load_images
 
 _ORIGIN_NAMES = {READ_BEFORE_WRITE: "read", FROM_IMAGE: "image", UNKNOWN: "unknown"}
 _ORIGIN_TEXT = {"read": "not written yet; a read saw it", "image": "from the image", "unknown": "unknown"}
@@ -68,10 +67,7 @@ def _dump(memory: MemoryBytes) -> list[str]:
     "--mem", "ranges", type=(NUMBER, NUMBER), multiple=True, metavar="ADDR LEN",
     help="Also show LEN bytes of memory from ADDR (repeatable).",
 )  # fmt: skip
-@click.option(
-    "--image", "images", multiple=True, metavar="PATH[@ADDR]",
-    help="Program image whose bytes stand for memory the trace never wrote or read.",
-)  # fmt: skip
+@image_option("Program image whose bytes stand for memory the trace never wrote or read.")
 @click.option("--cpu", "cpus", type=int, multiple=True, help="Only these cores' registers.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def state_cmd(

@@ -12,10 +12,10 @@ from rich.table import Table
 
 from ..errors import UsageError
 from ..export.tarmac import write_tarmac
-from ..image import Image, load_image_spec
 from ..isa import Disassembler, fill_disasm
 from ..store.sql import sql_condition
 from .common import cli, json_value, open_trace_arg, plain, write_rows
+from .params import image_option, load_images
 
 
 @cli.command("info")
@@ -76,10 +76,7 @@ def _one_condition(text: str | None) -> str:
     "--format", "fmt", type=click.Choice(["text", "csv", "jsonl", "tarmac"]), default="text",
     show_default=True,
 )  # fmt: skip
-@click.option(
-    "--image", "images", multiple=True, metavar="PATH[@ADDR]",
-    help="Program image for the disassembly of instructions the trace gave no opcode for.",
-)  # fmt: skip
+@image_option("Program image for the disassembly of instructions the trace gave no opcode for.")
 def list_cmd(trace: str, condition: str, limit: int | None, fmt: str, images: tuple[str, ...]) -> None:
     """List instructions (with --format tarmac, also their records, as a Tarmac trace).
 
@@ -89,7 +86,7 @@ def list_cmd(trace: str, condition: str, limit: int | None, fmt: str, images: tu
     query = f"SELECT * FROM instructions WHERE {condition} ORDER BY seq"
     if limit is not None:
         query += f" LIMIT {limit}"
-    image = Image.merge(load_image_spec(spec) for spec in images) if images else None
+    image = load_images(images)
     table = fill_disasm(t.sql(query), Disassembler(image))
     out = sys.stdout
     if fmt == "tarmac":

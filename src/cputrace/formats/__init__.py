@@ -1,4 +1,5 @@
-"""Input formats: what each is called, how it is recognised, and where its decoder lives.
+"""Input formats: what each is called, how it is recognised, the options its decoder takes,
+and where that decoder lives.
 
 Sniffers are small and load with this module; a decoder (and the compiled code, capstone or
 image readers it needs) loads only when an input of its format is decoded, so starting a
@@ -7,60 +8,62 @@ command does not pay for every format.
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from ..errors import TraceFormatError
+from ..errors import TraceFormatError, UsageError
+from ..plugins import Plugin, registry
 from . import armulator
-from .base import Batch, DecodeContext, Decoder
+from .base import Batch, DecodeContext, Decoder, Option
+from .etmv3 import options as etmv3_options
 from .etmv3 import sniff as etmv3_sniff
 from .leon import buffers as leon_buffers
+from .leon import options as leon_options
+from .tarmac import options as tarmac_options
 from .tarmac import sniff as tarmac_sniff
+from .xscale import options as xscale_options
 from .xscale import sniff as xscale_sniff
 
 
 @dataclass(frozen=True, slots=True)
-class Format:
-    name: str
-    description: str
-    decoder: str  # "module:Class" under this package, imported when first needed
+class Format(Plugin):
+    """An input format; its code is its decoder class."""
+
     sniff: Callable[[bytes], int] | None = None  # how sure (0-100); None: never sniffed, name it
+    options: tuple[Option, ...] = ()  # what `--option NAME=VALUE` may give its decoder
 
 
-FORMATS: dict[str, Format] = {
-    f.name: f
-    for f in (
-        Format(
-            "tarmac", "Arm Tarmac text traces (Fast Models, RTL, cycle models, gem5)",
-            "tarmac.decoder:TarmacDecoder", tarmac_sniff.sniff,
-        ),
-        Format(
-            "armulator", "ARMulator Tracer output (ARM ADS/SDT): I, M/B, R and E lines",
-            "armulator:ArmulatorDecoder", armulator.sniff,
-        ),
-        Format(
-            "etmv3", "Arm ETMv3 trace: CoreSight snapshots (snapshot.ini) and trace buffers",
-            "etmv3.decoder:Etmv3Decoder", etmv3_sniff.sniff,
-        ),
-        Format(
-            "xscale", "Intel XScale trace buffers (raw, text, OpenOCD xscale dump_trace); needs --image",
-            "xscale.decoder:XscaleDecoder", xscale_sniff.sniff,
-        ),
-        Format(
-            "leon-itb", "LEON3/4 (GR740) instruction trace buffer, raw 16-byte lines (DUMP.json)",
-            "leon.decoder:LeonItbDecoder",
-        ),
-        Format(
-            "leon-ahb", "GR740 AHB trace buffer, raw 16-byte lines (settings in DUMP.json)",
-            "leon.decoder:LeonAhbDecoder",
-        ),
-        Format(
-            "leon-text", "LEON/GR740 trace buffer lines as four hex words, with # leon-trace headers",
-            "leon.decoder:LeonTextDecoder", leon_buffers.text_score,
-        ),
-    )
-}  # fmt: skip
+FORMATS: dict[str, Format] = registry(
+    Format(
+        "tarmac", "Arm Tarmac text traces (Fast Models, RTL, cycle models, gem5)",
+        "cputrace.formats.tarmac.decoder:TarmacDecoder", tarmac_sniff.sniff, tarmac_options.OPTIONS,
+    ),
+    Format(
+        "armulator", "ARMulator Tracer output (ARM ADS/SDT): I, M/B, R and E lines",
+        "cputrace.formats.armulator:ArmulatorDecoder", armulator.sniff,
+    ),
+    Format(
+        "etmv3", "Arm ETMv3 trace: CoreSight snapshots (snapshot.ini) and trace buffers",
+        "cputrace.formats.etmv3.decoder:Etmv3Decoder", etmv3_sniff.sniff, etmv3_options.OPTIONS,
+    ),
+    Format(
+        "xscale", "Intel XScale trace buffers (raw, text, OpenOCD xscale dump_trace); needs --image",
+        "cputrace.formats.xscale.decoder:XscaleDecoder", xscale_sniff.sniff, xscale_options.OPTIONS,
+    ),
+    Format(
+        "leon-itb", "LEON3/4 (GR740) instruction trace buffer, raw 16-byte lines (DUMP.json)",
+        "cputrace.formats.leon.decoder:LeonItbDecoder", None, leon_options.OPTIONS,
+    ),
+    Format(
+        "leon-ahb", "GR740 AHB trace buffer, raw 16-byte lines (settings in DUMP.json)",
+        "cputrace.formats.leon.decoder:LeonAhbDecoder", None, leon_options.OPTIONS,
+    ),
+    Format(
+        "leon-text", "LEON/GR740 trace buffer lines as four hex words, with # leon-trace headers",
+        "cputrace.formats.leon.decoder:LeonTextDecoder", leon_buffers.text_score, leon_options.OPTIONS,
+    ),
+)  # fmt: skip
 
 SNIFF_THRESHOLD = 30
 
@@ -73,8 +76,7 @@ def get_decoder(name: str) -> Decoder:
         known = ", ".join(sorted(FORMATS))
         raise KeyError(f"unknown format {name!r} (known: {known})")
     if name not in _loaded:
-        module, cls = FORMATS[name].decoder.split(":")
-        _loaded[name] = getattr(importlib.import_module(f"{__name__}.{module}"), cls)()
+        _loaded[name] = FORMATS[name].load()()
     return _loaded[name]
 
 
@@ -93,4 +95,30 @@ def sniff(head: bytes, path: str) -> Decoder:
     return get_decoder(best)
 
 
-__all__ = ["FORMATS", "Batch", "DecodeContext", "Decoder", "Format", "get_decoder", "sniff"]
+def check_options(options: Mapping[str, Any], formats: Collection[str]) -> dict[str, Any]:
+    """`options` as the decoders of `formats` take them, each value read by its `Option` (None:
+    not given). A key none of these formats takes, or a value its option cannot take, is bad
+    usage (UsageError) naming what is allowed: checked before anything is decoded."""
+    declared = {option.name: option for name in formats for option in FORMATS[name].options}
+    checked = {}
+    for key, value in options.items():
+        if key not in declared:
+            raise UsageError(_unknown_option(key, formats, declared))
+        if value is not None:
+            checked[key] = declared[key].parse(value)
+    return checked
+
+
+def _unknown_option(key: str, formats: Collection[str], declared: Mapping[str, Option]) -> str:
+    which = f"format{'s' if len(formats) > 1 else ''} {', '.join(sorted(formats))}"
+    takes = f"options {', '.join(declared)} (`cputrace formats` describes them)" if declared else "no options"
+    said = f"{which} take{'' if len(formats) > 1 else 's'} {takes}"
+    if key == "images":
+        said += "; a program image is given with --image PATH (in Python: ingest(..., images=[PATH]))"
+    return f"unknown option {key!r}: {said}"
+
+
+__all__ = [
+    "FORMATS", "Batch", "DecodeContext", "Decoder", "Format", "Option",
+    "check_options", "get_decoder", "sniff",
+]  # fmt: skip

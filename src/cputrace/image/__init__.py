@@ -7,7 +7,7 @@ from .ihex import load_ihex
 from .memory import Image, Region
 from .raw import load_raw
 from .sourcelines import LineTable
-from .spec import load_image_spec, parse_image_spec, sniff_image
+from .spec import load_image_spec, load_image_specs, parse_image_spec, sniff_image
 from .srec import load_srec
 from .symbols import Binding, StateRange, Symbol, SymbolKind, SymbolTable
 
@@ -26,6 +26,7 @@ __all__ = [
     "load_elf",
     "load_ihex",
     "load_image_spec",
+    "load_image_specs",
     "load_raw",
     "load_srec",
     "parse_image_spec",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from .elf import load_elf
@@ -63,3 +65,9 @@ def load_image_spec(spec: str) -> Image:
             f"as {path}@0xADDRESS"
         )
     return load_raw(path, address)
+
+
+def load_image_specs(specs: Iterable[str | os.PathLike[str]]) -> Image | None:
+    """The images `specs` name (`PATH[@ADDR]` each), merged into one; None when there are none."""
+    images = [load_image_spec(str(spec)) for spec in specs]
+    return Image.merge(images) if images else None

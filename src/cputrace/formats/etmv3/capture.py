@@ -27,12 +27,12 @@ from ...coresight.snapshot import SNAPSHOT_INI, Device, Snapshot, read_snapshot
 from ...coresight.sniff import is_snapshot_ini, sniff_layout
 from ...errors import CputraceError, UsageError
 from ...inputs import InputFile, read_exactly
-from .config import TRACE_IDS, EtmConfig, bare_buffer_settings, source_option
+from .config import EtmConfig, bare_buffer_settings
+from .options import BARE_BUFFER_OPTIONS, SOURCE, TRACE_IDS
 from .packets import PacketDecoder, Packets
 
 CHUNK_BYTES = 4 << 20
 ETMV3_PROTOCOL = "ETM3"
-REGISTER_OPTIONS = ("etm_config", "etmcr", "etmidr", "etmccer", "buffer_format")
 
 
 @dataclass(frozen=True)
@@ -74,11 +74,11 @@ def open_captures(path: str | os.PathLike[str], options: Mapping[str, Any] | Non
     """The captures of a snapshot or a bare buffer, narrowed to options["source"] if given."""
     options = options or {}
     if is_snapshot(path):
-        given = [name for name in REGISTER_OPTIONS if options.get(name) is not None]
+        given = [option.name for option in BARE_BUFFER_OPTIONS if options.get(option.name) is not None]
         if given:
             dropped = ", ".join(f"option {name}" for name in given)
             raise UsageError(f"{path}: a snapshot gives the ETM registers; {dropped}: bare buffers only")
-        return _snapshot_captures(read_snapshot(path), source_option(options))
+        return _snapshot_captures(read_snapshot(path), SOURCE.read(options))
     return [_bare_capture(Path(path), options)]
 
 

@@ -30,14 +30,13 @@ from ...coresight.ini import read_ini_sections
 from ...coresight.snapshot import Device
 from ...coresight.sniff import LAYOUTS
 from ...errors import CputraceError, TraceFormatError
-from ...image.files import names_a_file
-from ..base import option_choice, option_error, option_number
+from ..base import Option, parse_int
+from .options import BUFFER_FORMAT, ETM_CONFIG, ETMCCER, ETMCR, ETMIDR, SOURCE, TRACE_IDS
 
 DEFAULT_ETMIDR = 0x4100F250
 DEFAULT_ETMCCER = 0x10000000
 ETMV3_MAJOR = 2  # ETMIDR bits 11:8 hold the major version minus one
 MAX_REGISTER = 0xFFFFFFFF  # the ETM's registers are 32 bits
-TRACE_IDS = range(0x01, 0x70)  # 0x00 is the null source, 0x70-0x7F are reserved
 
 # Positions in the configuration array handed to the compiled packet decoder.
 (
@@ -51,7 +50,6 @@ _FILE_KEYS = frozenset({*_REGISTER_KEYS, "trace_id", "etmtraceidr", "format", "c
 
 ETMV3_ID = f"an ETMv3 ETMIDR (major version field, bits 11:8, {ETMV3_MAJOR}; PTM, ETMv4 need other decoders)"
 """What an ETMIDR must be for this decoder, as error messages say it."""
-_TRACE_ID = f"a trace ID from 0x{TRACE_IDS[0]:02X} to 0x{TRACE_IDS[-1]:02X}"
 _REGISTER = f"a 32-bit register value (0 to 0x{MAX_REGISTER:X})"
 
 
@@ -207,36 +205,11 @@ class BareBufferSettings:
     config_file: str | None = None  # the file `etm_config` named, if any (for messages)
 
 
-def source_option(options: Mapping[str, Any]) -> int | None:
-    """The `source` option: the trace ID of the one source to decode (None: every source)."""
-    trace_id = option_number(options, "source")
-    if trace_id is not None and trace_id not in TRACE_IDS:
-        raise option_error("source", options["source"], _TRACE_ID)
-    return trace_id
-
-
-def _config_file_option(options: Mapping[str, Any]) -> Path | None:
-    """The file the `etm_config` option names (checked to be one), or None."""
-    value = options.get("etm_config")
-    if value is None:
-        return None
-    path = Path(str(value))
-    if not str(value) or not names_a_file(path):
-        raise option_error("etm_config", value, "an ETM configuration file (ini or JSON)")
-    return path
-
-
 def _file_number(path: Path, key: str, value: Any, allowed: range, expected: str) -> int:
     """A number from a configuration file (an int, or text in any base Python reads), within
     `allowed`: else an error naming the file and the key."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        number = value
-    else:
-        try:
-            number = int(str(value).strip(), 0)
-        except ValueError:  # not a number, or one of over 4,300 digits
-            raise TraceFormatError(str(path), key, expected, str(value)) from None
-    if number not in allowed:
+    number = parse_int(value)
+    if number is None or number not in allowed:
         raise TraceFormatError(str(path), key, expected, str(value))
     return number
 
@@ -279,34 +252,35 @@ def bare_buffer_settings(buffer: str | os.PathLike[str], options: Mapping[str, A
     Each value is checked as it is read and an error names it as the user wrote it: a bad
     option is bad usage (UsageError, naming the option), a bad file value bad input (naming
     the file and the key)."""
-    config_file = _config_file_option(options)
+    config_file = ETM_CONFIG.read(options)
     from_file = read_config_file(config_file) if config_file else {}
 
-    def register(key: str, default: int | None) -> int | None:
+    def register(option: Option, default: int | None) -> int | None:
+        key = option.name
         if options.get(key) is not None:
-            return option_number(options, key, bits=32)
+            return option.read(options)
         if config_file is not None and from_file.get(key) is not None:
             return _file_number(config_file, key, from_file[key], range(MAX_REGISTER + 1), _REGISTER)
         return default
 
-    etmcr = register("etmcr", None)
+    etmcr = register(ETMCR, None)
     if etmcr is None:
         raise CputraceError(
             f"{buffer}: a bare ETMv3 buffer needs the ETM's registers: give --etmcr (and --etmidr, "
             "--etmccer) or --etm-config FILE, or ingest the snapshot.ini that describes it"
         )
-    etmidr = register("etmidr", DEFAULT_ETMIDR)
+    etmidr = register(ETMIDR, DEFAULT_ETMIDR)
     if not is_etmv3(etmidr):
         if options.get("etmidr") is not None:
-            raise option_error("etmidr", options["etmidr"], ETMV3_ID)
+            raise ETMIDR.error(options["etmidr"], ETMV3_ID)
         raise TraceFormatError(str(config_file), "etmidr", ETMV3_ID, str(from_file["etmidr"]))
-    layout = option_choice(options, "buffer_format", LAYOUTS, None)
+    layout = BUFFER_FORMAT.read(options)
     if layout is None and config_file is not None and from_file.get("format") is not None:
         layout = str(from_file["format"]).strip().lower()
         if layout not in LAYOUTS:
             raise TraceFormatError(str(config_file), "format", f"one of {', '.join(LAYOUTS)}", layout)
     config = EtmConfig(
-        etmcr, etmidr, register("etmccer", DEFAULT_ETMCCER), _trace_id(options, config_file, from_file),
+        etmcr, etmidr, register(ETMCCER, DEFAULT_ETMCCER), _trace_id(options, config_file, from_file),
         None if from_file.get("core") is None else str(from_file["core"]),
     )  # fmt: skip
     return BareBufferSettings(config, layout, None if config_file is None else str(config_file))
@@ -315,11 +289,11 @@ def bare_buffer_settings(buffer: str | os.PathLike[str], options: Mapping[str, A
 def _trace_id(options: Mapping[str, Any], config_file: Path | None, from_file: dict[str, Any]) -> int | None:
     """The trace ID to decode: the `source` option, else the file's trace_id (or the ID field,
     bits 6:0, of its ETMTRACEIDR register); None: every source."""
-    trace_id = source_option(options)
+    trace_id = SOURCE.read(options)
     if trace_id is not None or config_file is None:
         return trace_id
     if from_file.get("trace_id") is not None:
-        return _file_number(config_file, "trace_id", from_file["trace_id"], TRACE_IDS, _TRACE_ID)
+        return _file_number(config_file, "trace_id", from_file["trace_id"], TRACE_IDS, SOURCE.values)
     if from_file.get("etmtraceidr") is not None:
         register = _file_number(config_file, "etmtraceidr", from_file["etmtraceidr"], range(MAX_REGISTER + 1),
                                 _REGISTER)  # fmt: skip

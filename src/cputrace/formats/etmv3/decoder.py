@@ -81,7 +81,7 @@ def _program(
     source traces no instructions: it walks nothing, and needs no image."""
     if etm.config.data_only:
         return Program(Image())
-    given = ctx.image()
+    given = ctx.image
     key: object = "given" if given is not None else _dumps_of(etm)
     if key not in programs:
         programs[key] = Program(given if given is not None else _core_memory(capture, etm))

@@ -24,7 +24,7 @@ import numpy as np
 
 from ...errors import TraceFormatError
 from ...inputs import InputFile, read_exactly
-from ..base import DecodeContext, option_error, option_number
+from ..base import DecodeContext
 
 LINE_BYTES = 16
 MAX_BUFFER_BYTES = 64 << 20
@@ -37,7 +37,7 @@ MAX_CONTROL = 0xFFFFFFFF  # a 32-bit DSU register
 TEXT_MAGIC = b"# leon-trace"
 _WORDS = re.compile(rb"\s*([0-9a-fA-F]{8})\s+([0-9a-fA-F]{8})\s+([0-9a-fA-F]{8})\s+([0-9a-fA-F]{8})\s*")
 _LINE = "four 8-digit hex words (or a # header line)"
-_EXPECTED = {
+EXPECTED = {
     "cpu": f"a CPU number from 0 to {MAX_CPU}",
     "control": f"a 32-bit control register value (0 to 0x{MAX_CONTROL:x})",
 }
@@ -87,26 +87,12 @@ def _settings(found: dict[str, Any], base: dict[str, Any], path: str, where: str
             name = "control" if key == "itbc0" else key
             number = _number(value, name)
             if number is None:
-                raise TraceFormatError(path, at, _EXPECTED[name], str(value))
+                raise TraceFormatError(path, at, EXPECTED[name], str(value))
             settings[name] = number
     return settings
 
 
-def option_settings(options: dict[str, Any]) -> dict[str, Any]:
-    """The settings given to the ingest itself (`--option itbc0=... cpu=...`, or the Python API)."""
-    settings = dict(_DEFAULTS)
-    for name, key in (("itbc0", "control"), ("cpu", "cpu")):
-        number = option_number(options, name)
-        if number is None:
-            continue
-        if not 0 <= number <= _LIMITS[key]:
-            raise option_error(name, options[name], _EXPECTED[key])
-        settings[key] = number
-    return settings
-
-
 _SETTINGS_FILE = f"a JSON object of trace buffer settings (at most {MAX_SETTINGS_BYTES >> 20} MiB)"
-_DEFAULTS: dict[str, Any] = {"kind": "itb", "cpu": 0, "control": None}
 
 
 def sidecar_settings(path: str, base: dict[str, Any]) -> dict[str, Any]:

@@ -12,9 +12,10 @@ from ...model import Flag
 from ...rowbuffer import RowBuffer
 from ..base import Batch, DecodeContext
 from .ahb import ahb_rows
-from .buffers import Buffer, option_settings, read_raw, read_text, sidecar_settings
+from .buffers import Buffer, read_raw, read_text, sidecar_settings
 from .filtered import Before, StraightCode, untraced_before
 from .itb import Anomalies, Traced, add_rows, fold, insn
+from .options import CPU, ITBC0
 from .timeorder import trace_filter
 
 CONTROL_FLOW_FILTER = 2
@@ -116,7 +117,7 @@ def _decode_itb(
 
 def _decode(buffers: list[Buffer], path: str, ctx: DecodeContext) -> Iterator[Batch]:
     tables = _Tables()
-    image = ctx.image()
+    image = ctx.image
     code = StraightCode(image) if image is not None else None
     for buffer in buffers:
         for line, text in buffer.unparsed:
@@ -129,12 +130,18 @@ def _decode(buffers: list[Buffer], path: str, ctx: DecodeContext) -> Iterator[Ba
     yield tables.batch()
 
 
+def _option_settings(ctx: DecodeContext) -> dict[str, Any]:
+    """The settings given to the ingest itself (`--option itbc0=... cpu=...`, or the Python API);
+    a dump's own settings override them."""
+    return {"kind": "itb", "cpu": ctx.option(CPU), "control": ctx.option(ITBC0)}
+
+
 class LeonItbDecoder:
     name: ClassVar[str] = "leon-itb"
     kind: ClassVar[str] = "itb"
 
     def decode(self, source: Any, ctx: DecodeContext) -> Iterator[Batch]:
-        settings = sidecar_settings(source.path, {**option_settings(ctx.options), "kind": self.kind})
+        settings = sidecar_settings(source.path, {**_option_settings(ctx), "kind": self.kind})
         yield from _decode([read_raw(source, settings)], source.path, ctx)
 
 
@@ -147,4 +154,4 @@ class LeonTextDecoder:
     name: ClassVar[str] = "leon-text"
 
     def decode(self, source: Any, ctx: DecodeContext) -> Iterator[Batch]:
-        yield from _decode(read_text(source, option_settings(ctx.options), ctx), source.path, ctx)
+        yield from _decode(read_text(source, _option_settings(ctx), ctx), source.path, ctx)

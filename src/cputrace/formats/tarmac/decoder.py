@@ -20,14 +20,13 @@ import pyarrow.compute as pc
 from ...inputs import InputFile, prefetched
 from ...model import ISA_NAMES, SCHEMAS, Flag, Isa
 from ...regnames import canonical_register
-from ..base import Batch, DecodeContext, option_choice
+from ..base import Batch, DecodeContext
 from .grammar import LineError, LineStamp, Rows, TarmacLineParser
+from .options import BYTE_ORDER, DEFAULT_ISA
 from .scan import KIND_LONG, KIND_SLOW, MEM_L, MEM_NS, MEM_T, MEM_X, TIME_UNITS, Scan, scan_chunk
 from .stitch import NO_SEQ, assign_seq, fill_forward, update_last_seq
 from .timescale import TimeScale
 
-DEFAULT_ISAS = ("A32", "T32", "A64", "SPARC")
-"""What the `default_isa` option may name: the ISA of instructions whose records name none."""
 _MEMORY_ATTRS = [
     " ".join(name for bit, name in ((MEM_X, "X"), (MEM_T, "T"), (MEM_L, "L"), (MEM_NS, "NS")) if code & bit)
     or None
@@ -51,7 +50,7 @@ class TarmacDecoder:
     name = "tarmac"
 
     def decode(self, source: InputFile, ctx: DecodeContext) -> Iterator[Batch]:
-        image = ctx.image()
+        image = ctx.image
         if image is None:
             yield from _flow_noted(self._records(source, ctx), source.path, ctx)
             return
@@ -62,7 +61,7 @@ class TarmacDecoder:
             yield flow.expand(batch)
 
     def _records(self, source: InputFile, ctx: DecodeContext) -> Iterator[Batch]:
-        default_isa = Isa[option_choice(ctx.options, "default_isa", DEFAULT_ISAS, "T32")]
+        default_isa = Isa[ctx.option(DEFAULT_ISA)]
         big_endian = _big_endian(ctx)
         parser = TarmacLineParser(default_isa, big_endian, TimeScale())
         assembler = _Assembler(source, ctx, parser, big_endian)
@@ -136,7 +135,7 @@ def _with_numbers(events: pa.Table, numbers: list[tuple[int, int | None]]) -> pa
 
 def _big_endian(ctx: DecodeContext) -> bool:
     """The `byte_order` option: `little` (default) or `big` (MR/MW values big-endian)."""
-    return option_choice(ctx.options, "byte_order", ("little", "big"), "little") == "big"
+    return ctx.option(BYTE_ORDER) == "big"
 
 
 class _Assembler:

@@ -28,7 +28,8 @@ from ...flow.program import Program
 from ...flow.walker import Walker
 from ...image import Image
 from ...model import SCHEMAS, Isa
-from ..base import Batch, DecodeContext, arm_vector_base, option_error, option_number
+from ..base import Batch, DecodeContext, arm_vector_base
+from .options import VBAR
 
 # A32/T32 exception numbers (Fast Models event table) -> vector offset, and whether an
 # instruction the walk can find (SVC, UDF, BKPT for a prefetch abort) raised it.
@@ -61,9 +62,9 @@ class BranchFlow:
         self.image = image
         self.program = Program(image)
         self.vector_base = arm_vector_base(ctx.options)
-        self.vbar = option_number(ctx.options, "vbar", bits=64)
+        self.vbar = ctx.option(VBAR)
         if self.vbar is not None and self.vbar % _VBAR_ALIGNMENT:
-            raise option_error("vbar", ctx.options["vbar"], "a 2 KiB-aligned address (VBAR bits 10:0 are 0)")
+            raise VBAR.error(f"{self.vbar:#x}", "a 2 KiB-aligned address (VBAR bits 10:0 are 0)")
         self.walkers: dict[int, Walker] = {}
         self.seq = 0  # the seq the next instruction of any core gets
         self.passed: int | None = None  # once a batch had instruction records: their seq offset

@@ -24,15 +24,16 @@ bytes newer than a problem: older ones cannot be lined up with them any more.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from ..base import DecodeContext, option_choice, option_number
+from ..base import DecodeContext
+from .options import XSCALE_CHKPT0, XSCALE_CHKPT1, XSCALE_INPUT, XSCALE_PC
 
 BUFFER_BYTES = 256
-ADDRESS_BITS = 32
 _OPENOCD_HEADER = 16
 _REGISTER = re.compile(rb"^\s*(chkpt0|chkpt1|pc)\s*[=:]\s*(?:0x)?([0-9a-f]{1,8})\s*$", re.IGNORECASE)
 _HEX_LINE = re.compile(rb"^[0-9a-f\s]*$", re.IGNORECASE)
@@ -43,7 +44,6 @@ _PRINTABLE = bytes(range(0x20, 0x7F)) + b"\t\n\r"
 MOSTLY = 0.75  # the share of well-formed lines or words that still says which form an input is
 _TEXT_EXPECTED = "hex bytes or chkpt0=/chkpt1=/pc= lines (hex, at most 8 digits)"
 _ENTRY_EXPECTED = "an entry word data | type << 16 (type 0 or 1)"
-FORMS = ("raw", "text", "openocd")
 
 
 @dataclass
@@ -108,10 +108,10 @@ def text_share(head: bytes) -> float:
     return (registers + sum(1 for line in lines if _is_hex_line(line))) / len(lines)
 
 
-def form_of(data: bytes, options: dict) -> str:
+def form_of(data: bytes, options: Mapping[str, Any]) -> str:
     """The form `xscale_input` names, or the one the bytes have: text when they are all
     printable (a raw buffer's branch messages are bytes from 0x80 up), raw when no form fits."""
-    form = option_choice(options, "xscale_input", FORMS, None)
+    form = XSCALE_INPUT.read(options)
     if form is None:
         head = data[:_HEAD_BYTES]
         if openocd_share(head) >= MOSTLY:
@@ -127,8 +127,9 @@ def read_buffers(data: bytes, path: str, ctx: DecodeContext) -> Iterator[TraceBu
     """The buffers of an input, and in lenient mode what was left out of them, in input order
     (as they are read: what is left out stays bounded). The register options are checked
     first, whatever the form (only a raw buffer uses them)."""
-    registers = {name: option_number(ctx.options, f"xscale_{name}", bits=ADDRESS_BITS)
-                 for name in ("chkpt0", "chkpt1", "pc")}  # fmt: skip
+    registers = {
+        "chkpt0": ctx.option(XSCALE_CHKPT0), "chkpt1": ctx.option(XSCALE_CHKPT1), "pc": ctx.option(XSCALE_PC)
+    }  # fmt: skip
     form = form_of(data, ctx.options)
     if form == "openocd":
         return read_openocd(data, path, ctx)

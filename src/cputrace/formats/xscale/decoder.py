@@ -27,7 +27,7 @@ class XscaleDecoder:
     name: ClassVar[str] = "xscale"
 
     def decode(self, source: InputFile, ctx: DecodeContext) -> Iterator[Batch]:
-        image = ctx.image()
+        image = ctx.image
         if image is None:
             raise CputraceError(
                 f"{source.path}: an XScale trace buffer holds only instruction counts and branch addresses; "
