@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..analysis.calls import Method
+from ..analysis.calls.log import Method
 from ..analysis.stream import WHOLE_TRACE, Window
 from ..image import Image
 from ..trace import Trace
