@@ -621,8 +621,8 @@ class Follower(Protocol):
 class CallDetector:
     """Call detection fed step by step, each core's log handed to every follower.
 
-    `by_registers` names the cores that use the register rule under Method.AUTO
-    (`for_trace` finds them); the other cores use ISA semantics.
+    `by_registers` names the cores that use the register rule under Method.AUTO (`detect` finds
+    them); the other cores use ISA semantics.
     """
 
     def __init__(
@@ -640,25 +640,6 @@ class CallDetector:
         self.fact_codes = facts.FactCodes(image)
         self.detectors: dict[int, CoreDetector] = {}
         self.before: dict[int, RegistersBefore] = {}
-
-    @classmethod
-    def for_trace(
-        cls,
-        trace: Trace,
-        followers: Sequence[Follower],
-        window: Window = WHOLE_TRACE,
-        method: Method = Method.AUTO,
-        image: Image | None = None,
-        cpus: Iterable[int] | None = None,
-    ) -> CallDetector:
-        caution.check_image(trace, image)
-        if Method(method) is Method.REGISTERS:
-            _warn_without_registers(trace, window, cpus)
-        registers = cores_with_registers(trace, window) if Method(method) is Method.AUTO else ()
-        detector = cls(followers, method, image, cpus, registers)
-        if window.start is not None and detector.needs_registers:
-            detector.before = registers_before(trace, window.start)
-        return detector
 
     @property
     def needs_registers(self) -> bool:
@@ -701,8 +682,17 @@ def detect(
 ) -> Iterator[Step]:
     """Detect the calls of every core (or those in `cpus`) in the window, handing each log to the
     followers; yields each step of the window once detection has seen it, so other passes can
-    share the reading. The final logs follow the last step."""
-    detector = CallDetector.for_trace(trace, followers, window, method, image, cpus)
+    share the reading. The final logs follow the last step.
+
+    Under Method.AUTO, the cores whose trace records lr and sp writes use the register rule.
+    """
+    caution.check_image(trace, image)
+    if Method(method) is Method.REGISTERS:
+        _warn_without_registers(trace, window, cpus)
+    registers = cores_with_registers(trace, window) if Method(method) is Method.AUTO else ()
+    detector = CallDetector(followers, method, image, cpus, registers)
+    if window.start is not None and detector.needs_registers:
+        detector.before = registers_before(trace, window.start)
     for step in walk(trace, window, registers=detector.needs_registers):
         detector.feed(step)
         yield step

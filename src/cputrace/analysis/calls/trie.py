@@ -163,14 +163,18 @@ def _unlink(nodes, node):
         nodes[after].prev = before
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _take_row(table, free, used):
+    """A row of `table`: the head of its free list (`free`, linked through the rows' `next`), else
+    row `used`, the first never used. Returns (row, new free head, new rows used)."""
+    if free >= 0:
+        return free, table[free].next, used
+    return used, free, used + 1
+
+
 @numba.njit(cache=True, nogil=True)
 def _new_node(nodes, cs, parent, edge, marker):
-    node = cs.free
-    if node >= 0:
-        cs.free = nodes[node].next
-    else:
-        node = cs.nodes
-        cs.nodes = node + 1
+    node, cs.free, cs.nodes = _take_row(nodes, cs.free, cs.nodes)
     cs.live_nodes += 1
     n = nodes[node]
     n.edge = edge
@@ -267,12 +271,7 @@ def charge(trie, charges, cs, node, pc, count, time):
     if row >= 0:
         slot = charges.acc_table[row, 2]
     else:
-        slot = cs.acc_free
-        if slot >= 0:
-            cs.acc_free = acc[slot].next
-        else:
-            slot = cs.acc
-            cs.acc = slot + 1
+        slot, cs.acc_free, cs.acc = _take_row(acc, cs.acc_free, cs.acc)
         cs.live_acc += 1
         acc[slot].node = node
         acc[slot].pc = pc
