@@ -69,8 +69,6 @@ class _CoreSums:
         cs = self.counters[0]
         for counter in ("free", "acc_free", "root", "prev_node"):
             cs[counter] = -1
-        self.count = 0
-        self.root_time = 0
 
     def _trie(self) -> Trie:
         tables = (self.children, self.child_counts, self.edges, self.edge_counts)

@@ -32,7 +32,7 @@ from ..stream import WHOLE_TRACE, Window
 from .detect import detect, grown
 from .log import NO_SITE, SITE, CallLog, Method
 from .nesting import CLOSED, NESTED, Nesting
-from .tables import FRAME_SCHEMA, SITE_FIELDS, SITES, SPILL_SCHEMA, frame_columns
+from .tables import FRAME_SCHEMA, SITES, SPILL_SCHEMA, frame_columns
 
 SPILLED = np.dtype(
     [("cpu", "<i8"), ("entry_idx", "<i8"), ("end_idx", "<i8"), *((site, SITE) for site in SITES)]
@@ -65,16 +65,29 @@ class CoreRun:
     last: np.ndarray
 
 
+@numba.njit(cache=True, nogil=True)
+def _fill_ended(cpu, calls, ends, rows):
+    for i in range(len(ends)):
+        end, call, row = ends[i], calls[ends[i].call], rows[i]
+        row.cpu = cpu
+        row.entry_idx = call.entry_index
+        row.end_idx = end.end_index
+        row.call = call.call
+        row.entry = call.entry
+        row.exit = end.exit
+        row.resume = end.resume
+
+
+def _as_columns(rows: np.ndarray) -> np.ndarray:
+    """SPILLED rows as an (n, fields) int64 array: every field (the sites' too) is an int64, laid
+    out in SPILL_SCHEMA's column order."""
+    return rows.view(np.int64).reshape(len(rows), len(SPILL_SCHEMA))
+
+
 def ended_frames(log: CallLog) -> np.ndarray:
     """The calls a log ended, as SPILLED rows."""
-    ends = log.ends
-    calls = log.calls[ends["call"]]
-    rows = np.empty(len(ends), SPILLED)
-    rows["cpu"] = log.cpu
-    rows["entry_idx"] = calls["entry_index"]
-    rows["end_idx"] = ends["end_index"]
-    rows["call"], rows["entry"] = calls["call"], calls["entry"]
-    rows["exit"], rows["resume"] = ends["exit"], ends["resume"]
+    rows = np.empty(len(log.ends), SPILLED)
+    _fill_ended(log.cpu, log.calls, log.ends, rows)
     return rows
 
 
@@ -110,10 +123,8 @@ class FrameSpill:
     def _flush(self) -> None:
         if self._parts:
             rows = np.concatenate(self._parts)
-            columns = [rows["cpu"], rows["entry_idx"], rows["end_idx"]]
-            columns += [rows[site][name] for site in SITES for name in SITE_FIELDS]
-            columns = [np.ascontiguousarray(column) for column in columns]
-            self._writer.write_table(pa.table(columns, schema=SPILL_SCHEMA))
+            columns = np.ascontiguousarray(_as_columns(rows).T)
+            self._writer.write_table(pa.table(list(columns), schema=SPILL_SCHEMA))
             self._parts, self._held = [], 0
 
     def stream(self, image: Image | None) -> FrameStream:
@@ -231,24 +242,21 @@ class FrameStream:
         self, core: CoreRun, nesting: Nesting, batch: pa.RecordBatch | pa.Table, final: bool = False
     ) -> FrameBlock:
         first_id = nesting.next_id
-        columns = dict(zip(batch.schema.names, (column.to_numpy() for column in batch.columns), strict=True))
-        sites = {}
-        for site in SITES:
-            values = sites[site] = np.empty(batch.num_rows, SITE)
-            for name in SITE_FIELDS:
-                values[name] = columns[f"{site}_{name}"]
+        columns = np.column_stack([column.to_numpy() for column in batch.columns])  # as _as_columns gave
+        spilled = columns.view(SPILLED).ravel()
         frames = np.empty(batch.num_rows, NESTED)
-        frames["entry_index"] = columns["entry_idx"]
-        frames["end_index"] = columns["end_idx"]
-        frames["entry_time"] = sites["entry"]["time"]
-        frames["exit"], frames["resume"] = sites["exit"], sites["resume"]
-        frames["end_time"] = frame_end_times(sites["exit"], sites["resume"])
-        function = np.searchsorted(self.addresses, sites["entry"]["pc"].view(np.uint64))
+        frames["entry_index"] = spilled["entry_idx"]
+        frames["end_index"] = spilled["end_idx"]
+        frames["entry_time"] = spilled["entry"]["time"]
+        frames["exit"], frames["resume"] = spilled["exit"], spilled["resume"]
+        frames["end_time"] = frame_end_times(spilled["exit"], spilled["resume"])
+        function = np.searchsorted(self.addresses, spilled["entry"]["pc"].view(np.uint64))
         frames["function"] = function
         closed = nesting.nest(frames, final)
-        sites["exit"], sites["resume"] = frames["exit"], frames["resume"]
-        index = frames["entry_index"]
+        sites = {"call": spilled["call"], "entry": spilled["entry"], "exit": frames["exit"],
+                 "resume": frames["resume"]}  # fmt: skip
         entry_time = sites["entry"]["time"]
+        index = frames["entry_index"]
         ids = np.arange(first_id, first_id + len(frames))
         return FrameBlock(
             core.cpu, ids, frames["parent"], frames["depth"], function, index, frames["end_index"] - index,

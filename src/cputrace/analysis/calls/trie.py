@@ -127,7 +127,7 @@ class Opened(NamedTuple):
     info: np.ndarray  # OPEN_CALL per CALL row
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _edge(trie, cs, function, site):
     """The EDGE row of (function, call site), numbered on first sight."""
     row = pairtable.find(trie.edges, function, site)
@@ -202,7 +202,7 @@ def _free_node(nodes, cs, node):
     cs.live_nodes -= 1
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _context(trie, cs, parent, edge):
     """The (real) child context of `parent` for `edge`, made on first use."""
     row = pairtable.find(trie.children, parent, edge)
@@ -301,7 +301,7 @@ def _hand_on(trie, charges, cs, marker, target):
     trie.nodes[marker].own = -1
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _top(opened, cs):
     """The innermost open node: the latest open call that is still undecided, or the root."""
     chain, info = opened.chain, opened.info
@@ -323,7 +323,7 @@ def _fits(table, counts, more):
     return True
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _room(trie, charges, opened, cs, spare):
     """Whether every array has room for one more event, merges included, or `spare` instructions."""
     live = cs.live_nodes + 2
@@ -380,7 +380,7 @@ def fold_log(fold, trie, charges, opened, counters):
         cs.pos = position + 1
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _event(fold, kind, ref, trie, charges, opened, cs):
     nodes, chain, info = trie.nodes, opened.chain, opened.info
     if kind == OPENED:
