@@ -44,7 +44,9 @@ TIMED_FRAME = np.dtype(
 )
 """A frame on a clock: starting `at`, ending at `end`; its function and instruction indexes."""
 
-TIMELINE_EVENT = np.dtype([("opens", "?"), *((name, TIMED_FRAME[name]) for name in TIMED_FRAME.names)])
+TIMELINE_EVENT = np.dtype(
+    [("opens", "?"), *((name, TIMED_FRAME[name]) for name in TIMED_FRAME.names)], align=True
+)
 """A frame opening (at its start) or closing (`at` its end)."""
 
 _BLOCK = 1 << 16  # frames per block read back

@@ -28,7 +28,8 @@ NESTED = np.dtype(
         ("parent", "<i8"),  # found: the parent's id (-1 for the outermost frame), depth, recursion
         ("depth", "<i4"),
         ("recursive", "?"),
-    ]
+    ],
+    align=True,  # padded to whole int64s, so that the int64 fields of every record are aligned
 )
 """One frame of a block."""
 
