@@ -20,7 +20,7 @@ import test_calls
 from elftools.elf.elffile import ELFFile
 
 import cputrace
-from cputrace.analysis.calls import Method
+from cputrace.analysis.calls.log import Method
 from cputrace.export.registry import EXPORTERS, ExportRequest
 from cputrace.image import load_elf
 from cputrace.ingest import ingest

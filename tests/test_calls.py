@@ -15,14 +15,15 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+from calltree_oracle import CallTree, Collector, build_tree
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from paths import DATA, shared
 
 import cputrace
-from cputrace.analysis.calls import CallDetector, Method, detect_calls, register_code
-from cputrace.analysis.calltree import CallTree
+from cputrace.analysis.calls.detect import CallDetector, register_code
+from cputrace.analysis.calls.log import Method
 from cputrace.cli import cli
 from cputrace.image import load_elf
 from cputrace.model import Isa
@@ -58,7 +59,7 @@ def stores(tmp_path_factory: pytest.TempPathFactory):
 
 def build(trace: cputrace.Trace, elf: str | None = None, method: Method = Method.AUTO, **kw) -> CallTree:
     symbols = load_elf(IMAGES / elf).symbols if elf else None
-    return CallTree.build(detect_calls(trace, method=method, **kw), symbols)
+    return build_tree(trace, method=method, symbols=symbols, **kw)
 
 
 def _site(row: dict, site: str) -> str:
@@ -194,9 +195,9 @@ def test_an_image_of_another_architecture_is_warned(stores, caplog):
     """quicksort ran A64 (its manifest); a 32-bit Arm image cannot be its program."""
     trace = stores(*TTU, "tests", "quicksort.tarmac")
     assert trace.manifest["isas"] == ["A64"]
-    detect_calls(trace, image=load_elf(IMAGES / "quicksort.elf"))
+    build_tree(trace, image=load_elf(IMAGES / "quicksort.elf"))
     assert _warnings(caplog) == []
-    detect_calls(trace, image=load_elf(IMAGES / "calculator-aarch32.elf"))
+    build_tree(trace, image=load_elf(IMAGES / "calculator-aarch32.elf"))
     (warning,) = _warnings(caplog)
     assert warning == (
         "warning: the image holds 32-bit Arm code (A32/T32) but the trace ran A64: "
@@ -277,7 +278,7 @@ def test_sparc_calls_from_instruction_semantics(tmp_path):
     source.write_text(enc.text(dump, kind="itb", cpu=0, itbc0=pointer))
     trace = cputrace.open(cputrace.ingest([source], tmp_path / "itb.ctrace").store)
     image = load_elf(elf)
-    tree = CallTree.build(detect_calls(trace, image=image), image.symbols)
+    tree = build_tree(trace, image=image, symbols=image.symbols)
     assert tree.methods == {0: Method.ISA}
     calls = (
         trace.sql("SELECT pc FROM instructions WHERE executed AND opcode >> 30 = 1").column("pc").to_pylist()
@@ -353,10 +354,12 @@ def random_calls(draw) -> tuple[list[int], list[tuple[int, int, int]]]:
 
 
 def fed(
-    pcs: list[int], writes: list[tuple[int, int, int]], cuts: list[int], method: Method, follow=None
-) -> CallDetector:
-    """A detector fed a (random) execution in chunks cut at `cuts`; writes are (seq, 0 lr / 1 sp, value)."""
-    detector = CallDetector(method, follow=follow)
+    pcs: list[int], writes: list[tuple[int, int, int]], cuts: list[int], method: Method, follower=None
+) -> Collector:
+    """A detector fed a (random) execution in chunks cut at `cuts` to its end (writes are (seq, 0 lr /
+    1 sp, value)), followed by `follower` and by the collector returned."""
+    collector = Collector()
+    detector = CallDetector([collector] if follower is None else [collector, follower], method)
     n = len(pcs)
     bounds = sorted({0, n, *(c % (n + 1) for c in cuts)})
     seq = np.arange(n, dtype=np.int64)
@@ -377,13 +380,14 @@ def fed(
             "value": pa.array([w[2] for w in rows], pa.uint64()),
         })  # fmt: skip
         detector.feed(Step({0: chunk}, registers))
-    return detector
+    detector.finish()
+    return collector
 
 
 def _detect(
     pcs: list[int], writes: list[tuple[int, int, int]], cuts: list[int], method: Method
 ) -> list[dict]:
-    return CallTree.build(fed(pcs, writes, cuts, method).finish()).frames.to_pylist()
+    return fed(pcs, writes, cuts, method).tree().frames.to_pylist()
 
 
 @settings(max_examples=60, deadline=None)

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import pytest
 import test_calls
+from calltree_oracle import CallTree
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_calls import CALCULATORS, IMAGES, TTU, build
 
-from cputrace.analysis.calls import Method
-from cputrace.analysis.callsums import CallSums, CallSumsCollector
-from cputrace.analysis.calltree import CallTree
-from cputrace.analysis.costs import call_edges, self_costs
+from cputrace.analysis.calls.contexts import CallSums, CallSumsCollector
+from cputrace.analysis.calls.log import Method
 from cputrace.image import load_elf
 
 stores = test_calls.stores  # the session fixture of ingested shared traces
@@ -89,15 +88,16 @@ def _crossing_stream(draw) -> tuple[list[int], list[tuple[int, int, int]]]:
 def test_sums_are_the_call_trees_whatever_the_chunks(data):
     pcs, writes = _crossing_stream(data.draw)
     cuts = data.draw(st.lists(st.integers(0, 400), max_size=6))
-    tree = CallTree.build(test_calls.fed(pcs, writes, [], Method.REGISTERS).finish())
+    tree = test_calls.fed(pcs, writes, [], Method.REGISTERS).tree()
     collector = CallSumsCollector(self_costs=True)
-    sums = collector.finish(test_calls.fed(pcs, writes, cuts, Method.REGISTERS, collector.follow), None)
+    test_calls.fed(pcs, writes, cuts, Method.REGISTERS, collector)
+    sums = collector.finish(None)
     assert sums.functions() == tree.functions()
     assert _stacks(sums, "insns") == _stacks(tree, "insns")
     assert _stacks(sums, "time") == _stacks(tree, "time")
-    edges = call_edges(sums)
+    edges = sums.call_edges()
     assert [tuple(row.values()) for row in edges.to_pylist()] == _expected_edges(tree)
-    costs = {(r["function"], r["pc"]): (r["count"], r["time"]) for r in self_costs(sums).to_pylist()}
+    costs = {(r["function"], r["pc"]): (r["count"], r["time"]) for r in sums.self_costs().to_pylist()}
     assert costs == _expected_self_costs(tree, pcs, [10 * i for i in range(len(pcs))])
 
 
@@ -111,11 +111,11 @@ def test_sums_of_real_traces(stores, name, method):
     assert sums.methods == tree.methods
     functions = tree.functions()
     assert sums.functions() == functions
-    costs = self_costs(sums).group_by("function").aggregate([("count", "sum")])
+    costs = sums.self_costs().group_by("function").aggregate([("count", "sum")])
     charged = dict(zip(*costs.select(["function", "count_sum"]).to_pydict().values(), strict=True))
     own = dict(zip(*functions.select(["address", "insns_self"]).to_pydict().values(), strict=True))
     assert charged == own  # every instruction charged once, to the function whose self cost it is
     assert _stacks(sums, "insns") == _stacks(tree, "insns")
     assert _stacks(sums, "time") == _stacks(tree, "time")
-    edges = call_edges(sums)
+    edges = sums.call_edges()
     assert [tuple(row.values()) for row in edges.to_pylist()] == _expected_edges(tree)

@@ -19,8 +19,8 @@ from numba.core import event
 from rich.console import Console
 
 import cputrace
-from cputrace.analysis.calls import Method
-from cputrace.analysis.callsums import CallSums
+from cputrace.analysis.calls.contexts import CallSums
+from cputrace.analysis.calls.log import Method
 from cputrace.cli import cli, exits
 from cputrace.cli.compiling import compile_notice, part_of
 from cputrace.errors import TraceFormatError
@@ -161,7 +161,7 @@ def test_progress_bar_on_a_terminal_only(quicksort, tmp_path, args):
 def test_parts_named_for_compilation():
     assert part_of("cputrace.formats.tarmac.scan") == "the Tarmac decoder"
     assert part_of("cputrace.flow") == "the program-flow walk"
-    assert part_of("cputrace.analysis.callsums") == "call detection"
+    assert part_of("cputrace.analysis.calls.contexts") == "call detection"
     assert part_of("cputrace.export.tarmac") == "the Tarmac writer"
     assert part_of("cputrace.formats.tarmacish") == "cputrace"
     assert part_of("numba.np.arrayobj") is None

@@ -14,13 +14,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import test_calls
+from calltree_oracle import CallTree
 from click.testing import CliRunner
 from paths import DATA
 from test_calls import IMAGES, TTU, build, two_core_tarmac
 
 import cputrace
-from cputrace.analysis.calls import Method
-from cputrace.analysis.calltree import CallTree
+from cputrace.analysis.calls.log import Method
 from cputrace.cli import cli
 from cputrace.export.registry import EXPORTERS, ExportRequest
 from cputrace.image import load_elf

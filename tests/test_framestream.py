@@ -1,4 +1,4 @@
-"""Frames streamed from a sorted spill (framestream.py) are the in-memory call tree's, whatever
+"""Frames streamed from a sorted spill (analysis/calls/frames.py) are the in-memory call tree's, whatever
 the spill and block sizes: rows, self costs, timeline events, and the `calls --tree` outputs."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_calls import IMAGES, TTU, stores  # noqa: F401  (a fixture)
 
-from cputrace.analysis import framestream
-from cputrace.analysis.calls import Method
-from cputrace.analysis.calltree import FRAME_SCHEMA, CallTree
+from cputrace.analysis.calls import frames as framestream
+from cputrace.analysis.calls.log import Method
+from cputrace.analysis.calls.tables import FRAME_SCHEMA
 from cputrace.cli import cli
 from cputrace.cli.analysis import _tree_text
 
@@ -48,8 +48,8 @@ def _streamed(pcs, writes, cuts) -> tuple[pa.Table, dict[tuple[int, str], list[t
     execution, through the spill."""
     with tempfile.TemporaryDirectory() as folder:
         spill = framestream.FrameSpill(Path(folder))
-        detector = test_calls.fed(pcs, writes, cuts, Method.REGISTERS, follow=spill.follow)
-        stream = spill.stream(detector, None)
+        test_calls.fed(pcs, writes, cuts, Method.REGISTERS, spill)
+        stream = spill.stream(None)
         try:
             rows = pa.Table.from_batches(list(stream.rows()), schema=FRAME_SCHEMA)
             timelines = {}
@@ -72,7 +72,7 @@ def test_streamed_frames_are_the_call_trees_whatever_the_blocks(data):
     cuts = data.draw(st.lists(st.integers(0, 400), max_size=6))
     block = data.draw(st.integers(1, 40))
     spill_rows = data.draw(st.integers(1, 40))
-    tree = CallTree.build(test_calls.fed(pcs, writes, [], Method.REGISTERS).finish())
+    tree = test_calls.fed(pcs, writes, [], Method.REGISTERS).tree()
     expected = tree.frames
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(framestream, "_BLOCK", block)

@@ -19,14 +19,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..image import Image
+from ..image.symbols import function_names
 from ..isa.factcodes import FactCodes
 from ..isa.insn import F_BRANCH, F_CALL, F_LOAD, F_RETURN, F_STORE
-from ..store.chunks import Durations, Instructions, read_steps
+from ..store.chunks import Durations, Instructions
 from ..store.trace import Trace
 from ..store.window import WHOLE_TRACE, Window
-from .calls import CallDetector, Method
-from .callsums import CallSumsCollector
-from .calltree import function_names
+from .calls.contexts import CallSumsCollector
+from .calls.detect import detect
+from .calls.log import Method
 from .sums import KeyedSums
 
 HEAT_TIME_BINS = 400
@@ -61,7 +62,7 @@ _BY_INSTRUCTION_KEYS = ["cpu", "pc", "insn"]
 class Profile:
     """The tables of a profile (Arrow) and, when asked for, the heat map behind the plot."""
 
-    functions: pa.Table  # calltree.FUNCTION_SCHEMA
+    functions: pa.Table  # calls.tables.FUNCTION_SCHEMA
     addresses: pa.Table  # cpu, pc, name, count, failed, time
     lines: pa.Table  # cpu, file, line, count, time
     mix: pa.Table  # cpu, instructions, executed, condition_failed, loads, stores, branches, calls, returns
@@ -268,19 +269,17 @@ def profile(
 ) -> Profile:
     """Profile the window of the trace in one pass, call detection included."""
     calls = CallSumsCollector()
-    detector = CallDetector.for_trace(trace, window, method, image, follow=calls.follow)
     heat_map = heat_axes(trace, window) if heat else None
     state = _ProfilePass(image, heat_map)
     durations = Durations()
-    for step in read_steps(trace, window, registers=detector.needs_registers):
-        detector.feed(step)
+    for step in detect(trace, [calls], window, method, image):
         for chunk in step.chunks.values():
             ready = durations.push(chunk)
             if ready is not None:
                 state.feed(ready)
     for chunk in durations.flush():
         state.feed(chunk)
-    sums = calls.finish(detector, image)
+    sums = calls.finish(image)
     by_insn, by_block, cells = state.finish()
     if heat_map is not None and cells is not None:
         heat_map.cells = cells

@@ -11,10 +11,10 @@ from typing import Any, TextIO
 import click
 import pyarrow as pa
 
-from ..analysis.calls import Method
-from ..analysis.callsums import CallSums
-from ..analysis.calltree import FRAME_SCHEMA
-from ..analysis.framestream import frame_stream
+from ..analysis.calls.contexts import CallSums
+from ..analysis.calls.frames import frame_stream
+from ..analysis.calls.log import Method
+from ..analysis.calls.tables import FRAME_SCHEMA
 from ..analysis.profile import TABLES as PROFILE_TABLES
 from ..analysis.profile import Profile, profile, share
 from ..export.output import output_path

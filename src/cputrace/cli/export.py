@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ..analysis.calls import Method
+from ..analysis.calls.log import Method
 from ..export.calldata import CLOCKS
 from ..export.registry import EXPORTERS, ExportRequest
 from .analysis import method_option

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 
-from ..analysis.callsums import CallSums
-from ..analysis.framestream import FrameStream, frame_stream
+from ..analysis.calls.contexts import CallSums
+from ..analysis.calls.frames import FrameStream, frame_stream
 from ..errors import CputraceError
 from ..timeunits import is_real, ratio
 from .registry import ExportRequest

@@ -15,9 +15,8 @@ import numpy as np
 import pyarrow as pa
 
 from .. import __version__
-from ..analysis.calltree import function_names
-from ..analysis.costs import call_edges, self_costs
 from ..image import Image
+from ..image.symbols import function_names
 from .calldata import call_sums
 from .registry import ExportRequest
 
@@ -57,8 +56,8 @@ class _Lines:
 
 def write_callgrind(request: ExportRequest) -> None:
     sums = call_sums(request, self_costs=True)
-    costs = self_costs(sums)
-    edges = call_edges(sums)
+    costs = sums.self_costs()
+    edges = sums.call_edges()
     timed = sums.has_time
     symbols = request.image.symbols if request.image is not None else None
     addresses = np.concatenate([costs.column("pc").to_numpy(), costs.column("function").to_numpy()])

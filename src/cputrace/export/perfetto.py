@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from ..analysis.framestream import FrameStream, Timeline
+from ..analysis.calls.frames import FrameStream, Timeline
 from .calldata import call_frames, clock_of, nanoseconds_per_tick
 from .protobuf import bytes_field, string_field, uint_field
 from .registry import ExportRequest

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..analysis.calls import Method
+from ..analysis.calls.log import Method
 from ..image import Image
 from ..plugins import Plugin, registry
 from ..store.trace import Trace

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterator
 
 from .. import __version__
-from ..analysis.framestream import Timeline
+from ..analysis.calls.frames import Timeline
 from ..timeunits import is_real, ratio
 from .calldata import call_frames, call_sums, clock_of, time_unit
 from .jsontext import number, write_items

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from ..analysis.calltree import FRAME_SCHEMA
+from ..analysis.calls.tables import FRAME_SCHEMA
 from ..analysis.profile import TABLES as PROFILE_TABLES
 from ..analysis.profile import profile
 from ..errors import CputraceError

@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterator
 from typing import TextIO
 
-from ..analysis.framestream import FrameStream, Timeline
+from ..analysis.calls.frames import FrameStream, Timeline
 from .calldata import call_frames, clock_of, nanoseconds_per_tick
 from .jsontext import number, write_items
 from .registry import ExportRequest

@@ -218,3 +218,20 @@ class SymbolTable:
         """Whether a mapping symbol ($d) marks `address` as data inside code."""
         mapped = self._mapping.at(address)
         return mapped is not None and mapped.isa is None
+
+
+def function_names(addresses: np.ndarray, symbols: SymbolTable | None) -> list[str]:
+    """`symbol` or `symbol+0x10` for each function entry address, `0x8000` where no symbol covers it."""
+    fallback = [f"{a:#x}" for a in addresses.tolist()]
+    if symbols is None or not len(symbols):
+        return fallback
+    indices = symbols.lookup_many(addresses)
+    names = []
+    for address, index, plain in zip(addresses.tolist(), indices.tolist(), fallback, strict=True):
+        if index < 0:
+            names.append(plain)
+            continue
+        symbol = symbols.symbols[index]
+        offset = address - symbol.address
+        names.append(symbol.name if not offset else f"{symbol.name}+{offset:#x}")
+    return names

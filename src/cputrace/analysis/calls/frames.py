@@ -7,8 +7,8 @@ spill into tree order under a memory limit (going to disk itself past it); the s
 frames are then nested block by block (nesting.py). Memory follows the undecided potential
 calls, the call depth and the distinct functions, never the number of calls.
 
-A frame is what CallTree calls one (calltree.py): the outermost function of each core is
-one, every detected call another; `id`s count the frames of all cores in tree order.
+A frame is a row of tables.FRAME_SCHEMA: the outermost function of each core is one, every
+detected call another; `id`s count the frames of all cores in tree order.
 """
 
 from __future__ import annotations
@@ -25,42 +25,34 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..image import Image
-from ..kernels.growth import grown
-from ..store.chunks import Instructions, read_steps
-from ..store.trace import Trace
-from ..store.window import WHOLE_TRACE, Window
-from .calls import (
-    P_END_IDX,
-    P_EXIT,
-    P_SLOT,
-    PC,
-    S_CALL,
-    S_ENTRY,
-    S_ENTRY_IDX,
-    ST_EVENTS,
-    ST_FIRST,
-    ST_N,
-    ST_PAIRS,
-    ST_PREV,
-    TIME,
-    CallDetector,
-    CoreDetector,
-    Method,
-)
-from .calltree import _SITE_FIELDS, _SITES, FRAME_SCHEMA, frame_columns, frame_end_times, function_names
-from .nesting import Nesting
+from ...image import Image
+from ...image.symbols import function_names
+from ...kernels.growth import grown
+from ...store.trace import Trace
+from ...store.window import WHOLE_TRACE, Window
+from .detect import detect
+from .log import NO_SITE, SITE, CallLog, Method
+from .nesting import CLOSED, NESTED, Nesting
+from .tables import FRAME_SCHEMA, SITES, SPILL_SCHEMA, frame_columns
 
-_SPILL_SCHEMA = pa.schema(
-    [("cpu", pa.int64()), ("entry_idx", pa.int64()), ("end_idx", pa.int64())]
-    + [(f"{site}_{name}", pa.int64()) for site in _SITES for name in _SITE_FIELDS]
+SPILLED = np.dtype(
+    [("cpu", "<i8"), ("entry_idx", "<i8"), ("end_idx", "<i8"), *((site, SITE) for site in SITES)]
 )
-_EXIT_COLUMN = _SPILL_SCHEMA.get_field_index("exit_seq")
+"""A frame as detection ended it (a row of tables.SPILL_SCHEMA)."""
+
+TIMED_FRAME = np.dtype(
+    [("at", "<i8"), ("function", "<i8"), ("index", "<i8"), ("end_index", "<i8"), ("end", "<i8")]
+)
+"""A frame on a clock: starting `at`, ending at `end`; its function and instruction indexes."""
+
+TIMELINE_EVENT = np.dtype(
+    [("opens", "?"), *((name, TIMED_FRAME[name]) for name in TIMED_FRAME.names)], align=True
+)
+"""A frame opening (at its start) or closing (`at` its end)."""
+
 _BLOCK = 1 << 16  # frames per block read back
 _SPILL_ROWS = 1 << 16  # frames per spill write
 _MEMORY_LIMIT = "64MB"  # DuckDB's, for sorting and joining the spills
-_NO_SITE = np.full(4, -1, np.int64)
-_NOTHING = np.zeros(0, np.int64)
 
 
 @dataclass(frozen=True)
@@ -76,37 +68,53 @@ class CoreRun:
     last: np.ndarray
 
 
+@numba.njit(cache=True, nogil=True)
+def _fill_ended(cpu, calls, ends, rows):
+    for i in range(len(ends)):
+        end, call, row = ends[i], calls[ends[i].call], rows[i]
+        row.cpu = cpu
+        row.entry_idx = call.entry_index
+        row.end_idx = end.end_index
+        row.call = call.call
+        row.entry = call.entry
+        row.exit = end.exit
+        row.resume = end.resume
+
+
+def _as_columns(rows: np.ndarray) -> np.ndarray:
+    """SPILLED rows as an (n, fields) int64 array: every field (the sites' too) is an int64, laid
+    out in SPILL_SCHEMA's column order."""
+    return rows.view(np.int64).reshape(len(rows), len(SPILL_SCHEMA))
+
+
+def ended_frames(log: CallLog) -> np.ndarray:
+    """The calls a log ended, as SPILLED rows."""
+    rows = np.empty(len(log.ends), SPILLED)
+    _fill_ended(log.cpu, log.calls, log.ends, rows)
+    return rows
+
+
 class FrameSpill:
-    """Follows a CallDetector (`follow`): writes each call it ends to a Parquet file in `folder`,
-    then frees its rows; `stream` gives the frames back in tree order once detection is done."""
+    """Follows call detection (a detect.Follower): writes each call it ends to a Parquet file in
+    `folder`; `stream` gives the frames back in tree order once detection is done."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.path = folder / "frames.parquet"
-        self._writer = pq.ParquetWriter(self.path, _SPILL_SCHEMA, compression="lz4")
+        self._writer = pq.ParquetWriter(self.path, SPILL_SCHEMA, compression="lz4")
         self._parts: list[np.ndarray] = []
         self._held = 0
         self.counts: dict[int, int] = {}
+        self.cores: list[CoreRun] = []
 
-    def follow(self, detector: CoreDetector, chunk: Instructions) -> None:
-        self._take(detector)
-        detector.state[ST_EVENTS] = 0  # ended calls are all in `pairs`: the log is not needed
-        detector.recycle(_NOTHING)
-
-    def _take(self, detector: CoreDetector) -> None:
-        n = int(detector.state[ST_PAIRS])
-        if not n:
-            return
-        pairs = detector.pairs[:n]
-        slots = detector.slots[pairs[:, P_SLOT]]
-        rows = np.empty((n, len(_SPILL_SCHEMA)), np.int64)
-        rows[:, 0] = detector.cpu
-        rows[:, 1] = slots[:, S_ENTRY_IDX]
-        rows[:, 2] = pairs[:, P_END_IDX]
-        rows[:, 3:7] = slots[:, S_CALL : S_CALL + 4]
-        rows[:, 7:11] = slots[:, S_ENTRY : S_ENTRY + 4]
-        rows[:, _EXIT_COLUMN:] = pairs[:, P_EXIT : P_EXIT + 8]
-        self._add(detector.cpu, rows)
+    def follow(self, log: CallLog) -> None:
+        if len(log.ends):
+            self._add(log.cpu, ended_frames(log))
+        if log.final and log.count:  # the outermost frame: the whole of the core's trace
+            outermost = np.array([(log.cpu, 0, log.count, NO_SITE, log.first, log.last, NO_SITE)], SPILLED)
+            self._add(log.cpu, outermost)
+            self.cores.append(CoreRun(log.cpu, log.method, log.count, self.counts[log.cpu], log.has_time,
+                                      log.first, log.last))  # fmt: skip
 
     def _add(self, cpu: int, rows: np.ndarray) -> None:
         self.counts[cpu] = self.counts.get(cpu, 0) + len(rows)
@@ -118,36 +126,21 @@ class FrameSpill:
     def _flush(self) -> None:
         if self._parts:
             rows = np.concatenate(self._parts)
-            self._writer.write_table(pa.table(list(rows.T), schema=_SPILL_SCHEMA))
+            columns = np.ascontiguousarray(_as_columns(rows).T)
+            self._writer.write_table(pa.table(list(columns), schema=SPILL_SCHEMA))
             self._parts, self._held = [], 0
 
-    def stream(self, detector: CallDetector, image: Image | None) -> FrameStream:
-        """The frames, once `detector` has seen the whole trace (`image` names their functions)."""
-        return FrameStream(self.folder, self.path, self._finish(detector), image)
-
-    def _finish(self, detector: CallDetector) -> list[CoreRun]:
-        """The calls still open at the trace's end, each core's outermost frame; closes the file."""
-        cores = []
-        for cpu in sorted(detector.detectors):
-            core = detector.detectors[cpu]
-            st = core.state
-            if not st[ST_N]:
-                continue
-            core.close()
-            self._take(core)
-            first, last = st[ST_FIRST : ST_FIRST + 4].copy(), st[ST_PREV : ST_PREV + 4].copy()
-            self._add(cpu, np.concatenate([[cpu, 0, st[ST_N]], _NO_SITE, first, last, _NO_SITE])[None, :])
-            count = int(st[ST_N])
-            cores.append(CoreRun(cpu, core.method, count, self.counts[cpu], core.has_time, first, last))
+    def stream(self, image: Image | None) -> FrameStream:
+        """The frames, once detection has seen the whole trace (`image` names their functions)."""
         self._flush()
         self._writer.close()
-        return cores
+        return FrameStream(self.folder, self.path, self.cores, image)
 
 
 @dataclass
 class FrameBlock:
-    """Consecutive frames of one core in tree order, nested; `closed` are (id, insns_self,
-    time_self) of the frames (of this block or earlier ones) known to have ended by its end."""
+    """Consecutive frames of one core in tree order, nested; `closed` are the self costs of the
+    frames (of this block or earlier ones) known to have ended by its end."""
 
     cpu: int
     id: np.ndarray
@@ -159,8 +152,8 @@ class FrameBlock:
     entry_time: np.ndarray
     time: np.ndarray
     recursive: np.ndarray
-    sites: dict[str, np.ndarray]  # "call", "entry", "exit", "resume": (n, 4) seq, time, pc, src
-    closed: np.ndarray
+    sites: dict[str, np.ndarray]  # "call", "entry", "exit", "resume": log.SITE records
+    closed: np.ndarray  # nesting.CLOSED
     final: bool = False  # the core's last block: no frames, every frame still open closed
 
     def start(self, clock: str) -> np.ndarray:
@@ -184,38 +177,35 @@ class Timeline:
 
 
 @numba.njit(cache=True, nogil=True)
-def _copy_row(source, row, target, at):
-    """target[at] = source[row], as a loop: see isa.arm._copy_rows."""
-    for column in range(source.shape[1]):
-        target[at, column] = source[row, column]
+def _emit(events, k, opens, frame, at):
+    event = events[k]
+    event.opens = opens
+    event.at = at
+    event.function = frame.function
+    event.index = frame.index
+    event.end_index = frame.end_index
+    event.end = frame.end
 
 
 @numba.njit(cache=True, nogil=True)
-def _timeline_block(frames, final, stack, state, opens, events):
-    """The events up to the opening of the last of `frames` (and every close after it with
-    `final`); returns how many.
-
-    `frames`, `stack` and `events` rows are (at, function, index, end index, end): frames and
-    opens at their start, closes at their end; `stack` holds the open frames, `state` [depth].
-    """
-    top = state[0]
+def _timeline_block(frames, final, stack, depth, events):
+    """The TIMELINE_EVENTs up to the opening of the last of the TIMED_FRAMEs (and every close
+    after it with `final`); returns how many. `stack` holds the open frames, `depth` [their count]."""
+    top = depth[0]
     k = 0
     for i in range(len(frames) + 1):
         last = i == len(frames)
-        while top > 0 and ((last and final) or (not last and stack[top - 1, 4] <= frames[i, 0])):
+        while top > 0 and ((last and final) or (not last and stack[top - 1].end <= frames[i].at)):
             top -= 1
-            opens[k] = False
-            _copy_row(stack, top, events, k)
-            events[k, 0] = stack[top, 4]
+            _emit(events, k, False, stack[top], stack[top].end)
             k += 1
         if last:
             break
-        opens[k] = True
-        _copy_row(frames, i, events, k)
-        _copy_row(frames, i, stack, top)
+        _emit(events, k, True, frames[i], frames[i].at)
+        stack[top] = frames[i]
         top += 1
         k += 1
-    state[0] = top
+    depth[0] = top
     return k
 
 
@@ -248,47 +238,55 @@ class FrameStream:
         sql = f"SELECT * FROM {self._source(self.spill)} WHERE cpu = ? ORDER BY entry_idx, end_idx DESC"
         reader = self.db.sql(sql, params=[core.cpu]).to_arrow_reader(_BLOCK)
         for batch in reader:
-            yield self._block(core, nesting, np.column_stack([column.to_numpy() for column in batch.columns]))
-        yield self._block(core, nesting, np.zeros((0, len(_SPILL_SCHEMA)), np.int64), final=True)
+            yield self._block(core, nesting, batch)
+        yield self._block(core, nesting, SPILL_SCHEMA.empty_table(), final=True)
 
-    def _block(self, core: CoreRun, nesting: Nesting, values: np.ndarray, final: bool = False) -> FrameBlock:
-        first_id = int(nesting.state[0])
-        entry_idx = values[:, 1].copy()
-        end_idx = values[:, 2].copy()
-        sites = {site: values[:, 3 + 4 * k : 7 + 4 * k] for k, site in enumerate(_SITES)}
-        end_sites = values[:, _EXIT_COLUMN:].copy()
-        end_time = frame_end_times(end_sites)
-        entry_time = sites["entry"][:, TIME].copy()
-        function = np.searchsorted(self.addresses, sites["entry"][:, PC].view(np.uint64))
-        parent, depth, recursive, closed = nesting.nest(
-            entry_idx, end_idx, entry_time, end_time, function, end_sites, final
-        )
-        sites["exit"], sites["resume"] = end_sites[:, :4], end_sites[:, 4:]
+    def _block(
+        self, core: CoreRun, nesting: Nesting, batch: pa.RecordBatch | pa.Table, final: bool = False
+    ) -> FrameBlock:
+        first_id = nesting.next_id
+        columns = np.column_stack([column.to_numpy() for column in batch.columns])  # as _as_columns gave
+        spilled = columns.view(SPILLED).ravel()
+        frames = np.empty(batch.num_rows, NESTED)
+        frames["entry_index"] = spilled["entry_idx"]
+        frames["end_index"] = spilled["end_idx"]
+        frames["entry_time"] = spilled["entry"]["time"]
+        frames["exit"], frames["resume"] = spilled["exit"], spilled["resume"]
+        frames["end_time"] = frame_end_times(spilled["exit"], spilled["resume"])
+        function = np.searchsorted(self.addresses, spilled["entry"]["pc"].view(np.uint64))
+        frames["function"] = function
+        closed = nesting.nest(frames, final)
+        sites = {"call": spilled["call"], "entry": spilled["entry"], "exit": frames["exit"],
+                 "resume": frames["resume"]}  # fmt: skip
+        entry_time = sites["entry"]["time"]
+        index = frames["entry_index"]
+        ids = np.arange(first_id, first_id + len(frames))
         return FrameBlock(
-            core.cpu, np.arange(first_id, first_id + len(entry_idx)), parent, depth, function, entry_idx,
-            end_idx - entry_idx, entry_time, end_time - entry_time, recursive, sites, closed, final,
+            core.cpu, ids, frames["parent"], frames["depth"], function, index, frames["end_index"] - index,
+            entry_time, frames["end_time"] - entry_time, np.ascontiguousarray(frames["recursive"]), sites,
+            closed, final,
         )  # fmt: skip
 
     def timeline(self, core: CoreRun, clock: str) -> Timeline:
         """The core's frames as open/close events on `clock` ("time" or "insns")."""
-        first = int(core.first[TIME]) if clock == "time" else 0
-        last = int(core.last[TIME]) if clock == "time" else core.count
+        first = int(core.first["time"]) if clock == "time" else 0
+        last = int(core.last["time"]) if clock == "time" else core.count
         return Timeline(core.cpu, first, last, self._events(core, clock))
 
     def _events(self, core: CoreRun, clock: str) -> Iterator[tuple[list, ...]]:
-        state = np.zeros(1, np.int64)
-        stack = np.zeros((64, 5), np.int64)
+        depth = np.zeros(1, np.int64)
+        stack = np.zeros(64, TIMED_FRAME)
         for block in self.blocks(core):
             n = len(block.id)
-            stack = grown(stack, int(state[0]) + n)
-            frames = np.column_stack(
-                [block.start(clock), block.function, block.index, block.index + block.insns, block.end(clock)]
-            )
-            room = 2 * n + int(state[0])
-            opens, events = np.empty(room, np.bool_), np.empty((room, 5), np.int64)
-            k = _timeline_block(frames, block.final, stack, state, opens, events)
+            stack = grown(stack, int(depth[0]) + n)
+            frames = np.empty(n, TIMED_FRAME)
+            frames["at"], frames["end"] = block.start(clock), block.end(clock)
+            frames["function"], frames["index"] = block.function, block.index
+            frames["end_index"] = block.index + block.insns
+            events = np.empty(2 * n + int(depth[0]), TIMELINE_EVENT)
+            k = _timeline_block(frames, block.final, stack, depth, events)
             if k:
-                yield (opens[:k].tolist(), *(column.tolist() for column in events[:k].T))
+                yield tuple(events[:k][name].tolist() for name in TIMELINE_EVENT.names)
 
     def rows(self) -> Iterator[pa.RecordBatch]:
         """Every core's frames as FRAME_SCHEMA rows in tree order, cores one after another.
@@ -297,7 +295,7 @@ class FrameStream:
         one spill and the self costs to another, joined back in id order.
         """
         frames_path, costs_path = self.folder / "tree.parquet", self.folder / "self.parquet"
-        costs_schema = pa.schema([("id", pa.int64()), ("insns_self", pa.int64()), ("time_self", pa.int64())])
+        costs_schema = pa.schema([(name, pa.int64()) for name in CLOSED.names])
         names = pa.array(self.names, pa.string())
         with pq.ParquetWriter(frames_path, FRAME_SCHEMA, compression="lz4") as frames, \
                 pq.ParquetWriter(costs_path, costs_schema, compression="lz4") as costs:  # fmt: skip
@@ -305,7 +303,8 @@ class FrameStream:
                 for block in self.blocks(core):
                     if len(block.id):
                         frames.write_table(self._frame_table(core, block, names))
-                    costs.write_table(pa.table(list(block.closed.T), schema=costs_schema))
+                    closed = [block.closed[name] for name in CLOSED.names]
+                    costs.write_table(pa.table(closed, schema=costs_schema))
         sql = (
             f"SELECT f.* REPLACE (c.insns_self AS insns_self, "
             f"CASE WHEN f.time IS NULL THEN NULL ELSE c.time_self END AS time_self) "
@@ -341,11 +340,15 @@ def frame_stream(
     """Detect the calls of the window and stream their frames; the spills go when the block ends."""
     with tempfile.TemporaryDirectory(prefix="cputrace-frames-") as folder:
         spill = FrameSpill(Path(folder))
-        detector = CallDetector.for_trace(trace, window, method, image, cpus, follow=spill.follow)
-        for step in read_steps(trace, window, registers=detector.needs_registers):
-            detector.feed(step)
-        stream = spill.stream(detector, image)
+        for _ in detect(trace, [spill], window, method, image, cpus):
+            pass
+        stream = spill.stream(image)
         try:
             yield stream
         finally:
             stream.close()
+
+
+def frame_end_times(exits: np.ndarray, resumes: np.ndarray) -> np.ndarray:
+    """When frames end: their resume site's time, or for a frame that never returned its exit's."""
+    return np.where(resumes["seq"] >= 0, resumes["time"], exits["time"])
