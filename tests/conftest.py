@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import paths
 import pytest
+from click.testing import CliRunner
 
+from cputrace.cli import cli
 from cputrace.ingest import IngestResult, ingest
+
+QUICKSORT = Path(__file__).resolve().parent.parent / "examples" / "quicksort.tarmac"
 
 
 @pytest.fixture
@@ -26,3 +31,13 @@ def ingest_text(tmp_path: Path):
 def open_input():
     """`paths.open_input`: a test input's store in a temporary directory, made once per run."""
     return paths.open_input
+
+
+@pytest.fixture(scope="module")
+def quicksort_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the example trace, ingested into its store beside it (for commands that write
+    next to their input, or tests that damage it)."""
+    where = tmp_path_factory.mktemp("quicksort") / "quicksort.tarmac"
+    shutil.copy(QUICKSORT, where)
+    assert CliRunner().invoke(cli, ["ingest", str(where)]).exit_code == 0
+    return where

@@ -37,15 +37,6 @@ def child(code: str, *args: str, **options) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, **options)
 
 
-@pytest.fixture(scope="module")
-def quicksort(tmp_path_factory) -> Path:
-    """A copy of the example trace, ingested into its store beside it."""
-    where = tmp_path_factory.mktemp("quicksort") / "quicksort.tarmac"
-    shutil.copy(QUICKSORT, where)
-    assert CliRunner().invoke(cli, ["ingest", str(where)]).exit_code == 0
-    return where
-
-
 # -- a bug ----------------------------------------------------------------------------------------
 
 
@@ -53,21 +44,21 @@ def _failing_sql(*_args, **_kwargs):
     raise RuntimeError("boom")
 
 
-def test_a_bug_is_one_line_and_its_own_exit_status(quicksort, monkeypatch):
+def test_a_bug_is_one_line_and_its_own_exit_status(quicksort_copy, monkeypatch):
     monkeypatch.setattr("cputrace.store.trace.Trace.sql", _failing_sql)
     monkeypatch.delenv("CPUTRACE_DEBUG", raising=False)
-    result = CliRunner().invoke(cli, ["info", str(quicksort)])
+    result = CliRunner().invoke(cli, ["info", str(quicksort_copy)])
     assert result.exit_code == exits.INTERNAL
     assert "internal error" in result.output and "RuntimeError: boom" in result.output
     assert "CPUTRACE_DEBUG=1" in result.output and "Traceback" not in result.output
 
     monkeypatch.setenv("CPUTRACE_DEBUG", "1")
-    result = CliRunner().invoke(cli, ["info", str(quicksort)])
+    result = CliRunner().invoke(cli, ["info", str(quicksort_copy)])
     assert result.exit_code == exits.INTERNAL
     assert "Traceback" in result.output and "_failing_sql" in result.output
 
 
-def test_a_bug_in_a_child_process(quicksort):
+def test_a_bug_in_a_child_process(quicksort_copy):
     """`main`, as the console script runs it: one line on stderr, nothing else."""
     r = child(
         """
@@ -82,7 +73,7 @@ def test_a_bug_in_a_child_process(quicksort):
         from cputrace.cli import main
         main()
         """,
-        str(quicksort),
+        str(quicksort_copy),
     )
     assert r.returncode == exits.INTERNAL, r.stderr
     assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1
@@ -95,9 +86,9 @@ needs_dev_full = pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /
 
 
 @needs_dev_full
-def test_stdout_on_a_full_disk(quicksort):
+def test_stdout_on_a_full_disk(quicksort_copy):
     with open("/dev/full", "w") as full:
-        r = subprocess.run([sys.executable, "-m", "cputrace", "list", str(quicksort)], stdout=full,
+        r = subprocess.run([sys.executable, "-m", "cputrace", "list", str(quicksort_copy)], stdout=full,
                            stderr=subprocess.PIPE, text=True)  # fmt: skip
     assert r.returncode == exits.BAD_INPUT
     assert r.stderr.strip() == "error: No space left on device"
@@ -105,8 +96,8 @@ def test_stdout_on_a_full_disk(quicksort):
 
 @needs_dev_full
 @pytest.mark.parametrize("fmt", ["tarmac", "csv", "parquet"])
-def test_export_to_a_full_disk(quicksort, fmt):
-    r = cputrace("export", str(quicksort), "--to", fmt, "--table", "instructions", "-o", "/dev/full")
+def test_export_to_a_full_disk(quicksort_copy, fmt):
+    r = cputrace("export", str(quicksort_copy), "--to", fmt, "--table", "instructions", "-o", "/dev/full")
     assert r.returncode == exits.BAD_INPUT
     assert r.stderr.strip() == "error: /dev/full: No space left on device"
 
@@ -177,7 +168,7 @@ def test_every_export_on_a_full_disk(tmp_path):
 
 
 @needs_namespaces
-def test_export_into_a_read_only_folder(quicksort, tmp_path):
+def test_export_into_a_read_only_folder(quicksort_copy, tmp_path):
     r = in_tmpfs(
         tmp_path / "read-only",
         "ro",
@@ -187,17 +178,17 @@ def test_export_into_a_read_only_folder(quicksort, tmp_path):
         from cputrace.cli import main
         main()
         """,
-        str(quicksort),
+        str(quicksort_copy),
     )
     assert r.returncode == exits.BAD_INPUT
     assert r.stderr.strip() == f"error: {tmp_path}/read-only/out.tarmac: Read-only file system"
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="permissions do not stop root")
-def test_export_into_a_folder_without_write_permission(quicksort, tmp_path):
+def test_export_into_a_folder_without_write_permission(quicksort_copy, tmp_path):
     folder = tmp_path / "locked"
     folder.mkdir(mode=0o555)
-    r = cputrace("export", str(quicksort), "--to", "tarmac", "-o", str(folder / "out.tarmac"))
+    r = cputrace("export", str(quicksort_copy), "--to", "tarmac", "-o", str(folder / "out.tarmac"))
     assert r.returncode == exits.BAD_INPUT
     assert r.stderr.strip() == f"error: {folder}/out.tarmac: Permission denied"
 
@@ -226,7 +217,9 @@ def _half_then(exc: BaseException):
     ],
 )
 @pytest.mark.parametrize("name", sorted(EXPORTERS))
-def test_a_failed_export_leaves_no_file(quicksort, tmp_path, monkeypatch, name, failure, status, message):
+def test_a_failed_export_leaves_no_file(
+    quicksort_copy, tmp_path, monkeypatch, name, failure, status, message
+):
     """Whatever fails, whichever the exporter: an existing file stays as it was, a new one is not
     made, and no temporary file is left."""
     exporter = EXPORTERS[name]
@@ -234,20 +227,20 @@ def test_a_failed_export_leaves_no_file(quicksort, tmp_path, monkeypatch, name, 
     old, new = tmp_path / f"old.{name}", tmp_path / f"new.{name}"
     old.write_text("old\n")
     for target in (old, new):
-        result = CliRunner().invoke(cli, ["export", str(quicksort), "--to", name, "-o", str(target)])
+        result = CliRunner().invoke(cli, ["export", str(quicksort_copy), "--to", name, "-o", str(target)])
         assert result.exit_code == status, result.output
         assert message in result.output
     assert old.read_text() == "old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == [old.name]
 
 
-def test_a_finished_export_replaces_the_file(quicksort, tmp_path):
+def test_a_finished_export_replaces_the_file(quicksort_copy, tmp_path):
     target = tmp_path / "out.tarmac"
     target.write_text("old\n")
     target.chmod(0o640)
-    result = CliRunner().invoke(cli, ["export", str(quicksort), "--to", "tarmac", "-o", str(target)])
+    result = CliRunner().invoke(cli, ["export", str(quicksort_copy), "--to", "tarmac", "-o", str(target)])
     assert result.exit_code == 0, result.output
-    listed = CliRunner().invoke(cli, ["list", str(quicksort), "--format", "tarmac"])
+    listed = CliRunner().invoke(cli, ["list", str(quicksort_copy), "--format", "tarmac"])
     assert target.read_bytes() == listed.stdout_bytes
     assert target.stat().st_mode & 0o777 == 0o640
     assert [p.name for p in tmp_path.iterdir()] == [target.name]
@@ -291,9 +284,9 @@ runpy.run_module("cputrace", run_name="__main__", alter_sys=True)
 
 
 @pytest.mark.parametrize("module", ["pyarrow", "click", "rich.console", "cputrace.cli.analysis", "duckdb"])
-def test_ctrl_c_during_the_imports_of_start_up(quicksort, module):
+def test_ctrl_c_during_the_imports_of_start_up(quicksort_copy, module):
     """SIGINT as `python -m cputrace calls` imports `module` (before any command runs)."""
-    r = child(_INTERRUPT_AT_IMPORT, module, "calls", str(quicksort))
+    r = child(_INTERRUPT_AT_IMPORT, module, "calls", str(quicksort_copy))
     assert r.returncode == exits.INTERRUPTED, r.stderr
     assert "Traceback" not in r.stderr and r.stdout == ""
 
@@ -314,12 +307,12 @@ def test_ctrl_c_during_a_long_ingest(tmp_path):
     assert not store.exists()
 
 
-def test_ctrl_c_in_a_command(quicksort, monkeypatch):
+def test_ctrl_c_in_a_command(quicksort_copy, monkeypatch):
     def interrupted(*_args, **_kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr("cputrace.store.trace.Trace.sql", interrupted)
-    result = CliRunner().invoke(cli, ["info", str(quicksort)])
+    result = CliRunner().invoke(cli, ["info", str(quicksort_copy)])
     assert result.exit_code == exits.INTERRUPTED
     assert result.output == ""
 
@@ -327,9 +320,9 @@ def test_ctrl_c_in_a_command(quicksort, monkeypatch):
 # -- a closed pipe ----------------------------------------------------------------------------------
 
 
-def test_reader_of_stdout_goes_away(quicksort):
+def test_reader_of_stdout_goes_away(quicksort_copy):
     """`cputrace list ... | head -1`: a quiet exit with the status of SIGPIPE, as Unix tools have."""
-    listing = subprocess.Popen([sys.executable, "-m", "cputrace", "list", str(quicksort)],
+    listing = subprocess.Popen([sys.executable, "-m", "cputrace", "list", str(quicksort_copy)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     assert listing.stdout.readline().split()[:2] == [b"seq", b"time"]
     listing.stdout.close()  # the listing (150 kB) is far more than a pipe holds

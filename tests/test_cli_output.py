@@ -7,7 +7,6 @@ import csv
 import io
 import os
 import pty
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,23 +27,13 @@ from cputrace.store.batches import reading_progress
 from cputrace.store.window import Window
 
 ROOT = Path(__file__).resolve().parent.parent
-QUICKSORT = ROOT / "examples" / "quicksort.tarmac"
-
-
-@pytest.fixture(scope="module")
-def quicksort(tmp_path_factory) -> Path:
-    """A copy of the example trace, ingested into its store beside it."""
-    where = tmp_path_factory.mktemp("quicksort") / "quicksort.tarmac"
-    shutil.copy(QUICKSORT, where)
-    assert CliRunner().invoke(cli, ["ingest", str(where)]).exit_code == 0
-    return where
 
 
 # -- csv --------------------------------------------------------------------------------------------
 
 
-def _csv(quicksort: Path, *args: str, output: Path | None = None) -> list[dict[str, str]]:
-    result = CliRunner().invoke(cli, [args[0], str(quicksort), *args[1:]])
+def _csv(quicksort_copy: Path, *args: str, output: Path | None = None) -> list[dict[str, str]]:
+    result = CliRunner().invoke(cli, [args[0], str(quicksort_copy), *args[1:]])
     assert result.exit_code == 0, result.output
     text = output.read_text() if output else result.stdout
     return list(csv.DictReader(io.StringIO(text)))
@@ -60,12 +49,13 @@ def _csv(quicksort: Path, *args: str, output: Path | None = None) -> list[dict[s
         (("export", "--to", "csv", "--table", "frames", "-o", "{out}"), "recursive"),
     ],
 )
-def test_csv_booleans_are_true_and_false(quicksort, tmp_path, args, column):
+def test_csv_booleans_are_true_and_false(quicksort_copy, tmp_path, args, column):
     out = tmp_path / "out.csv"
-    rows = _csv(quicksort, *(a.format(out=out) for a in args), output=out if "-o" in args else None)
+    rows = _csv(quicksort_copy, *(a.format(out=out) for a in args), output=out if "-o" in args else None)
     assert {row[column] for row in rows} <= {"true", "false"}
     if column == "executed":  # independently: the condition failures DuckDB counts
-        failed = cputrace.open(quicksort).sql("SELECT count(*) AS n FROM instructions WHERE NOT executed")
+        trace = cputrace.open(quicksort_copy)
+        failed = trace.sql("SELECT count(*) AS n FROM instructions WHERE NOT executed")
         assert sum(row[column] == "false" for row in rows) == failed.column("n")[0].as_py() == 245
 
 
@@ -103,8 +93,8 @@ def test_binary_input_error_on_the_command_line(tmp_path):
 # -- progress ---------------------------------------------------------------------------------------
 
 
-def test_reading_progress_counts_the_instructions_read(quicksort):
-    trace = cputrace.open(quicksort)
+def test_reading_progress_counts_the_instructions_read(quicksort_copy):
+    trace = cputrace.open(quicksort_copy)
     seen: list[int] = []
     with reading_progress(seen.append):
         CallSums.for_trace(trace, Window(), Method.AUTO, None, None)
@@ -145,12 +135,12 @@ def _with_terminal_stderr(*args: str) -> tuple[int, str]:
         ("coverage", "--image", str(ROOT / "examples" / "quicksort.elf")),
     ],
 )
-def test_progress_bar_on_a_terminal_only(quicksort, tmp_path, args):
+def test_progress_bar_on_a_terminal_only(quicksort_copy, tmp_path, args):
     args = tuple(a.format(tmp=tmp_path) for a in args)
-    status, terminal = _with_terminal_stderr(args[0], str(quicksort), *args[1:])
+    status, terminal = _with_terminal_stderr(args[0], str(quicksort_copy), *args[1:])
     assert status == 0, terminal
     assert "reading" in terminal and "2,044/2,044 instructions" in terminal
-    piped = subprocess.run([sys.executable, "-m", "cputrace", args[0], str(quicksort), *args[1:]],
+    piped = subprocess.run([sys.executable, "-m", "cputrace", args[0], str(quicksort_copy), *args[1:]],
                            capture_output=True, text=True)  # fmt: skip
     assert piped.returncode == 0 and "reading" not in piped.stderr and "instructions" not in piped.stderr
 
