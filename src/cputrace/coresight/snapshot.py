@@ -100,11 +100,14 @@ class Snapshot:
         raise CputraceError(f"{core.path}: {core.name} is not one of {self.path.name}'s core devices")
 
     def buffer_of(self, source: Device) -> TraceBuffer | None:
-        """The buffer holding a source's trace ([source_buffers], or the only buffer), its
-        format and file checked; None when none is listed."""
+        """The buffer holding a source's trace, its format and file checked: the one
+        [source_buffers] lists for it; for a source it does not list, the only buffer when no
+        other source is listed for that one (a DS-5 snapshot lists the sources that traced and
+        leaves the others' device files in); None otherwise."""
         name = self.source_buffers.get(source.name.lower())
-        if name is None and len(self.buffers) == 1:
-            buffer: TraceBuffer | None = self.buffers[0]
+        only = self.buffers[0] if len(self.buffers) == 1 else None
+        if name is None and only is not None and only.name.lower() not in self.source_buffers.values():
+            buffer: TraceBuffer | None = only
         else:
             buffer = next((b for b in self.buffers if b.name.lower() == (name or "").lower()), None)
         if buffer is not None:

@@ -11,6 +11,7 @@ Each op kind uses the operands that carry its meaning; the others stay 0:
 | BRANCH    | the taken branch               | where it went |              |               |
 | TARGET    | where an indirect branch went  |               |              |               |
 | EXCEPTION | the vector                     |               |              | EXCEPTION_*   |
+| WAYPOINT  | (TO_ADDRESS) the last one run  |               |              | WAYPOINT_*    |
 | GAP, TRAP |                                |               |              |               |
 
 `isa` is the instruction set at `address` (or `target` for BRANCH); `cycles` and `time` are
@@ -37,6 +38,7 @@ class Op(enum.IntEnum):
     EXCEPTION = 5  # an exception entered the vector at `address`
     GAP = 6  # the trace stops here (trace off, overflow); the decoder reports why
     TRAP = 7  # run in sequence to the next exception-generating instruction (SVC, UDF, Ticc)
+    WAYPOINT = 8  # run in sequence to the next waypoint (branch or ISB), taken or not; its `cycles`
 
 
 ATOM_EXECUTED = 1
@@ -51,6 +53,19 @@ EXCEPTION_CANCELS = 1
 """`flags` bit of EXCEPTION: the exception cancelled the last instruction (it did not complete)."""
 EXCEPTION_NO_VECTOR = 2
 """`flags` bit of EXCEPTION: the vector is unknown; the walk resumes at the next address."""
+WAYPOINT_TAKEN = 1
+"""`flags` bit of WAYPOINT: an E atom (the waypoint executed; a branch was taken); clear: N."""
+WAYPOINT_RETURN_STACK = 2
+"""`flags` bit of WAYPOINT: the trace keeps a return stack: a taken call pushes its return
+address, and a taken indirect branch whose target the trace does not give (no
+WAYPOINT_TARGET_FOLLOWS) goes to the address it pops (PTM, ETMv4)."""
+WAYPOINT_TARGET_FOLLOWS = 4
+"""`flags` bit of WAYPOINT: a TARGET op follows with where a taken indirect branch went."""
+WAYPOINT_TO_ADDRESS = 8
+"""`flags` bit of WAYPOINT: run in sequence up to and including the instruction at `address`
+(a PTM waypoint update); the conditional branches it passes were not taken."""
+RETURN_STACK_DEPTH = 16
+"""Return addresses a walk keeps; a deeper push forgets the oldest."""
 
 NO_TIME = np.iinfo(np.int64).min
 """`cycles` and `time` value meaning none."""

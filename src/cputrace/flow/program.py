@@ -25,11 +25,13 @@ from ..isa.insn import (
     C_TARGET,
     F_ANNUL,
     F_BRANCH,
+    F_CALL,
     F_CONDITIONAL,
     F_DELAY,
     F_DIRECT,
     F_HAS_CONDITION,
     F_HAS_TARGET,
+    F_ISB,
     F_TRAP,
     F_UNDEFINED,
 )
@@ -48,7 +50,7 @@ of a direct branch (0 otherwise) and the ISA there (`next_isa`, NO_ISA when unkn
 cached links: the index of the next instruction in sequence (`next_idx`) and of the branch
 target (`target_idx`), UNRESOLVED until a walk has looked them up."""
 
-# Instruction facts in INSN.flags: bits of the decoded columns' C_FACTS, and two more.
+# Instruction facts in INSN.flags: bits of the decoded columns' C_FACTS, and three more.
 BRANCH = F_BRANCH
 DIRECT = F_DIRECT  # with the target known
 CONDITIONAL = F_CONDITIONAL  # may not branch/execute (condition, CBZ-style test)
@@ -57,10 +59,12 @@ UNDEFINED = F_UNDEFINED  # and not a trap by design
 DELAY = F_DELAY  # SPARC: has a delay slot
 ANNUL = F_ANNUL  # SPARC: the annul bit
 TRAP = F_TRAP  # raises an exception by design
+CALL = F_CALL  # a branch with link: a taken one pushes its return address on a trace's return stack
+ISB = 1 << 13  # an instruction synchronisation barrier (F_ISB): a PTM/ETMv4 waypoint
 THUMB_PAIR = 1 << 14  # T32 BL/BLX (immediate): before Thumb-2, a pair of 16-bit instructions
 BLOCK_END = 1 << 15  # the following instruction is found through the index, not at idx + 1
-_FACTS = BRANCH | DIRECT | CONDITIONAL | HAS_COND | UNDEFINED | DELAY | ANNUL | TRAP
-assert not _FACTS & (THUMB_PAIR | BLOCK_END)
+_FACTS = BRANCH | DIRECT | CONDITIONAL | HAS_COND | UNDEFINED | DELAY | ANNUL | TRAP | CALL
+assert not _FACTS & (ISB | THUMB_PAIR | BLOCK_END)
 
 UNRESOLVED = MISSING
 """A link or position not known (yet)."""
@@ -117,6 +121,8 @@ def _fill(columns: np.ndarray, start: int, block_isa: int, insns: np.ndarray, ke
             flag &= ~UNDEFINED  # a trap by design is defined
         if not facts & F_HAS_TARGET:
             flag &= ~DIRECT
+        if facts & F_ISB:
+            flag |= ISB
         if block_isa == Isa.T32 and _is_bl_pair(columns[i, C_SIZE], columns[i, C_OPCODE]):
             flag |= THUMB_PAIR
         insn.pc, insn.size, insn.opcode = columns[i, C_ADDRESS], columns[i, C_SIZE], columns[i, C_OPCODE]

@@ -21,8 +21,14 @@ from .ops import (
     EXCEPTION_CANCELS,
     EXCEPTION_NO_VECTOR,
     GAP_TEXT,
+    NO_TIME,
+    RETURN_STACK_DEPTH,
     RUN_TAKEN,
     RUN_THUMB_PAIRS,
+    WAYPOINT_RETURN_STACK,
+    WAYPOINT_TAKEN,
+    WAYPOINT_TARGET_FOLLOWS,
+    WAYPOINT_TO_ADDRESS,
     GapReason,
     Op,
     Ops,
@@ -31,10 +37,12 @@ from .program import (
     ANNUL,
     BLOCK_END,
     BRANCH,
+    CALL,
     CONDITIONAL,
     DELAY,
     DIRECT,
     HAS_COND,
+    ISB,
     NO_CODE,
     THUMB_PAIR,
     TRAP,
@@ -50,8 +58,9 @@ WALK = np.dtype(
     [
         ("op", "<i8"), ("steps", "<i8"), ("pos", "<i8"), ("key", "<i8"), ("link", "<i8"), ("lost", "<i8"),
         ("lost_address", "<i8"), ("lost_src", "<i8"), ("isa", "<i8"), ("rows", "<i8"), ("seq", "<i8"),
-        ("gaps", "<i8"), ("dropped", "<i8"), ("need", "<i8"), ("op_src", "<i8"), ("begun", "?"),
-        ("checked", "?"), ("resumed", "?"), ("link_to_target", "?"),
+        ("gaps", "<i8"), ("dropped", "<i8"), ("need", "<i8"), ("op_src", "<i8"),
+        ("returns", "<i8", (RETURN_STACK_DEPTH,)), ("returns_top", "<i8"), ("returns_size", "<i8"),
+        ("begun", "?"), ("checked", "?"), ("resumed", "?"), ("link_to_target", "?"),
     ],
     align=True,
 )  # fmt: skip
@@ -66,7 +75,9 @@ WALK = np.dtype(
   of src lost_src;
 - isa: ISA of the last position (for an FD/FI source when the walk resumes there);
 - rows, gaps: records in the output buffers; seq: of the next row; dropped: ops dropped for
-  want of a position; need: the key to decode when the loop returns NEED."""
+  want of a position; need: the key to decode when the loop returns NEED;
+- returns: the return stack of WAYPOINT ops (keys, a ring of RETURN_STACK_DEPTH), its top
+  (the next slot) and how many it holds; a SYNC or GAP empties it."""
 
 DONE, FULL, NEED = 0, 1, 2
 _CHECK_LOST, _CHECK_OK, _CHECK_NEED = 0, 1, 2
@@ -155,12 +166,12 @@ def _report_loss(st, gaps) -> None:
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _put(out, row, idx, executed, op, seq) -> None:
+def _put(out, row, idx, executed, op, seq, cycles) -> None:
     """Write one instruction row of op `op` into the output."""
     r = out[np.uint64(row)]  # unsigned indices: no wrap-around code in the hot loops
     r.idx = idx
     r.executed = executed
-    r.cycles = op.cycles
+    r.cycles = cycles
     r.cancelled = False
     r.time = op.time
     r.src = op.src
@@ -169,7 +180,7 @@ def _put(out, row, idx, executed, op, seq) -> None:
 
 @numba.njit(cache=True, nogil=True)
 def _emit(st, out, idx, executed, op, insns) -> None:
-    _put(out, st.rows, idx, executed, op, st.seq)
+    _put(out, st.rows, idx, executed, op, st.seq, op.cycles)
     st.rows += 1
     st.seq += 1
     st.isa = insns[idx].isa
@@ -187,6 +198,8 @@ def _ends_op(op, steps, pc, f, halves) -> bool:
         return steps + (2 if f & halves else 1) >= op.count
     if op.kind == Op.BRANCH:
         return pc == op.address
+    if op.kind == Op.WAYPOINT:
+        return pc == op.address if op.flags & WAYPOINT_TO_ADDRESS else f & (BRANCH | ISB) != 0
     return f & TRAP != 0
 
 
@@ -257,6 +270,7 @@ def _run_checked(st, out, idx, op, halves, insns):
     """
     rows, seq, steps = st.rows, st.seq, st.steps
     room = len(out) - 1  # rows < room: space for a branch and its delay slot
+    cycles = NO_TIME if op.kind == Op.WAYPOINT else op.cycles  # a waypoint's are its last instruction's
     f = insns[idx].flags
     while rows < room and not _ends_op(op, steps, insns[idx].pc, f, halves):
         last = idx + 1 if f & DELAY else idx  # a branch not taken runs its delay slot too
@@ -266,7 +280,7 @@ def _run_checked(st, out, idx, op, halves, insns):
             else:
                 executed = NOT_EXECUTED if f & ANNUL else EXECUTED
                 steps += 1
-            _put(out, rows, row, executed, op, seq)
+            _put(out, rows, row, executed, op, seq, cycles)
             rows += 1
             seq += 1
         st.isa = insns[last].isa
@@ -296,7 +310,7 @@ def _run_atoms(st, out, i, ops, insns, op_first, op_end):
         following = insn.target_idx if executed and f & BRANCH and f & DIRECT else insn.next_idx
         if f & UNDEFINED or (executed and f & BRANCH and not f & DIRECT) or following < 0:
             break
-        _put(out, rows, idx, EXECUTED if executed else NOT_EXECUTED, op, seq)
+        _put(out, rows, idx, EXECUTED if executed else NOT_EXECUTED, op, seq, op.cycles)
         op_first[o] = seq
         rows += 1
         seq += 1
@@ -307,6 +321,50 @@ def _run_atoms(st, out, i, ops, insns, op_first, op_end):
     if last >= 0:
         st.rows, st.seq, st.pos, st.isa = rows, seq, idx, insns[last].isa
     return i
+
+
+@numba.njit(cache=True, nogil=True)
+def _push_return(st, key) -> None:
+    st.returns[st.returns_top] = key
+    st.returns_top = (st.returns_top + 1) % RETURN_STACK_DEPTH
+    st.returns_size = min(st.returns_size + 1, RETURN_STACK_DEPTH)
+
+
+@numba.njit(cache=True, nogil=True)
+def _pop_return(st) -> int:
+    """The key on top of the return stack, removed; -1 when it is empty."""
+    if st.returns_size == 0:
+        return -1
+    st.returns_top = (st.returns_top - 1) % RETURN_STACK_DEPTH
+    st.returns_size -= 1
+    return st.returns[st.returns_top]
+
+
+@numba.njit(cache=True, nogil=True)
+def _end_waypoint(st, out, idx, op, insns) -> None:
+    """Emit a WAYPOINT op's last instruction, with the op's cycles, and go where it leads: a
+    taken branch to its target (a return to the address on the return stack when the trace
+    keeps one and gives none), anything else in sequence."""
+    insn = insns[idx]
+    f = insn.flags
+    to_address = op.flags & WAYPOINT_TO_ADDRESS != 0
+    taken = op.flags & WAYPOINT_TAKEN != 0 and not to_address
+    executed = _in_sequence(f) if to_address else (EXECUTED if taken else NOT_EXECUTED)
+    _emit(st, out, idx, executed, op, insns)
+    if not (taken and f & BRANCH):
+        _fall_through(st, idx, insns)
+        return
+    stacked = op.flags & WAYPOINT_RETURN_STACK != 0
+    if stacked and f & CALL:
+        _push_return(st, (np.int64(insn.pc + insn.size) << 3) | np.int64(insn.isa))
+    if stacked and not f & DIRECT and not op.flags & WAYPOINT_TARGET_FOLLOWS:
+        key = _pop_return(st)
+        if key < 0:
+            _lose(st, GapReason.NO_TARGET, insn.pc)
+        else:
+            _go_to(st, key >> 3, key & 7)
+    else:
+        _take(st, idx, insns)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -327,6 +385,8 @@ def _walk(ops, insns, keys, values, state, out, gaps, op_first, op_end):
         kind = op.kind
         if kind == Op.SYNC or kind == Op.TARGET:
             _go_to(st, op.address, op.isa)
+            if kind == Op.SYNC:
+                st.returns_size = 0
         elif kind == Op.EXCEPTION:
             if op.flags & EXCEPTION_CANCELS and st.rows > 0:
                 out[st.rows - 1].executed = NOT_EXECUTED
@@ -337,6 +397,7 @@ def _walk(ops, insns, keys, values, state, out, gaps, op_first, op_end):
                 _go_to(st, op.address, op.isa)
         elif kind == Op.GAP:
             _lose(st, 0, 0)  # the decoder reports its own gaps
+            st.returns_size = 0
         elif kind == Op.RUN and op.count == 0:
             pass
         else:  # ATOM, RUN, BRANCH, TRAP: these need the position
@@ -380,7 +441,9 @@ def _walk(ops, insns, keys, values, state, out, gaps, op_first, op_end):
                 f = insns[idx].flags
                 if not _ends_op(op, steps, insns[idx].pc, f, halves):
                     continue  # the output is full: the loop's top hands it over
-                if taken:
+                if kind == Op.WAYPOINT:
+                    _end_waypoint(st, out, idx, op, insns)
+                elif taken:
                     _emit(st, out, idx, EXECUTED, op, insns)
                     if f & DELAY:  # the delay slot runs with the branch, unless ba,a
                         slot = NOT_EXECUTED if f & ANNUL and not f & CONDITIONAL else EXECUTED

@@ -47,6 +47,7 @@ from .insn import (
     F_DIRECT,
     F_HAS_CONDITION,
     F_HAS_TARGET,
+    F_ISB,
     F_LOAD,
     F_RETURN,
     F_STORE,
@@ -144,6 +145,7 @@ _STATUS_STORES_64 = _named(a64, _X, "STXR", "STXRB", "STXRH", "STLXR", "STLXRB",
                            "ST64BV", "ST64BV0")  # fmt: skip
 _RETURN_LISTS = _named(arm, _A, "POP", "LDM", "LDMDA", "LDMDB", "LDMIB")
 _TABLE_BRANCHES = _named(arm, _A, "TBB", "TBH")
+_BARRIERS, _BARRIERS_64 = _named(arm, _A, "ISB"), _named(a64, _X, "ISB")
 _IT = arm.ARM_INS_IT
 _BX, _BLX, _MOV, _LDR = arm.ARM_INS_BX, arm.ARM_INS_BLX, arm.ARM_INS_MOV, arm.ARM_INS_LDR
 _PC, _LR, _SP = arm.ARM_REG_PC, arm.ARM_REG_LR, arm.ARM_REG_SP
@@ -153,8 +155,8 @@ _MASK64 = (1 << 64) - 1
 
 # Bits of the instruction-id tables the compiled reader looks classes up in.
 _C_LOAD, _C_STORE, _C_PAIR, _C_LIST, _C_BASED_LIST, _C_STRUCTURE = (1 << n for n in range(6))
-_C_TEST, _C_EXCEPTION_RETURN, _C_UNDEFINED, _C_TRAP, _C_RETURN_LIST, _C_TABLE_BRANCH, _C_STATUS = (
-    1 << n for n in range(6, 13)
+_C_TEST, _C_EXCEPTION_RETURN, _C_UNDEFINED, _C_TRAP, _C_RETURN_LIST, _C_TABLE_BRANCH, _C_STATUS, _C_ISB = (
+    1 << n for n in range(6, 14)
 )  # _C_STATUS: a store whose first register is the exclusive store's status result
 
 
@@ -172,9 +174,10 @@ def _class_table(classes: _Classes, *extra: tuple[frozenset[int], int]) -> np.nd
 
 
 _TABLE_AARCH32 = _class_table(
-    _AARCH32, (_RETURN_LISTS, _C_RETURN_LIST), (_TABLE_BRANCHES, _C_TABLE_BRANCH), (_STATUS_STORES, _C_STATUS)
-)
-_TABLE_AARCH64 = _class_table(_AARCH64, (_STATUS_STORES_64, _C_STATUS))
+    _AARCH32, (_RETURN_LISTS, _C_RETURN_LIST), (_TABLE_BRANCHES, _C_TABLE_BRANCH),
+    (_STATUS_STORES, _C_STATUS), (_BARRIERS, _C_ISB),
+)  # fmt: skip
+_TABLE_AARCH64 = _class_table(_AARCH64, (_STATUS_STORES_64, _C_STATUS), (_BARRIERS_64, _C_ISB))
 
 # Access sizes. By instruction id: bytes per transfer, or _BY_REGISTER (the transferred
 # register's width) or _BY_ELEMENT (an element of its arrangement: A64 load-and-replicate).
@@ -399,6 +402,7 @@ def _read_facts(records: int, count: int, isa: int, layout: np.ndarray, classes:
             | (F_CONDITIONAL if cls & _C_TEST or condition >= 0 else 0)
             | (F_HAS_CONDITION if condition >= 0 else 0)
             | (F_CALL if kind == _K_CALL else 0) | (F_RETURN if kind == _K_RETURN else 0)
+            | (F_ISB if cls & _C_ISB else 0)
         )  # fmt: skip
         if direct and not aarch64:
             target &= 0xFFFFFFFF
@@ -458,7 +462,7 @@ def _undefined(code: bytes, offset: int, address: int, isa: Isa) -> Row | None:
         return None
     size, opcode = int(columns[0, C_SIZE]), int(columns[0, C_OPCODE])
     return (address, isa, size, opcode, "undefined", "", False, False, None, isa, None, False, Kind.NONE,
-            False, False, False, 0, 0, True, False, False, False)  # fmt: skip
+            False, False, False, 0, 0, True, False, False, False, False)  # fmt: skip
 
 
 @functools.cache
@@ -648,7 +652,7 @@ def _rows(isa: Isa, columns: np.ndarray, conditions: np.ndarray, records: bytes)
             address & _MASK64, isa, size, opcode, *texts, branch, direct,
             target & _MASK64 if facts & F_HAS_TARGET else None, _ISAS[next_isa],
             CONDITIONS[condition] if condition >= 0 else None, conditional, KINDS[kind], writes_pc, load,
-            store, transfers, access, undefined, trap, False, False,
+            store, transfers, access, undefined, trap, False, False, bool(facts & F_ISB),
         ))  # fmt: skip
     return tuple(rows)
 

@@ -54,6 +54,7 @@ class InsnInfo:
     raises_exception: bool = False  # SVC, BKPT, HVC, SMC, BRK, HLT, UDF, SPARC Ticc: a trap by design
     delay_slot: bool = False  # SPARC: the next instruction executes before the target
     annul: bool = False  # SPARC: the annul bit (delay slot skipped unless taken; always for ba,a)
+    is_isb: bool = False  # an instruction synchronisation barrier (a waypoint of PTM and ETMv4 traces)
 
     @property
     def next_address(self) -> int:
@@ -91,6 +92,7 @@ C_COUNT = 9
 F_BRANCH, F_DIRECT, F_WRITES_PC, F_LOAD, F_STORE, F_UNDEFINED = (1 << n for n in range(6))
 F_TRAP, F_CONDITIONAL, F_HAS_CONDITION, F_HAS_TARGET, F_DELAY, F_ANNUL = (1 << n for n in range(6, 12))
 F_CALL, F_RETURN = 1 << 12, 1 << 13
+F_ISB = 1 << 14
 NO_ISA = 255
 """C_NEXT_ISA when `next_isa` is None."""
 KINDS = tuple(Kind)
@@ -98,7 +100,7 @@ KINDS = tuple(Kind)
 _BIT_FIELDS = (
     ("is_branch", F_BRANCH), ("is_direct", F_DIRECT), ("writes_pc", F_WRITES_PC), ("is_load", F_LOAD),
     ("is_store", F_STORE), ("is_undefined", F_UNDEFINED), ("raises_exception", F_TRAP),
-    ("is_conditional", F_CONDITIONAL), ("delay_slot", F_DELAY), ("annul", F_ANNUL),
+    ("is_conditional", F_CONDITIONAL), ("delay_slot", F_DELAY), ("annul", F_ANNUL), ("is_isb", F_ISB),
 )  # fmt: skip
 _KIND_BITS = {Kind.NONE: 0, Kind.CALL: F_CALL, Kind.RETURN: F_RETURN, Kind.JUMP: 0}
 

@@ -1,11 +1,11 @@
-"""Where ETMv3 trace comes from, and reading its packets source by source.
+"""Where ETMv3 and PTM trace comes from, and reading its packets source by source.
 
 An input is a CoreSight snapshot (its snapshot.ini, or the directory holding it) or a bare
 buffer with its ETM registers given as options (see `config`). Either way it becomes one
-`Capture` per trace buffer: the buffer file, its layout, and the ETMv3 sources in it, each
-with its registers and a core number (`cpu`): the position of its core among a snapshot's
-cores; in a bare formatted buffer, the trace ID; in a raw stream, 0. The option `source` (a
-trace ID) keeps one source.
+`Capture` per trace buffer: the buffer file, its layout, and the ETMv3 and PTM sources in it,
+each with its registers (an `EtmConfig` or a `ptm.config.PtmConfig`) and a core number
+(`cpu`): the position of its core among a snapshot's cores; in a bare formatted buffer, the
+trace ID; in a raw stream, 0. The option `source` (a trace ID) keeps one source.
 
 `PacketReader` streams a capture in chunks: it splits formatted buffers by trace ID and
 decodes each source's bytes, yielding packet batches as they complete.
@@ -27,19 +27,32 @@ from ...coresight.snapshot import SNAPSHOT_INI, Device, Snapshot, read_snapshot
 from ...coresight.sniff import is_snapshot_ini, sniff_layout
 from ...errors import CputraceError, UsageError
 from ...inputs import InputFile, read_exactly
+from ..ptm import packets as ptm_packets
+from ..ptm.config import PtmConfig
 from .config import EtmConfig, bare_buffer_settings
 from .options import BARE_BUFFER_OPTIONS, SOURCE, TRACE_IDS
 from .packets import PacketDecoder, Packets
 
 CHUNK_BYTES = 4 << 20
 ETMV3_PROTOCOL = "ETM3"
+PTM_PROTOCOLS = frozenset({"PTM", "PTM1", "PFT", "PFT1"})
+"""Device types of PTMs without their minor version, as snapshots spell them (PTM1.0, PFT1.1...)."""
+
+SourceConfig = EtmConfig | PtmConfig
+
+
+def packet_decoder(config: SourceConfig) -> PacketDecoder | ptm_packets.PacketDecoder:
+    """The packet decoder of a source's protocol."""
+    if isinstance(config, PtmConfig):
+        return ptm_packets.PacketDecoder(config)
+    return PacketDecoder(config)
 
 
 @dataclass(frozen=True)
 class EtmSource:
-    """One ETMv3 trace source: its registers, trace ID (None: an unformatted stream) and core."""
+    """One ETMv3 or PTM trace source: its registers, trace ID (None: an unformatted stream) and core."""
 
-    config: EtmConfig
+    config: SourceConfig
     trace_id: int | None
     cpu: int
     name: str
@@ -52,7 +65,7 @@ class EtmSource:
 
 @dataclass
 class Capture:
-    """A trace buffer and the ETMv3 sources to decode from it."""
+    """A trace buffer and the ETMv3 and PTM sources to decode from it."""
 
     path: Path
     layout: str  # coresight, dstream_coresight or source_data
@@ -85,14 +98,22 @@ def open_captures(path: str | os.PathLike[str], options: Mapping[str, Any] | Non
 def _snapshot_captures(snapshot: Snapshot, wanted: int | None) -> list[Capture]:
     captures: dict[Path, Capture] = {}
     found = []
+    unbuffered: list[str] = []
     for position, device in enumerate(snapshot.sources):
-        if device.protocol != ETMV3_PROTOCOL:
+        if device.protocol == ETMV3_PROTOCOL:
+            kind: type[SourceConfig] = EtmConfig
+        elif device.protocol in PTM_PROTOCOLS:
+            kind = PtmConfig
+        else:
             continue
         core = snapshot.core_of(device)
-        config = EtmConfig.from_device(device, core)
+        config = kind.from_device(device, core)
         buffer = snapshot.buffer_of(device)
-        if buffer is None:
-            raise CputraceError(f"{snapshot.path}: no trace buffer is listed for source {device.name}")
+        if buffer is None:  # a source that traced nothing into this snapshot's buffers
+            if wanted is not None and config.trace_id == wanted:
+                raise CputraceError(f"{snapshot.path}: no trace buffer is listed for source {device.name}")
+            unbuffered.append(device.name)
+            continue
         formatted = buffer.format != "source_data"
         if config.trace_id is None and formatted:
             raise CputraceError(f"{device.path}: no ETMTRACEIDR to find its bytes in {buffer.path.name} by")
@@ -107,9 +128,13 @@ def _snapshot_captures(snapshot: Snapshot, wanted: int | None) -> list[Capture]:
         if wanted is None or config.trace_id == wanted:
             new = Capture(buffer.path, buffer.format, [], None, snapshot)
             captures.setdefault(buffer.path, new).sources.append(source)
+    if not found and unbuffered:
+        names = ", ".join(unbuffered)
+        raise CputraceError(f"{snapshot.path}: no trace buffer is listed for any trace source ({names})")
     if not found:
         kinds = ", ".join(sorted({d.type for d in snapshot.sources})) or "none"
-        raise CputraceError(f"{snapshot.path}: no ETMv3 trace source in this snapshot (sources: {kinds})")
+        message = f"no ETMv3 or PTM trace source in this snapshot (sources: {kinds})"
+        raise CputraceError(f"{snapshot.path}: {message}")
     if not captures:
         raise CputraceError(f"{snapshot.path}: {_unknown_source(snapshot, wanted, found)}")
     return list(captures.values())
@@ -119,8 +144,8 @@ def _unknown_source(snapshot: Snapshot, wanted: int | None, found: list[tuple[De
     listed = ", ".join(f"{s.label} ({d.name})" for d, s in found)
     for device in snapshot.sources:
         if device.registers.get("ETMTRACEIDR", -1) & 0x7F == wanted:
-            return f"source 0x{wanted:02x} is {device.name} ({device.type}), not ETMv3; ETMv3: {listed}"
-    return f"no ETMv3 source with trace ID 0x{wanted:02x}; ETMv3 sources: {listed}"
+            return f"source 0x{wanted:02x} is {device.name} ({device.type}), not ETMv3 or PTM ({listed})"
+    return f"no ETMv3 or PTM source with trace ID 0x{wanted:02x} (they are: {listed})"
 
 
 def _bare_capture(path: Path, options: Mapping[str, Any]) -> Capture:
@@ -168,7 +193,7 @@ def split_sources(capture: Capture) -> list[Capture]:
     ]
 
 
-def _found_source(config: EtmConfig, trace_id: int) -> EtmSource:
+def _found_source(config: SourceConfig, trace_id: int) -> EtmSource:
     """A source a bare formatted buffer holds, decoded with its registers (`config`); its core
     number is its trace ID."""
     return EtmSource(dataclasses.replace(config, trace_id=trace_id), trace_id, trace_id, f"0x{trace_id:02x}")
@@ -196,7 +221,7 @@ def source_packets(
     for source in sources:
         if source.trace_id in streams:
             stream = streams[source.trace_id]
-            yield source, PacketDecoder(source.config).feed(stream.data, stream.offsets, final=True)
+            yield source, packet_decoder(source.config).feed(stream.data, stream.offsets, final=True)
 
 
 def _whole_buffer(path: Path, chunk_bytes: int) -> bytes | None:
@@ -237,7 +262,7 @@ class PacketReader:
             stream.close()
 
     def _single(self, stream: Any, source: EtmSource) -> Iterator[tuple[EtmSource, Packets]]:
-        decoder = PacketDecoder(source.config)
+        decoder = packet_decoder(source.config)
         for block, offset in _chunks(stream, self.capture.path, self.chunk_bytes):
             data = np.frombuffer(block, dtype=np.uint8)
             for batch in decoder.feed(data, np.arange(offset, offset + len(data), dtype=np.int64)):
@@ -249,7 +274,7 @@ class PacketReader:
         capture = self.capture
         single = len(capture.sources) == 1 and capture.any_source is None
         deformatter = Deformatter(capture.layout, only=capture.sources[0].trace_id if single else None)
-        decoders = {s.trace_id: (s, PacketDecoder(s.config)) for s in capture.sources}
+        decoders = {s.trace_id: (s, packet_decoder(s.config)) for s in capture.sources}
         end = 0
         for block, offset in _chunks(stream, self.capture.path, self.chunk_bytes):
             yield from self._decode(deformatter.feed(block, offset), decoders)
@@ -261,7 +286,7 @@ class PacketReader:
                 yield source, batch
 
     def _decode(
-        self, streams: dict[int, Any], decoders: dict[int | None, tuple[EtmSource, PacketDecoder]]
+        self, streams: dict[int, Any], decoders: dict[int | None, tuple[EtmSource, Any]]
     ) -> Iterator[tuple[EtmSource, Packets]]:
         for trace_id, data in streams.items():
             if trace_id not in decoders:
@@ -269,7 +294,7 @@ class PacketReader:
                     continue
                 source = _found_source(self.capture.any_source, trace_id)
                 self.discovered.append(source)
-                decoders[trace_id] = (source, PacketDecoder(source.config))
+                decoders[trace_id] = (source, packet_decoder(source.config))
             source, decoder = decoders[trace_id]
             for batch in decoder.feed(data.data, data.offsets):
                 yield source, batch

@@ -1,4 +1,5 @@
-"""The `etmv3` input format: CoreSight snapshots and ETMv3 trace buffers.
+"""The `etmv3` input format: CoreSight snapshots (their ETMv3 and PTM sources) and ETMv3 trace
+buffers.
 
 Sniffing knows a snapshot.ini, a trace port capture (frame syncs) and a raw ETMv3 stream that
 starts with an A-sync; memory buffers (ETB, ETR) need `--format etmv3`.
@@ -22,6 +23,9 @@ from ...flow.program import Program
 from ...image import Image
 from ...inputs import InputFile
 from ..base import Batch, DecodeContext
+from ..ptm.config import PtmConfig
+from ..ptm.instructions import PtmSourceWalk
+from ..ptm.protocol import EXPECTED as PTM_EXPECTED
 from .capture import Capture, EtmSource, open_captures, source_packets
 from .instructions import SourceWalk
 from .packets import Packets
@@ -53,7 +57,8 @@ def decode_captures(
             for packets in batches:
                 if walk is None:
                     report = partial(_packet_error, capture.path, etm, ctx)
-                    walk = SourceWalk(etm, _program(programs, capture, etm, ctx), next_seq, report)
+                    walker = PtmSourceWalk if isinstance(etm.config, PtmConfig) else SourceWalk
+                    walk = walker(etm, _program(programs, capture, etm, ctx), next_seq, report)
                 yield from walk.batch(packets)
             if walk is not None:
                 yield from walk.finish()
@@ -65,7 +70,7 @@ def _packet_error(path: Path, etm: EtmSource, ctx: DecodeContext, packets: Packe
     (its trace_gap event says where, and the trace resynchronises at the next A-sync)."""
     source = "" if etm.trace_id is None else f" (source {etm.label})"
     where = f"offset 0x{int(packets['offset'][row]):x}{source}"
-    expected = EXPECTED[int(packets["info"][row])]
+    expected = (PTM_EXPECTED if isinstance(etm.config, PtmConfig) else EXPECTED)[int(packets["info"][row])]
     raw = packets.raw(row)
     got = raw[:RAW_SHOWN].hex(" ") + (" ..." if len(raw) > RAW_SHOWN else "")
     if ctx.strict:

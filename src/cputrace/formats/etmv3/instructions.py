@@ -68,7 +68,7 @@ class SourceWalk:
         every event of a batch is at or before that row, every event of the next one at or
         after it, so each batch's events, sorted, follow the last batch's."""
         first_seq = self.walker.next_seq
-        built = packet_ops(packets, self.state, self.cycle_accurate)
+        built = self._packet_ops(packets)
         if self.on_error is not None:  # errors are among the few eventful packets
             for row in built.eventful[packets["kind"][built.eventful] == Kind.ERROR].tolist():
                 self.on_error(packets, row)
@@ -81,6 +81,10 @@ class SourceWalk:
             self.data.add(packets, built, self.walker.op_end, first_seq)
             yield from self._matched(self.data.rows(), events)
         yield {"events": _in_seq_order(events)}
+
+    def _packet_ops(self, packets: Packets) -> PacketOps:
+        """The waypoint ops of a batch (a protocol's walk gives its own)."""
+        return packet_ops(packets, self.state, self.cycle_accurate)
 
     def finish(self) -> Iterator[Batch]:
         gaps: list[pa.Table] = []

@@ -34,13 +34,22 @@ synchronised stream, which are reported in pieces rather than carried whole).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
-
 import numba
 import numpy as np
 
-from ...coresight.frames import read_only
+from ...coresight.packets import (
+    BATCH_PACKETS,
+    NEED_MORE,
+    Packets,
+    PacketScanner,
+    error_packet,
+    gray_to_binary,
+    locate,
+    low_bits,
+    skip_to_a_sync,
+    start_packet,
+    zeros_in_sync,
+)
 from ...model import Isa
 from .config import (
     C_ALT_BRANCH,
@@ -58,29 +67,12 @@ from .config import (
 )
 from .protocol import DEPRECATED_EXCEPTIONS, ISA_UNKNOWN, ErrorReason, Flag, Kind
 
-PACKET = np.dtype(
-    [
-        ("offset", "<i8"), ("pos", "<i8"), ("value", "<u8"), ("cycles", "<i8"), ("address", "<u4"),
-        ("address2", "<u4"), ("size", "<i4"), ("exception", "<i2"), ("flags", "<u2"), ("atoms", "<u2"),
-        ("kind", "u1"), ("bits", "u1"), ("isa", "u1"), ("count", "u1"), ("info", "u1"),
-    ],
-    align=True,
-)  # fmt: skip
-"""One packet: `offset` in the buffer, `pos` in the source's stream, `size` in bytes, then
-the decoded fields of the table above."""
-_OPAQUE = np.dtype((np.void, PACKET.itemsize))
-
 # Decoder state kept between feeds (int64 array)
 (
     S_SYNCED, S_ADDRESS, S_ADDRESS_KNOWN, S_ISA, S_NS, S_HYP, S_ALT_ISA, S_CONTEXT_ID, S_VMID,
     S_TIMESTAMP, S_DATA_ADDRESS, S_BIG_ENDIAN,
 ) = range(12)  # fmt: skip
 STATE_SIZE = 12
-
-BATCH_PACKETS = 1 << 18
-MAX_ZEROS = 4096  # the longest zero run carried from one feed to the next
-MAX_UNSYNCED = 1 << 16  # unsynced runs are reported in pieces of at most this many bytes
-NEED_MORE = -1  # a helper's status: the packet continues past the bytes given
 
 _A32, _T32, _T32EE, _JAZELLE = int(Isa.A32), int(Isa.T32), int(Isa.T32EE), int(Isa.JAZELLE)
 _DEPRECATED = np.array(DEPRECATED_EXCEPTIONS, dtype=np.int64)
@@ -170,21 +162,6 @@ def _p_headers() -> np.ndarray:
 
 HEADER_KINDS = _header_kinds()
 P_HEADERS = _p_headers()
-
-
-@numba.njit(inline="always")
-def _mask(bits):
-    return np.int64(-1) if bits >= 64 else (np.int64(1) << bits) - 1
-
-
-@numba.njit(cache=True, nogil=True)
-def _gray_to_binary(gray):
-    value = np.uint64(gray)
-    shift = np.uint64(1)
-    while shift < np.uint64(64):
-        value ^= value >> shift
-        shift <<= np.uint64(1)
-    return np.int64(value)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -320,35 +297,9 @@ def _branch_address(data, p, n, alt, m_profile, base_address, base_isa, base_alt
             bits += 4
     shift = 0 if isa == _JAZELLE else (1 if isa in (_T32, _T32EE) else 2)
     bits += shift
-    mask = _mask(bits)
+    mask = low_bits(bits)
     address = ((base_address & ~mask) | ((value << shift) & mask)) & 0xFFFFFFFF
     return p, 0, address, bits, isa, exception, resume, ns, hyp, alt_isa, flags
-
-
-@numba.njit(inline="always")
-def _start(rec, kind, start, end):
-    """Fill a packet record with its kind, position and size, every other field empty."""
-    rec.kind = kind
-    rec.pos = start
-    rec.size = end - start
-    rec.offset = 0
-    rec.value = 0
-    rec.cycles = -1
-    rec.address = 0
-    rec.address2 = 0
-    rec.exception = -1
-    rec.flags = 0
-    rec.atoms = 0
-    rec.bits = 0
-    rec.isa = ISA_UNKNOWN
-    rec.count = 0
-    rec.info = 0
-
-
-@numba.njit(inline="always")
-def _error(rec, reason, start, end):
-    _start(rec, _K_ERROR, start, end)
-    rec.info = reason
 
 
 @numba.njit(inline="always")
@@ -417,7 +368,7 @@ def _i_sync(data, i, n, cfg, st, rec):
         st[S_ADDRESS] = address
         st[S_ISA] = isa
         st[S_ADDRESS_KNOWN] = 1
-    _start(rec, _K_I_SYNC, i, p)
+    start_packet(rec, _K_I_SYNC, i, p)
     rec.address = address
     rec.address2 = address2
     rec.bits = bits
@@ -448,7 +399,7 @@ def _branch(data, i, n, cfg, st, rec):
     flags |= _address_flags(st, bits)
     if bits >= 32:
         st[S_ADDRESS_KNOWN] = 1
-    _start(rec, _K_BRANCH, i, end)
+    start_packet(rec, _K_BRANCH, i, end)
     rec.address = address
     rec.bits = bits
     rec.isa = isa
@@ -471,17 +422,17 @@ def _timestamp(data, i, n, cfg, st, rec):
         p += 1
         if j == last:
             width = 8 if cfg[C_TIMESTAMP_64] else 6
-            value |= (b & _mask(width)) << (7 * j)
+            value |= (b & low_bits(width)) << (7 * j)
             bits += width
             break
         value |= (b & 0x7F) << (7 * j)
         bits += 7
         if not b & 0x80:
             break
-    mask = _mask(bits)
+    mask = low_bits(bits)
     st[S_TIMESTAMP] = (st[S_TIMESTAMP] & ~mask) | (value & mask)
-    _start(rec, _K_TIMESTAMP, i, p)
-    rec.value = _gray_to_binary(st[S_TIMESTAMP]) if cfg[C_TIMESTAMP_GRAY] else st[S_TIMESTAMP]
+    start_packet(rec, _K_TIMESTAMP, i, p)
+    rec.value = gray_to_binary(st[S_TIMESTAMP]) if cfg[C_TIMESTAMP_GRAY] else st[S_TIMESTAMP]
     rec.bits = bits
     rec.flags = _F_CLOCK_CHANGED if data[i] & 0x04 else 0
     return p, 0
@@ -513,7 +464,7 @@ def _data(data, i, n, cfg, st, rec, kind):
         p, value, bits, be = _data_address(data, p, n)
         if p < 0:
             return NEED_MORE, NEED_MORE
-        mask = _mask(bits)
+        mask = low_bits(bits)
         address = (address & ~mask) | (value & mask)
         if be >= 0:
             big_endian = be
@@ -526,7 +477,7 @@ def _data(data, i, n, cfg, st, rec, kind):
     p += size
     st[S_DATA_ADDRESS] = address
     st[S_BIG_ENDIAN] = big_endian
-    _start(rec, kind, i, p)
+    start_packet(rec, kind, i, p)
     rec.address = address
     rec.bits = bits
     rec.count = size
@@ -549,7 +500,7 @@ def _packet(data, i, n, cfg, st, rec, kind):
         end, cycles = _cycle_count(data, i + 1, n)
         if end < 0:
             return NEED_MORE, NEED_MORE
-        _start(rec, kind, i, end)
+        start_packet(rec, kind, i, end)
         rec.cycles = cycles
         return end, 0
     if kind == _K_TIMESTAMP:
@@ -564,14 +515,14 @@ def _packet(data, i, n, cfg, st, rec, kind):
         for j in range(size):
             context |= np.int64(data[i + 1 + j]) << (8 * j)
         st[S_CONTEXT_ID] = context
-        _start(rec, kind, i, i + 1 + size)
+        start_packet(rec, kind, i, i + 1 + size)
         rec.value = context
         return i + 1 + size, 0
     if kind == _K_VMID:
         if i + 2 > n:
             return NEED_MORE, NEED_MORE
         st[S_VMID] = data[i + 1]
-        _start(rec, kind, i, i + 2)
+        start_packet(rec, kind, i, i + 2)
         rec.value = data[i + 1]
         return i + 2, 0
     if kind == _K_ERROR:
@@ -588,23 +539,8 @@ def _packet(data, i, n, cfg, st, rec, kind):
         return i + 1, _E_DATA_TRACE_OFF
     if kind in (_K_NORMAL_DATA, _K_OOO_DATA, _K_OOO_PLACEHOLDER, _K_VALUE_NOT_TRACED):
         return _data(data, i, n, cfg, st, rec, kind)
-    _start(rec, kind, i, i + 1)  # trigger, ignore, exception exit/entry, store failed, data suppressed
+    start_packet(rec, kind, i, i + 1)  # trigger, ignore, exception exit/entry, store failed, data suppressed
     return i + 1, 0
-
-
-@numba.njit(cache=True, nogil=True)
-def _hunt(data, i, n, final):
-    """Look for an A-sync (five 0x00 then 0x80) from i: (its start, or -1, bytes to skip to)."""
-    zeros = 0
-    for p in range(i, n):
-        b = data[p]
-        if b == 0:
-            zeros += 1
-        elif b == 0x80 and zeros >= 5:
-            return p - 5, p - 5
-        else:
-            zeros = 0
-    return -1, (n if final else n - min(zeros, MAX_ZEROS))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -623,30 +559,16 @@ def _decode(data, offsets, base, final, cfg, st, out):
     k = 0
     while i < n and k + 2 <= cap:
         if not st[S_SYNCED]:
-            found, skip_to = _hunt(data, i, n, final)
-            end = found if found >= 0 else skip_to
-            while end - i >= MAX_UNSYNCED and k + 2 <= cap:
-                _start(out[k], _K_UNSYNCED, i, i + MAX_UNSYNCED)
-                k += 1
-                i += MAX_UNSYNCED
-            if k + 2 > cap or (found < 0 and not final):
+            k, i, found = skip_to_a_sync(data, i, n, final, out, k, _K_A_SYNC)
+            if not found:
                 break
-            if end > i:
-                _start(out[k], _K_UNSYNCED, i, end)
-                k += 1
-                i = end
-            if found < 0:
-                break
-            _start(out[k], _K_A_SYNC, i, i + 6)
-            k += 1
             st[S_SYNCED] = 1
-            i += 6
             continue
         h = data[i]
         kind = HEADER_KINDS[h]
         rec = out[k]
         if kind == _K_P_HEADER and P_HEADERS[mode, 0, h]:  # the most common packet, inline
-            _start(rec, _K_P_HEADER, i, i + 1)
+            start_packet(rec, _K_P_HEADER, i, i + 1)
             rec.info = P_HEADERS[mode, 0, h]
             rec.atoms = P_HEADERS[mode, 1, h]
             rec.count = P_HEADERS[mode, 2, h]
@@ -655,129 +577,39 @@ def _decode(data, offsets, base, final, cfg, st, out):
             i += 1
             continue
         if kind == _K_A_SYNC:
-            p = i
-            while p < n and data[p] == 0:
-                p += 1
-            zeros = p - i
-            if p == n:
-                if final:
-                    _error(rec, _E_TRUNCATED, i, n)
-                    k += 1
-                    i = n
-                elif zeros > MAX_ZEROS:
-                    _error(rec, _E_BAD_A_SYNC, i, n - 5)
-                    k += 1
-                    i = n - 5
-                    continue
+            k, i, synced, done = zeros_in_sync(
+                data, i, n, final, out, k, _K_A_SYNC, _E_BAD_A_SYNC, _E_TRUNCATED
+            )
+            st[S_SYNCED] = 1 if synced else 0
+            if done:
                 break
-            if data[p] == 0x80 and zeros >= 5:
-                if zeros > 5:
-                    _error(rec, _E_BAD_A_SYNC, i, p - 5)
-                    k += 1
-                _start(out[k], _K_A_SYNC, p - 5, p + 1)
-                k += 1
-                i = p + 1
-            else:
-                _error(rec, _E_BAD_A_SYNC, i, p)
-                k += 1
-                st[S_SYNCED] = 0
-                i = p
             continue
         end, status = _packet(data, i, n, cfg, st, rec, kind)
         if status == NEED_MORE:
             if final:
-                _error(rec, _E_TRUNCATED, i, n)
+                error_packet(rec, _E_TRUNCATED, i, n)
                 k += 1
                 i = n
             break
         if status != 0:
-            _error(rec, status, i, end)
+            error_packet(rec, status, i, end)
             st[S_SYNCED] = 0
         k += 1
         i = end
-    for j in range(k):
-        out[j].offset = offsets[out[j].pos]
-        out[j].pos += base
+    locate(out, k, offsets, base)
     return k, i
 
 
-@dataclass
-class Packets:
-    """A batch of decoded packets (a PACKET record array) and the stream bytes they cover.
-
-    `stream[pos - stream_pos : pos - stream_pos + size]` are a packet's raw bytes.
-    """
-
-    table: np.ndarray  # PACKET records, one per packet
-    stream: np.ndarray  # uint8: the source bytes this batch was decoded from
-    stream_pos: int  # position of stream[0] in the whole source stream
-
-    def __len__(self) -> int:
-        return len(self.table)
-
-    def __getitem__(self, field: str) -> np.ndarray:
-        return self.table[field]
-
-    def raw(self, index: int) -> bytes:
-        start = int(self.table["pos"][index]) - self.stream_pos
-        return self.stream[start : start + int(self.table["size"][index])].tobytes()
-
-    @classmethod
-    def concatenate(cls, batches: list[Packets]) -> Packets:
-        """One batch from consecutive batches of one source."""
-        if not batches:
-            return cls(np.zeros(0, dtype=PACKET), np.zeros(0, dtype=np.uint8), 0)
-        first = batches[0].stream_pos
-        end = max(b.stream_pos + len(b.stream) for b in batches)
-        stream = np.zeros(end - first, dtype=np.uint8)
-        for b in batches:
-            stream[b.stream_pos - first : b.stream_pos - first + len(b.stream)] = b.stream
-        # as opaque records: numpy copies aligned record dtypes field by field otherwise
-        table = np.concatenate([b.table.view(_OPAQUE) for b in batches]).view(PACKET)
-        return cls(table, stream, first)
-
-
-class PacketDecoder:
+class PacketDecoder(PacketScanner):
     """Decodes one ETMv3 source's bytes, fed in chunks, into batches of packets."""
 
     def __init__(self, config: EtmConfig, batch_packets: int = BATCH_PACKETS) -> None:
         self.config = config
-        self._cfg = config.as_array()
-        self._state = np.zeros(STATE_SIZE, dtype=np.int64)
-        self._state[S_ISA] = ISA_UNKNOWN
-        self._batch = batch_packets
-        self._carry = np.zeros(0, dtype=np.uint8)
-        self._carry_offsets = np.zeros(0, dtype=np.int64)
-        self._pos = 0  # stream position of the first carried byte
-
-    def feed(self, data: np.ndarray, offsets: np.ndarray, final: bool = False) -> Iterator[Packets]:
-        """Packets completed by `data` (uint8), whose bytes sit at `offsets` in the buffer."""
-        if len(self._carry):
-            data = np.concatenate([self._carry, data])
-            offsets = np.concatenate([self._carry_offsets, offsets])
-        data, offsets = read_only(data), read_only(offsets)
-        done = 0
-        while done < len(data):
-            out = np.empty(self._batch, dtype=PACKET)
-            base = self._pos + done
-            count, consumed = _decode(data[done:], offsets[done:], base, final, self._cfg, self._state, out)
-            if count:
-                yield Packets(out[:count], data[done : done + consumed], base)
-            if consumed == 0:
-                break
-            done += consumed
-        self._carry = data[done:].copy()
-        self._carry_offsets = offsets[done:].copy()
-        self._pos += done
-
-    def finish(self) -> Iterator[Packets]:
-        """Packets left at the end of the stream (an unfinished one becomes an error)."""
-        yield from self.feed(np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int64), final=True)
+        state = np.zeros(STATE_SIZE, dtype=np.int64)
+        state[S_ISA] = ISA_UNKNOWN
+        super().__init__(_decode, config.as_array(), state, batch_packets)
 
 
 def decode_packets(data: bytes | np.ndarray, config: EtmConfig, offsets: np.ndarray | None = None) -> Packets:
     """Every packet of a whole stream held in memory (offsets default to stream positions)."""
-    stream = np.frombuffer(data, dtype=np.uint8)
-    where = np.arange(len(stream), dtype=np.int64) if offsets is None else offsets
-    decoder = PacketDecoder(config)
-    return Packets.concatenate([*decoder.feed(stream, where, final=True)])
+    return PacketDecoder(config).decode_all(data, offsets)

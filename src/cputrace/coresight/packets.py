@@ -1,0 +1,252 @@
+"""What the CoreSight packet decoders (ETMv3, PTM) share: the packet record, a batch of
+packets, the compiled helpers of synchronisation, and the driver that feeds a stream to a
+compiled scanner in chunks.
+
+A decoder is a compiled `scan(data, offsets, base, final, config, state, out)` that writes
+PACKET records into `out` until it is full or the bytes run out and returns (packets written,
+bytes consumed); `PacketScanner` carries what it did not consume into the next feed, so a
+stream decodes to the same packets in chunks of any size. Each protocol documents which
+PACKET fields its packet kinds fill.
+
+Kind codes 0 and 1 are common to every protocol: bytes skipped while looking for an A-sync
+(`UNSYNCED`) and a reserved or malformed packet (`ERROR`, its reason in `info`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numba
+import numpy as np
+
+from .frames import read_only
+
+PACKET = np.dtype(
+    [
+        ("offset", "<i8"), ("pos", "<i8"), ("value", "<u8"), ("cycles", "<i8"), ("address", "<u4"),
+        ("address2", "<u4"), ("size", "<i4"), ("exception", "<i2"), ("flags", "<u2"), ("atoms", "<u2"),
+        ("kind", "u1"), ("bits", "u1"), ("isa", "u1"), ("count", "u1"), ("info", "u1"),
+    ],
+    align=True,
+)  # fmt: skip
+"""One packet: `offset` in the buffer, `pos` in the source's stream, `size` in bytes, then
+the decoded fields (what each means depends on the protocol and the packet's kind)."""
+_OPAQUE = np.dtype((np.void, PACKET.itemsize))
+
+K_UNSYNCED, K_ERROR = 0, 1
+"""The packet kinds every protocol has, with these codes."""
+ISA_UNKNOWN = 255
+"""`isa` of a packet that gives none."""
+
+BATCH_PACKETS = 1 << 18
+MAX_ZEROS = 4096  # the longest zero run carried from one feed to the next
+MAX_UNSYNCED = 1 << 16  # unsynced runs are reported in pieces of at most this many bytes
+NEED_MORE = -1  # a helper's status: the packet continues past the bytes given
+
+
+@numba.njit(inline="always")
+def low_bits(bits):
+    """The low `bits` bits set (all 64 from 64 up)."""
+    return np.int64(-1) if bits >= 64 else (np.int64(1) << bits) - 1
+
+
+@numba.njit(cache=True, nogil=True)
+def gray_to_binary(gray):
+    value = np.uint64(gray)
+    shift = np.uint64(1)
+    while shift < np.uint64(64):
+        value ^= value >> shift
+        shift <<= np.uint64(1)
+    return np.int64(value)
+
+
+@numba.njit(inline="always")
+def start_packet(rec, kind, start, end):
+    """Fill a packet record with its kind, position and size, every other field empty (0;
+    cycles and exception -1, isa ISA_UNKNOWN)."""
+    rec.kind = kind
+    rec.pos = start
+    rec.size = end - start
+    rec.offset = 0
+    rec.value = 0
+    rec.cycles = -1
+    rec.address = 0
+    rec.address2 = 0
+    rec.exception = -1
+    rec.flags = 0
+    rec.atoms = 0
+    rec.bits = 0
+    rec.isa = ISA_UNKNOWN
+    rec.count = 0
+    rec.info = 0
+
+
+@numba.njit(inline="always")
+def error_packet(rec, reason, start, end):
+    start_packet(rec, K_ERROR, start, end)
+    rec.info = reason
+
+
+@numba.njit(cache=True, nogil=True)
+def hunt_a_sync(data, i, n, final):
+    """Look for an A-sync (five 0x00 then 0x80) from i: (its start, or -1, bytes to skip to)."""
+    zeros = 0
+    for p in range(i, n):
+        b = data[p]
+        if b == 0:
+            zeros += 1
+        elif b == 0x80 and zeros >= 5:
+            return p - 5, p - 5
+        else:
+            zeros = 0
+    return -1, (n if final else n - min(zeros, MAX_ZEROS))
+
+
+@numba.njit(cache=True, nogil=True)
+def skip_to_a_sync(data, i, n, final, out, k, a_sync_kind):
+    """Bytes from i up to the next A-sync as UNSYNCED packets (MAX_UNSYNCED bytes from the
+    start of the run, then a shorter last one, so that chunking does not change them), and the
+    A-sync packet. Returns (packets written, next byte, whether an A-sync was found); stops
+    early, before the A-sync, when `out` has no room."""
+    cap = len(out)
+    found, skip_to = hunt_a_sync(data, i, n, final)
+    end = found if found >= 0 else skip_to
+    while end - i >= MAX_UNSYNCED and k + 2 <= cap:
+        start_packet(out[k], K_UNSYNCED, i, i + MAX_UNSYNCED)
+        k += 1
+        i += MAX_UNSYNCED
+    if k + 2 > cap or (found < 0 and not final):
+        return k, i, False
+    if end > i:
+        start_packet(out[k], K_UNSYNCED, i, end)
+        k += 1
+        i = end
+    if found < 0:
+        return k, i, False
+    start_packet(out[k], a_sync_kind, i, i + 6)
+    return k + 1, i + 6, True
+
+
+@numba.njit(cache=True, nogil=True)
+def zeros_in_sync(data, i, n, final, out, k, a_sync_kind, bad_a_sync, truncated):
+    """A zero byte at i in a synchronised stream: an A-sync (at least five 0x00, then 0x80;
+    zeros beyond five an error before it), or an error. Returns (packets written, next byte,
+    still synchronised, done: the bytes given end here)."""
+    p = i
+    while p < n and data[p] == 0:
+        p += 1
+    zeros = p - i
+    if p == n:
+        if final:
+            error_packet(out[k], truncated, i, n)
+            return k + 1, n, True, True
+        if zeros > MAX_ZEROS:
+            error_packet(out[k], bad_a_sync, i, n - 5)
+            return k + 1, n - 5, True, False
+        return k, i, True, True
+    if data[p] == 0x80 and zeros >= 5:
+        if zeros > 5:
+            error_packet(out[k], bad_a_sync, i, p - 5)
+            k += 1
+        start_packet(out[k], a_sync_kind, p - 5, p + 1)
+        return k + 1, p + 1, True, False
+    error_packet(out[k], bad_a_sync, i, p)
+    return k + 1, p, False, False
+
+
+@numba.njit(cache=True, nogil=True)
+def locate(out, k, offsets, base):
+    """Give the first k packets their buffer offsets and stream positions."""
+    for j in range(k):
+        out[j].offset = offsets[out[j].pos]
+        out[j].pos += base
+
+
+@dataclass
+class Packets:
+    """A batch of decoded packets (a PACKET record array) and the stream bytes they cover.
+
+    `stream[pos - stream_pos : pos - stream_pos + size]` are a packet's raw bytes.
+    """
+
+    table: np.ndarray  # PACKET records, one per packet
+    stream: np.ndarray  # uint8: the source bytes this batch was decoded from
+    stream_pos: int  # position of stream[0] in the whole source stream
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def __getitem__(self, field: str) -> np.ndarray:
+        return self.table[field]
+
+    def raw(self, index: int) -> bytes:
+        start = int(self.table["pos"][index]) - self.stream_pos
+        return self.stream[start : start + int(self.table["size"][index])].tobytes()
+
+    @classmethod
+    def concatenate(cls, batches: list[Packets]) -> Packets:
+        """One batch from consecutive batches of one source."""
+        if not batches:
+            return cls(np.zeros(0, dtype=PACKET), np.zeros(0, dtype=np.uint8), 0)
+        first = batches[0].stream_pos
+        end = max(b.stream_pos + len(b.stream) for b in batches)
+        stream = np.zeros(end - first, dtype=np.uint8)
+        for b in batches:
+            stream[b.stream_pos - first : b.stream_pos - first + len(b.stream)] = b.stream
+        # as opaque records: numpy copies aligned record dtypes field by field otherwise
+        table = np.concatenate([b.table.view(_OPAQUE) for b in batches]).view(PACKET)
+        return cls(table, stream, first)
+
+
+Scan = Callable[..., tuple[int, int]]
+"""A compiled scanner: scan(data, offsets, base, final, config, state, out) -> (packets, bytes)."""
+
+
+class PacketScanner:
+    """Feeds one source's bytes, in chunks, to a compiled scanner: batches of packets."""
+
+    def __init__(
+        self, scan: Scan, config: Any, state: np.ndarray, batch_packets: int = BATCH_PACKETS
+    ) -> None:
+        """`config` and `state` are what `scan` takes (the state is updated in place)."""
+        self._scan = scan
+        self._config = config
+        self._state = state
+        self._batch = batch_packets
+        self._carry = np.zeros(0, dtype=np.uint8)
+        self._carry_offsets = np.zeros(0, dtype=np.int64)
+        self._pos = 0  # stream position of the first carried byte
+
+    def feed(self, data: np.ndarray, offsets: np.ndarray, final: bool = False) -> Iterator[Packets]:
+        """Packets completed by `data` (uint8), whose bytes sit at `offsets` in the buffer."""
+        if len(self._carry):
+            data = np.concatenate([self._carry, data])
+            offsets = np.concatenate([self._carry_offsets, offsets])
+        data, offsets = read_only(data), read_only(offsets)
+        done = 0
+        while done < len(data):
+            out = np.empty(self._batch, dtype=PACKET)
+            base = self._pos + done
+            count, consumed = self._scan(
+                data[done:], offsets[done:], base, final, self._config, self._state, out
+            )
+            if count:
+                yield Packets(out[:count], data[done : done + consumed], base)
+            if consumed == 0:
+                break
+            done += consumed
+        self._carry = data[done:].copy()
+        self._carry_offsets = offsets[done:].copy()
+        self._pos += done
+
+    def finish(self) -> Iterator[Packets]:
+        """Packets left at the end of the stream (an unfinished one becomes an error)."""
+        yield from self.feed(np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int64), final=True)
+
+    def decode_all(self, data: bytes | np.ndarray, offsets: np.ndarray | None = None) -> Packets:
+        """Every packet of a whole stream held in memory (offsets default to stream positions)."""
+        stream = np.frombuffer(data, dtype=np.uint8)
+        where = np.arange(len(stream), dtype=np.int64) if offsets is None else offsets
+        return Packets.concatenate([*self.feed(stream, where, final=True)])

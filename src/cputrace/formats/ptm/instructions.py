@@ -1,0 +1,155 @@
+"""From PTM packet batches to model rows: each source's ops walked through its core's image.
+
+A source is walked as an ETMv3 one is (`etmv3.instructions.SourceWalk`: one `Walker` a
+source, seq numbering on from the source before), with PTM's ops and events. Events:
+`trace_on` per I-sync (`name` its reason, `value` the address, `value1` the cycles since the
+trace stopped, in cycle-accurate mode, when the reason is not periodic), `overflow` when the
+reason is overflow, `exception` per branch address with exception information (`number` and
+`name` the exception, `value` the vector, `value1` its cycle count), `exception_return`,
+`timestamp` (`value`; `value1` the cycle count in cycle-accurate mode), `trigger`, `context`
+when the context ID or the VMID changes, and `trace_gap` for packet errors and
+resynchronisation. An event's seq is that of the last instruction of its source before it.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pyarrow as pa
+
+from ...flow.program import Program
+from ...model import SCHEMAS
+from ..etmv3.capture import EtmSource
+from ..etmv3.instructions import (
+    _C_CONTEXT_ID,
+    _C_VMID,
+    _E_EXCEPTION,
+    _E_EXCEPTION_RETURN,
+    _E_OVERFLOW,
+    _E_TIMESTAMP,
+    _E_TRACE_GAP,
+    _E_TRACE_ON,
+    _E_TRIGGER,
+    _EVENT_KINDS,
+    _HAS_NUMBER,
+    _HAS_VALUE,
+    _HAS_VALUE1,
+    _NO_EVENTS,
+    _R_COUNT,
+    _TEXTS,
+    SourceWalk,
+    _context,
+    _distinct,
+    _Labels,
+    _put,
+)
+from ..etmv3.ops import PacketOps
+from .ops import new_state, packet_ops
+from .packets import Packets
+from .protocol import ERROR_TEXT, I_SYNC_REASONS, KIND_NAMES, Kind, exception_name
+
+_OVERFLOW, _PERIODIC = I_SYNC_REASONS.index("overflow"), I_SYNC_REASONS.index("periodic")
+_NAMES = (*I_SYNC_REASONS, "exception_return", "context_id", "vmid", "timestamp", *KIND_NAMES)
+_N_EXCEPTION_RETURN, _N_CONTEXT_ID, _N_VMID, _N_TIMESTAMP, _N_KINDS = (
+    _NAMES.index(name) for name in ("exception_return", "context_id", "vmid", "timestamp", KIND_NAMES[0])
+)
+_K_I_SYNC, _K_BRANCH, _K_RETURN = int(Kind.I_SYNC), int(Kind.BRANCH), int(Kind.EXCEPTION_RETURN)
+_K_CONTEXT_ID, _K_VMID, _K_TIMESTAMP = int(Kind.CONTEXT_ID), int(Kind.VMID), int(Kind.TIMESTAMP)
+_K_TRIGGER, _K_ERROR = int(Kind.TRIGGER), int(Kind.ERROR)
+_N_TRIGGER = _N_KINDS + _K_TRIGGER
+
+
+class PtmSourceWalk(SourceWalk):
+    """One PTM source's packets, turned into instructions and events numbered from `first_seq`."""
+
+    def __init__(self, source: EtmSource, program: Program, first_seq: int = 0, on_error=None) -> None:
+        super().__init__(source, program, first_seq, on_error)
+        self.state = new_state()
+
+    def _packet_ops(self, packets: Packets) -> PacketOps:
+        return packet_ops(packets, self.state, self.source.config.return_stack)
+
+    def _events(self, packets: Packets, built: PacketOps, first_seq: int) -> pa.Table:
+        """The events of a batch's packets, in packet order, made in one compiled pass."""
+        rows = built.eventful
+        if not len(rows):
+            return _NO_EVENTS
+        t = packets.table
+        out = np.empty((_R_COUNT, 3 * len(rows)), np.int64)  # a packet makes three at most (an I-sync)
+        config = self.source.config
+        n = _event_rows(t, rows, built.before, built.gap, self.walker.op_end, first_seq, self.first_seq,
+                        config.context_id_bytes > 0, self._context, out)  # fmt: skip
+        seq, kind, name, number, value, value1, present, row = out[:, :n]
+        names = _Labels(_NAMES, name)
+        texts = _Labels(_TEXTS, np.select([kind == _E_OVERFLOW, kind == _E_TRIGGER], [0, 1], -1))
+        exception = np.flatnonzero(kind == _E_EXCEPTION)
+        if len(exception):
+            numbers = number[exception]
+            names.add(exception, *_distinct(exception_name, numbers))
+            texts.add(exception, *_distinct(
+                lambda k, a: f"{exception_name(k)} exception to 0x{a:08x}", numbers, value[exception]
+            ))  # fmt: skip
+        gap = np.flatnonzero(kind == _E_TRACE_GAP)
+        if len(gap):
+            at = row[gap]
+            texts.add(gap, *_distinct(
+                lambda k, size, info: f"{size} bytes: "
+                f"{ERROR_TEXT.get(info, 'bytes skipped') if k == Kind.ERROR else 'bytes skipped'}; "
+                "no instructions until the next I-sync",
+                t["kind"][at], t["size"][at], t["info"][at],
+            ))  # fmt: skip
+        columns = [
+            pa.array(seq),
+            pa.nulls(n, pa.int64()),
+            pa.array(np.full(n, self.source.cpu, np.uint16)),
+            pa.DictionaryArray.from_arrays(pa.array(kind.astype(np.int32)), _EVENT_KINDS),
+            pa.array(number, mask=(present & _HAS_NUMBER) == 0),
+            names.array(),
+            pa.array(value.astype(np.uint64), mask=(present & _HAS_VALUE) == 0),
+            pa.array(value1.astype(np.uint64), mask=(present & _HAS_VALUE1) == 0),
+            texts.array(),
+            pa.array(t["offset"][row]),
+        ]
+        return pa.Table.from_arrays(columns, schema=SCHEMAS["events"])
+
+
+@numba.njit(cache=True, nogil=True)
+def _event_rows(packets, rows, before, gap, op_end, first_seq, source_seq, context_on_sync, context,
+                out) -> int:  # fmt: skip
+    """The events of packets[rows], in packet order, into out[_R_*]; returns how many.
+
+    An event's seq is the last instruction's before its packet (before[p] ops came before it;
+    op_end[i] is the seq after op i; the batch's first instruction is first_seq), or the
+    source's first (source_seq) when there is none yet."""
+    n = 0
+    for i in range(len(rows)):
+        p = rows[i]
+        pk = packets[p]
+        made = before[p]
+        seq = max(op_end[made - 1] - 1 if made > 0 else first_seq - 1, source_seq)
+        k = pk.kind
+        cycles = _HAS_VALUE1 if pk.cycles >= 0 else 0
+        if k == _K_I_SYNC:
+            present = _HAS_NUMBER | _HAS_VALUE | cycles
+            n = _put(out, n, seq, p, _E_TRACE_ON, pk.info, pk.info, pk.address, max(pk.cycles, 0), present)
+            if pk.info == _OVERFLOW:
+                n = _put(out, n, seq, p, _E_OVERFLOW, _OVERFLOW, 0, 0, 0, 0)
+            if context_on_sync:
+                n = _context(out, n, seq, p, _N_CONTEXT_ID, pk.value, context, _C_CONTEXT_ID)
+        elif k == _K_BRANCH:
+            present = _HAS_NUMBER | _HAS_VALUE | cycles
+            n = _put(out, n, seq, p, _E_EXCEPTION, -1, pk.exception, pk.address, max(pk.cycles, 0), present)
+        elif k == _K_RETURN:
+            n = _put(out, n, seq, p, _E_EXCEPTION_RETURN, _N_EXCEPTION_RETURN, 0, 0, 0, 0)
+        elif k == _K_CONTEXT_ID:
+            n = _context(out, n, seq, p, _N_CONTEXT_ID, pk.value, context, _C_CONTEXT_ID)
+        elif k == _K_VMID:
+            n = _context(out, n, seq, p, _N_VMID, pk.value, context, _C_VMID)
+        elif k == _K_TIMESTAMP:
+            present = _HAS_VALUE | cycles
+            n = _put(out, n, seq, p, _E_TIMESTAMP, _N_TIMESTAMP, 0, pk.value, max(pk.cycles, 0), present)
+        elif k == _K_TRIGGER:
+            n = _put(out, n, seq, p, _E_TRIGGER, _N_TRIGGER, 0, 0, 0, 0)
+        elif gap[p]:  # an error or skipped bytes where the trace was synchronised: it breaks here
+            n = _put(out, n, seq, p, _E_TRACE_GAP, _N_KINDS + k, pk.size, 0, 0, _HAS_NUMBER)
+    return n
