@@ -1,0 +1,260 @@
+"""PTM (PFT v1.0, v1.1) instructions and events of real snapshots, against OpenCSD 1.8.0's
+decode of the same snapshots (`reference/*.ppl.xz`): Snowball (PFT 1.0, cycle-accurate, with
+timestamps), tc2-ptm-rstk-t32 (PFT 1.1, Thumb code, return stack), trace_cov_a15 and TC2's two
+PTM sources beside its three ETMv3 ones. Every instruction range (addresses, count, the last
+instruction's size, executed and cycle count), exception, exception return, trace-on and
+timestamp is compared, with the packet each comes from."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from opencsd_reference import Decode, read_reference
+from paths import open_input, shared
+
+import cputrace
+from cputrace.coresight.packets import Packets
+from cputrace.coresight.snapshot import read_snapshot
+from cputrace.flow.ops import LOSS_NAMES
+from cputrace.formats.etmv3.capture import open_captures, source_packets
+from cputrace.formats.ptm.config import PtmConfig
+from cputrace.formats.ptm.protocol import KIND_NAMES, Kind
+
+
+@dataclass(frozen=True)
+class Source:
+    snapshot: tuple[str, ...]  # under the shared corpus
+    reference: str  # the .ppl.xz under opencsd-snapshots/reference
+    trace_id: int
+    cpu: int
+    packets_id: int  # the trace ID the lister gives its packets: 0 in a raw stream
+    gray: bool = False  # PFT v1.0 timestamps: Gray-coded, which the reference reads as binary
+
+
+SOURCES = {
+    "Snowball-0x10": Source(("opencsd-snapshots", "Snowball"), "Snowball", 0x10, 0, 0x10, gray=True),
+    "Snowball-0x11": Source(("opencsd-snapshots", "Snowball"), "Snowball", 0x11, 1, 0x11, gray=True),
+    "tc2-ptm-rstk-t32": Source(("opencsd-snapshots", "tc2-ptm-rstk-t32"), "tc2-ptm-rstk-t32", 0x02, 0, 0),
+    "trace_cov_a15": Source(("opencsd-snapshots", "trace_cov_a15"), "trace_cov_a15", 0x02, 0, 0),
+    "TC2-0x13": Source(("tc2-etmv3",), "TC2", 0x13, 3, 0x13),
+    "TC2-0x14": Source(("tc2-etmv3",), "TC2", 0x14, 4, 0x14),
+}
+LISTER_NAMES = {
+    "ASYNC": Kind.A_SYNC, "ISYNC": Kind.I_SYNC, "ATOM": Kind.ATOM, "BRANCH_ADDRESS": Kind.BRANCH,
+    "WP_UPDATE": Kind.WAYPOINT_UPDATE, "TRIGGER": Kind.TRIGGER, "CTXTID": Kind.CONTEXT_ID, "VMID": Kind.VMID,
+    "TIMESTAMP": Kind.TIMESTAMP, "ERET": Kind.EXCEPTION_RETURN, "IGNORE": Kind.IGNORE,
+}  # fmt: skip
+"""The packet lister's names of PFT packets (NOTSYNC, its unsynchronised bytes, aside)."""
+
+
+def store_of(source: Source) -> cputrace.Trace:
+    return open_input(shared(*source.snapshot, "snapshot.ini"), strict=True)
+
+
+@functools.cache
+def _reference(name: str) -> dict[int, Decode]:
+    return read_reference(shared("opencsd-snapshots", "reference", f"{name}.ppl.xz"))
+
+
+def reference_of(source: Source) -> Decode:
+    return _reference(source.reference).get(source.trace_id, Decode())
+
+
+@functools.cache
+def packets_of(name: str) -> Packets:
+    """Our packets of a source (all of them, as `cputrace etm packets` lists them)."""
+    source = SOURCES[name]
+    captures = open_captures(shared(*source.snapshot, "snapshot.ini"), {"source": source.trace_id})
+    batches = [batch for capture in captures for _, decoded in source_packets(capture) for batch in decoded]
+    return Packets.concatenate(batches)
+
+
+def packet_numbers(name: str) -> tuple[dict[int, int], dict[int, int]]:
+    """Where each packet starts, in ours and in the reference's listing, to its position among
+    the source's synchronised packets (the two listings cut unsynchronised bytes differently).
+    The packet is what both decoders agree on, not its byte index: after a formatter frame's
+    ID byte the lister indexes the next source byte one too low (Snowball 0x10's atom packet
+    0xCA 0x01 at byte 1274 is `Idx:1273`)."""
+    ours = packets_of(name)
+    synced = [int(o) for o, k in zip(ours["offset"], ours["kind"], strict=True) if k != Kind.UNSYNCED]
+    source = SOURCES[name]
+    listed = _reference(source.reference).get(source.packets_id, Decode()).packets
+    theirs = [p.index for p in listed if p.name != "NOTSYNC"]
+    return {o: n for n, o in enumerate(synced)}, {i: n for n, i in enumerate(theirs)}
+
+
+@pytest.mark.parametrize("name", SOURCES)
+def test_packets_are_the_reference_decoders(name: str) -> None:
+    """The same packets, kind and bytes, in the same order (unsynchronised bytes aside)."""
+    ours = packets_of(name)
+    source = SOURCES[name]
+    listed = _reference(source.reference).get(source.packets_id, Decode()).packets
+    theirs = [(KIND_NAMES[LISTER_NAMES[p.name]], p.raw) for p in listed if p.name != "NOTSYNC"]
+    mine = [(KIND_NAMES[k], ours.raw(i)) for i, k in enumerate(ours["kind"]) if k != Kind.UNSYNCED]
+    assert mine == theirs
+
+
+def rows(trace: cputrace.Trace, query: str) -> list[tuple]:
+    return [tuple(r.values()) for r in trace.sql(query).to_pylist()]
+
+
+def disagreements(instructions: list[tuple], reference: Decode, name: str) -> list[str]:
+    """Where the instructions (pc, size, executed, cycles, src; in seq order) and the
+    reference's ranges differ: each range is its count of instructions in sequence from its
+    start to its end, from its packet, the last one with its size, executed and cycles, the
+    others without cycles."""
+    ours, theirs = packet_numbers(name)
+    found = []
+    at = 0
+    for r in reference.ranges:
+        run = instructions[at : at + r.count]
+        at += r.count
+        where = f"range from 0x{r.start:x} of packet {r.index}"
+        if len(run) < r.count:
+            found.append(f"{where}: the store ends")
+            break
+        pcs = [pc for pc, *_ in run]
+        last_pc, last_size, executed, cycles, _ = run[-1]
+        ends = [pc + size for pc, size, *_ in run[:-1]]
+        sequential = ends == pcs[1:]
+        if pcs[0] != r.start or last_pc + last_size != r.end or last_size != r.size or not sequential:
+            found.append(f"{where}: the store runs {[hex(pc) for pc in pcs]}")
+        if {ours[src] for *_, src in run} != {theirs[r.index]}:
+            found.append(f"{where}: from packets at {sorted({src for *_, src in run})}")
+        if r.last == "---":  # a waypoint update's last instruction: executed, or not known
+            if executed is False:
+                found.append(f"{where}: its last instruction did not execute")
+        elif executed != r.executed:
+            found.append(f"{where}: executed {executed}, expected {r.executed}")
+        if cycles != r.cycles or any(c is not None for *_, c, _ in run[:-1]):
+            found.append(f"{where}: cycles {[c for *_, c, _ in run]}, expected {r.cycles} on the last")
+    if at < len(instructions):
+        found.append(f"{len(instructions) - at} instructions more than the reference's")
+    return found
+
+
+@pytest.mark.parametrize("name", SOURCES)
+def test_instructions_are_the_reference_decoders(name: str) -> None:
+    source = SOURCES[name]
+    trace, reference = store_of(source), reference_of(source)
+    query = f"SELECT pc, size, executed, cycles, src FROM instructions WHERE cpu = {source.cpu} ORDER BY seq"
+    instructions = rows(trace, query)
+    assert disagreements(instructions, reference, name) == []
+    assert len(instructions) == reference.instructions
+
+
+def from_gray(value: int) -> int:
+    """A Gray-coded number in natural binary: bit i is the parity of bits i and up."""
+    return sum(1 << i for i in range(64) if bin(value >> i).count("1") % 2)
+
+
+def trace_ons(trace: cputrace.Trace, cpu: int) -> list[tuple]:
+    """The trace-on events OpenCSD reports: I-syncs whose reason is not periodic, and the first
+    I-sync after the start or after a packet error (not after the walk lost its place: that
+    waits for an address, not an I-sync). As (packet, cycles)."""
+    events = rows(trace, f"SELECT kind, name, value1, src FROM events WHERE cpu = {cpu} ORDER BY seq, src")
+    found, resync = [], True
+    for kind, name, cycles, src in events:
+        if kind == "trace_gap" and name not in LOSS_NAMES:
+            resync = True
+        elif kind == "trace_on" and name != "cycle_count":
+            if resync or name != "periodic":
+                found.append((src, cycles))
+            resync = False
+    return found
+
+
+@pytest.mark.parametrize("name", SOURCES)
+def test_events_are_the_reference_decoders(name: str) -> None:
+    """Exceptions (number, cycles), exception returns, trace-ons (cycles since the trace
+    stopped) and timestamps (value, cycles), each from the same packet as the reference's."""
+    source = SOURCES[name]
+    trace, reference = store_of(source), reference_of(source)
+    our_packet, their_packet = packet_numbers(name)
+
+    def ours(kind: str, columns: str) -> list[tuple]:
+        where = f"cpu = {source.cpu} AND kind = '{kind}'"
+        found = rows(trace, f"SELECT src, {columns} FROM events WHERE {where} ORDER BY seq, src")
+        return [(our_packet[src], *rest) for src, *rest in found]
+
+    def theirs(kind: str, *fields: str) -> list[tuple]:
+        return [(their_packet[e.index], *(getattr(e, f) for f in fields)) for e in reference.of(kind)]
+
+    assert ours("exception", "number, value1") == theirs("exception", "value", "cycles")
+    assert ours("exception_return", "number") == [(*e, None) for e in theirs("exception_return")]
+    timestamps = theirs("timestamp", "value", "cycles")
+    if source.gray:  # the reference's values are the raw Gray codes (docs/formats.md, PTM)
+        timestamps = [(packet, from_gray(value), cycles) for packet, value, cycles in timestamps]
+    assert ours("timestamp", "value, value1") == timestamps
+    assert [(our_packet[src], c) for src, c in trace_ons(trace, source.cpu)] == theirs("trace_on", "cycles")
+
+
+@pytest.mark.parametrize("name", ["Snowball-0x10", "Snowball-0x11"])
+def test_pft_1_0_timestamps_are_gray_coded(name: str) -> None:
+    """PFT v1.0 timestamps are Gray-coded (ARM IHI 0035B, chapter 3, ETMCCER bit 28: the choice
+    of natural binary comes with v1.1). Read so, Snowball's rise through the trace of each core, as
+    time does; read as natural binary (OpenCSD 1.8.0) they go back and forth."""
+    source = SOURCES[name]
+    values = [v for (v,) in rows(store_of(source), f"SELECT value FROM events WHERE kind = 'timestamp' "
+                                                   f"AND cpu = {source.cpu} ORDER BY seq, src")]  # fmt: skip
+    assert len(values) > 5 and values == sorted(values)
+    raw = [e.value for e in reference_of(source).of("timestamp")]
+    assert raw != sorted(raw)
+
+
+def test_the_reference_covers_what_is_compared() -> None:
+    """The comparisons above compare something: ranges with cycle counts, exceptions and
+    exception returns, timestamps, waypoint updates, return-stack returns and Thumb code."""
+    decodes = [reference_of(s) for s in SOURCES.values()]
+    ranges = [r for d in decodes for r in d.ranges]
+    elements = [e for d in decodes for e in d.elements]
+    assert sum(r.count for r in ranges) > 200_000
+    assert {r.isa for r in ranges} == {"A32", "T32"}
+    assert any(r.cycles for r in ranges) and any(r.last == "---" for r in ranges)
+    assert {e.kind for e in elements} == {"exception", "exception_return", "trace_on", "timestamp"}
+
+
+def test_a_return_with_no_address_takes_the_return_stacks() -> None:
+    """tc2-ptm-rstk-t32 traces returns (indirect branches with an E atom and no branch
+    address) that only the return stack resolves; OpenCSD follows them, and so does the walk."""
+    source = SOURCES["tc2-ptm-rstk-t32"]
+    reference = reference_of(source)
+    by_packet: dict[int, list] = {}
+    for r in reference.ranges:
+        by_packet.setdefault(r.index, []).append(r)
+    returns = [r for rs in by_packet.values() for r in rs[:-1] if r.last == "iBR" and r.executed]
+    assert len(returns) > 1000  # indirect branches taken within an atom packet: from the stack
+    trace = store_of(source)
+    assert rows(trace, "SELECT count(*) FROM events WHERE kind = 'trace_gap'") == [(0,)]
+
+
+# --- snapshots: which source reads which buffer ---------------------------------------------------
+
+
+@pytest.mark.parametrize("snapshot", ["tc2-ptm-rstk-t32", "trace_cov_a15"])
+def test_a_source_not_listed_gets_no_other_sources_buffer(snapshot: str) -> None:
+    """These DS-5 snapshots list one buffer, for PTM_0_2, and keep the device files of the
+    other trace sources (three ETMv3 and another PTM) that traced nothing: only PTM_0_2 is
+    decoded, with its own registers."""
+    folder = shared("opencsd-snapshots", snapshot)
+    read = read_snapshot(folder)
+    assert [d.name for d in read.sources if read.buffer_of(d) is not None] == ["PTM_0_2"]
+    captures = open_captures(folder / "snapshot.ini")
+    assert [(c.path.name, [s.name for s in c.sources]) for c in captures] == [("PTM_0_2.bin", ["PTM_0_2"])]
+    config = captures[0].sources[0].config
+    assert isinstance(config, PtmConfig) and config.return_stack and config.minor_version == 1
+
+
+def test_the_only_buffer_still_serves_a_snapshot_that_lists_none(tmp_path: Path) -> None:
+    """Without [source_buffers] entries the one buffer is every source's."""
+    folder = shared("opencsd-snapshots", "trace_cov_a15")
+    for path in folder.iterdir():
+        (tmp_path / path.name).symlink_to(path)
+    trace_ini = (folder / "trace.ini").read_text().replace("PTM_0_2=PTM_0_2", "")
+    (tmp_path / "trace.ini").unlink()
+    (tmp_path / "trace.ini").write_text(trace_ini)
+    read = read_snapshot(tmp_path)
+    assert all(read.buffer_of(d) is not None for d in read.sources)
