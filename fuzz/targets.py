@@ -127,6 +127,20 @@ def _etmv3_targets() -> Iterator[Target]:
         (*inis, Seed("cstrace.bin", tc2 / "cstrace.bin", "binary", 4 << 10), dump), None,
         option_keys=("source",),
     )  # fmt: skip
+    yield Target(  # its PTM source (PFT 1.1, cycle-accurate), whose bytes start 26 KiB in
+        "etmv3-tc2-snapshot-ptm", "etmv3", "snapshot.ini",
+        (*inis, Seed("cstrace.bin", tc2 / "cstrace.bin", "binary"), dump), None,
+        options={"source": "0x13"}, option_keys=("source",),
+    )  # fmt: skip
+    rstk = SHARED / "opencsd-snapshots" / "tc2-ptm-rstk-t32"
+    if rstk.is_dir():  # a raw PTM stream with the return stack, Thumb code in several dumps
+        files = sorted(rstk.glob("*.ini")) + sorted(rstk.glob("mem_*.bin"))
+        seeds = tuple(Seed(p.name, p, "ini" if p.suffix == ".ini" else "image") for p in files)
+        yield Target(
+            "etmv3-ptm-rstk-snapshot", "etmv3", "snapshot.ini",
+            (*seeds, Seed("PTM_0_2.bin", rstk / "PTM_0_2.bin", "binary", 4 << 10)), None,
+            option_keys=("source",),
+        )  # fmt: skip
     registers = {"etmcr": "0x10001860", "etmidr": "0x410CF250", "etmccer": "0x344008F2", "source": "0x10"}
     yield Target(
         "etmv3-tc2-bare-buffer", "etmv3", "cstrace.bin",

@@ -1,13 +1,13 @@
-"""Every analysis and every export of the whole TC2 snapshot (its three ETMv3 sources, as the
-README ingests it), each output checked against the store by another route: SQL, another
-command, OpenCSD's decode, a re-ingest, the reference tools where installed."""
+"""Every analysis and every export of the whole TC2 snapshot (its three ETMv3 sources and the
+PTM source that traced, as the README ingests it), each output checked against the store by
+another route: SQL, another command, OpenCSD's decode, a re-ingest, the reference tools where
+installed."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
-import lzma
 import re
 import shutil
 import subprocess
@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from opencsd_reference import read_reference
 from paths import shared
 from test_etmv3_decode import tc2  # noqa: F401 - the fixture: the snapshot with its memory dump
 from test_export import _check_nesting, _parse_callgrind, _read_folded
@@ -27,7 +28,7 @@ from cputrace.cli import cli
 from cputrace.model import TABLES
 from cputrace.store.manifest import table_path
 
-COUNTS = {0: 7205, 1: 7471, 2: 1947}  # instructions per core (DS-5 and OpenCSD agree on each)
+COUNTS = {0: 7205, 1: 7471, 2: 1947, 3: 9548}  # instructions per core (OpenCSD agrees on each; DS-5 on 0-2)
 
 
 def run(*args: object) -> str:
@@ -87,16 +88,16 @@ def test_every_table_is_in_seq_order(store: Path, trace: cputrace.Trace) -> None
 
 
 def test_the_instructions_of_every_source_are_opencsds(trace: cputrace.Trace) -> None:
-    """OpenCSD's decode of the snapshot (one instruction range per instruction, with cycle-
-    accurate tracing): address, size and executed of each, source by source, in order."""
-    text = lzma.decompress(shared("opencsd-snapshots", "reference", "TC2.ppl.xz").read_bytes()).decode()
-    reference: dict[int, list[tuple]] = defaultdict(list)
-    ranges = re.finditer(r"ID:(1[012]); OCSD_GEN_TRC_ELEM_INSTR_RANGE\(exec range=0x([0-9a-f]+):"
-                         r"\[0x([0-9a-f]+)\] num_i\(1\) last_sz\(\d\) \(ISA=T32\) ([EN]) ", text)  # fmt: skip
-    for m in ranges:
-        start, end = int(m[2], 16), int(m[3], 16)
-        reference[int(m[1], 16) - 0x10].append((start, end - start, m[4] == "E"))
-    ours = per_cpu(trace, "SELECT cpu, pc, size, executed FROM instructions ORDER BY seq")
+    """OpenCSD's decode of the ETMv3 sources (one instruction range per instruction, with
+    cycle-accurate tracing): address, size and executed of each, source by source, in order
+    (the PTM source's ranges are compared in test_ptm_decode)."""
+    decodes = read_reference(shared("opencsd-snapshots", "reference", "TC2.ppl.xz"))
+    reference = {
+        trace_id - 0x10: [(r.start, r.end - r.start, r.executed) for r in decodes[trace_id].ranges]
+        for trace_id in (0x10, 0x11, 0x12)
+    }
+    assert all(r.count == 1 for trace_id in (0x10, 0x11, 0x12) for r in decodes[trace_id].ranges)
+    ours = per_cpu(trace, "SELECT cpu, pc, size, executed FROM instructions WHERE cpu < 3 ORDER BY seq")
     assert ours == reference
 
 
@@ -159,7 +160,7 @@ def test_coverage(store: Path, trace: cputrace.Trace, kernel: str, tmp_path: Pat
     assert run_addresses == {pc for (pc,) in rows(trace, "SELECT DISTINCT pc FROM instructions")}
     by_address = dict(rows(trace, "SELECT pc, count(*) FROM instructions GROUP BY pc"))
     assert {address_of[n]: c for n, c in counts.items() if c} == by_address
-    assert re.search(r'lines-covered="6463"', (tmp_path / "tc2.xml").read_text())
+    assert re.search(r'lines-covered="8772"', (tmp_path / "tc2.xml").read_text())
 
 
 def test_state(store: Path, trace: cputrace.Trace) -> None:
@@ -181,7 +182,8 @@ def test_diff(store: Path, tc2: Path, tmp_path: Path) -> None:  # noqa: F811
     one = tmp_path / "one.ctrace"
     run("ingest", tc2 / "snapshot.ini", "--source", "0x10", "-o", one)
     against = json.loads(run("diff", store, one, "--format", "json"))
-    assert (against["paired"], against["only_a"], against["only_b"]) == (COUNTS[0], COUNTS[1] + COUNTS[2], 0)
+    others = sum(COUNTS.values()) - COUNTS[0]
+    assert (against["paired"], against["only_a"], against["only_b"]) == (COUNTS[0], others, 0)
     assert sum(against["counts"][k] for k in ("opcode", "executed", "time")) == 0
 
 
@@ -194,15 +196,18 @@ def export(store: Path, fmt: str, path: Path, *options: object) -> Path:
 
 
 def test_tarmac_export_reads_back(store: Path, trace: cputrace.Trace, tmp_path: Path) -> None:
-    """Each core's instructions come back: pc, opcode, executed, and time where it had one."""
+    """Each core's instructions come back: pc, opcode, and executed and time where they are
+    known (PTM traces whether waypoints executed, not other conditional instructions)."""
     back = tmp_path / "back.ctrace"
     run("ingest", export(store, "tarmac", tmp_path / "tc2.tarmac"), "-o", back)
     query = "SELECT cpu, pc, opcode, executed, time FROM instructions ORDER BY seq"
     ours, theirs = per_cpu(trace, query), per_cpu(cputrace.Trace(back), query)
     assert ours.keys() == theirs.keys()
     for cpu, instructions in ours.items():
-        assert [r[:3] for r in instructions] == [r[:3] for r in theirs[cpu]]
-        assert all(a[3] == b[3] for a, b in zip(instructions, theirs[cpu], strict=True) if a[3] is not None)
+        assert [r[:2] for r in instructions] == [r[:2] for r in theirs[cpu]]
+        for field in (2, 3):
+            assert all(a[field] == b[field] for a, b in zip(instructions, theirs[cpu], strict=True)
+                       if a[field] is not None)  # fmt: skip
 
 
 def test_csv_and_parquet_exports(store: Path, trace: cputrace.Trace, tmp_path: Path) -> None:
@@ -253,7 +258,7 @@ def test_speedscope(store: Path, tmp_path: Path) -> None:
     data = json.loads(export(store, "speedscope", tmp_path / "tc2.json", "--clock", "insns").read_text())
     names = [f["name"] for f in data["shared"]["frames"]]
     frames = frames_by_core(store)
-    assert [p["name"] for p in data["profiles"]] == ["cpu0", "cpu1", "cpu2"]
+    assert [p["name"] for p in data["profiles"]] == [f"cpu{cpu}" for cpu in COUNTS]
     for cpu, profile in enumerate(data["profiles"]):
         events = [(e["type"], e["frame"], e["at"]) for e in profile["events"]]
         assert _check_nesting(events) == len(frames[cpu])

@@ -1,4 +1,4 @@
-"""ETMv3 commands: `etm packets`."""
+"""ETMv3 and PTM commands: `etm packets`."""
 
 from __future__ import annotations
 
@@ -10,11 +10,15 @@ from typing import Any
 import click
 
 from ..coresight.frames import FrameStats
+from ..formats.etmv3 import listing as etmv3_listing
 from ..formats.etmv3.capture import Capture, EtmSource, PacketReader, open_captures, split_sources
-from ..formats.etmv3.listing import FIELDS, packet_fields, packet_text
+from ..formats.etmv3.listing import FIELDS, packet_text
 from ..formats.etmv3.options import OPTIONS as ETMV3_OPTIONS
 from ..formats.etmv3.packets import Packets
 from ..formats.etmv3.protocol import KIND_NAMES
+from ..formats.ptm import listing as ptm_listing
+from ..formats.ptm.config import PtmConfig
+from ..formats.ptm.protocol import KIND_NAMES as PTM_KIND_NAMES
 from .common import cli, err
 from .params import option_flags
 
@@ -24,7 +28,7 @@ RAW_WIDTH = 3 * RAW_SHOWN + 2
 
 @cli.group("etm")
 def etm_group() -> None:
-    """Arm ETMv3 trace: CoreSight snapshots and trace buffers."""
+    """Arm ETMv3 and PTM trace: CoreSight snapshots and trace buffers."""
 
 
 @etm_group.command("packets")
@@ -35,7 +39,7 @@ def etm_group() -> None:
     "--format", "fmt", type=click.Choice(["text", "csv", "jsonl"]), default="text", show_default=True
 )
 def packets_cmd(input_path: str, limit: int | None, fmt: str, flagged: dict[str, Any]) -> None:
-    """List the ETMv3 packets of INPUT: a snapshot.ini, a snapshot directory, or a bare buffer.
+    """List the ETMv3 and PTM packets of INPUT: a snapshot.ini, a snapshot directory, or a bare buffer.
 
     One line per packet: its offset in the trace buffer, trace ID, raw bytes, kind and decoded
     fields. Sources are listed one after another (a snapshot's in its device order, a bare
@@ -76,16 +80,19 @@ def _write(out: Any, fmt: str, writer: Any, source: EtmSource, batch: Packets, i
     kind = int(record["kind"])
     offset = int(record["offset"])
     raw = batch.raw(index)
-    fields = packet_fields(batch, index, source.config)
+    if isinstance(source.config, PtmConfig):
+        name, fields = PTM_KIND_NAMES[kind], ptm_listing.packet_fields(batch, index, source.config)
+    else:
+        name, fields = KIND_NAMES[kind], etmv3_listing.packet_fields(batch, index, source.config)
     if fmt == "text":
         shown = raw[:RAW_SHOWN].hex(" ") + (" .." if len(raw) > RAW_SHOWN else "")
-        out.write(f"0x{offset:08x}  {source.label:<4}  {shown:<{RAW_WIDTH}}  {packet_text(kind, fields)}\n")
+        out.write(f"0x{offset:08x}  {source.label:<4}  {shown:<{RAW_WIDTH}}  {packet_text(name, fields)}\n")
     elif writer:
-        row = [source.trace_id, offset, len(raw), raw.hex(), KIND_NAMES[kind]]
-        writer.writerow(row + [fields.get(name, "") for name in FIELDS])
+        row = [source.trace_id, offset, len(raw), raw.hex(), name]
+        writer.writerow(row + [fields.get(field, "") for field in FIELDS])
     else:
         head = {"source": source.trace_id, "offset": offset, "size": len(raw), "raw": raw.hex()}
-        out.write(json.dumps({**head, "kind": KIND_NAMES[kind], **fields}) + "\n")
+        out.write(json.dumps({**head, "kind": name, **fields}) + "\n")
 
 
 def _report(capture: Capture, stats: FrameStats | None) -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 from .config import EtmConfig
 from .packets import Packets
-from .protocol import ERROR_TEXT, I_SYNC_REASONS, ISA_NAMES, KIND_NAMES, Flag, Kind, exception_name
+from .protocol import ERROR_TEXT, I_SYNC_REASONS, ISA_NAMES, Flag, Kind, exception_name
 
 FIELDS = (
     "address", "isa", "atoms", "cycles", "timestamp", "context_id", "vmid", "value", "exception",
@@ -95,9 +95,9 @@ def packet_fields(packets: Packets, index: int, config: EtmConfig) -> dict[str, 
     return out
 
 
-def packet_text(kind: int, fields: dict[str, Any]) -> str:
-    """`kind key=value ...` with addresses and IDs in hex."""
-    parts = [KIND_NAMES[kind]]
+def packet_text(kind: str, fields: dict[str, Any]) -> str:
+    """`kind key=value ...` with addresses and IDs in hex (of ETMv3 and PTM packets alike)."""
+    parts = [kind]
     for key, value in fields.items():
         if key == "flags":
             parts.append(value)
