@@ -98,6 +98,7 @@ INPUTS = {
     "cov-a64": Input("tests/data/coverage/cov-a64.tarmac", "tests/data/coverage/cov-a64.elf"),
     "cov-t32": Input("tests/data/coverage/cov-t32.tarmac", "tests/data/coverage/cov-t32.elf"),
     "tc2": Input("tests/data/etmv3/tc2/snapshot.ini"),
+    "ptm-snowball": Input("{shared}/opencsd-snapshots/Snowball/snapshot.ini"),
     "leon-itb": Input("--format leon-itb examples/leon-itb.bin", "tests/data/leon/itb_demo.elf"),
     "leon-cf": Input(
         "examples/leon-cf.txt --image tests/data/leon/itb_demo.elf", "tests/data/leon/itb_demo.elf"

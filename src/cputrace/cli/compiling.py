@@ -18,6 +18,7 @@ from .common import err
 PARTS = (
     ("cputrace.formats.tarmac", "the Tarmac decoder"),
     ("cputrace.formats.etmv3", "the ETMv3 decoder"),
+    ("cputrace.formats.ptm", "the PTM decoder"),
     ("cputrace.coresight", "the CoreSight frame decoder"),
     ("cputrace.flow", "the program-flow walk"),
     ("cputrace.kernels", "the hash tables and buffers"),
