@@ -18,6 +18,7 @@ from paths import shared
 import cputrace
 from cputrace.cli import cli
 from cputrace.coresight.packets import Packets
+from cputrace.errors import CputraceError
 from cputrace.formats.etmv3.capture import open_captures, source_packets
 from cputrace.formats.ptm.config import PtmConfig
 from cputrace.formats.ptm.packets import PacketDecoder, decode_packets
@@ -145,6 +146,13 @@ def test_errors_and_resynchronisation() -> None:
     assert p["offset"][2] == 12 and p["offset"][6] == len(data) - 2
     p = packets_of(A_SYNC + bytes([0x6E, 0x01]))  # no context ID bytes traced
     assert p["info"][1] == ErrorReason.CONTEXT_ID_OFF
+
+
+def test_registers_the_decoder_cannot_follow_are_refused() -> None:
+    with pytest.raises(CputraceError, match="bit 24 makes DMB and DSB waypoints"):
+        config(etmccer=1 << 24)
+    with pytest.raises(CputraceError, match="expected a PTM ETMIDR"):
+        config(etmidr=0x410CF250)  # an ETMv3.5
 
 
 def _check_tiling(data: bytes, p: Packets) -> None:

@@ -55,6 +55,11 @@ class PtmConfig:
             raise CputraceError(f"trace ID {self.trace_id}: expected 0x00 to 0x7F")
         if not is_ptm(self.etmidr):
             raise CputraceError(f"ETMIDR 0x{self.etmidr:08X}: expected {PTM_ID}")
+        if _bit(self.etmccer, 24):
+            raise CputraceError(
+                f"ETMCCER 0x{self.etmccer:08X}: bit 24 makes DMB and DSB waypoints, which this decoder "
+                "does not follow (branches and ISBs are its waypoints)"
+            )
 
     @property
     def minor_version(self) -> int:
