@@ -17,32 +17,31 @@ import numba
 import numpy as np
 import pyarrow as pa
 
-from ...flow.program import Program
-from ...model import SCHEMAS
-from ..etmv3.capture import EtmSource
-from ..etmv3.instructions import (
-    _C_CONTEXT_ID,
-    _C_VMID,
-    _E_EXCEPTION,
-    _E_EXCEPTION_RETURN,
-    _E_OVERFLOW,
-    _E_TIMESTAMP,
-    _E_TRACE_GAP,
-    _E_TRACE_ON,
-    _E_TRIGGER,
-    _EVENT_KINDS,
-    _HAS_NUMBER,
-    _HAS_VALUE,
-    _HAS_VALUE1,
-    _NO_EVENTS,
-    _R_COUNT,
-    _TEXTS,
-    SourceWalk,
-    _context,
-    _distinct,
-    _Labels,
-    _put,
+from ...coresight.events import (
+    C_CONTEXT_ID,
+    C_VMID,
+    E_EXCEPTION,
+    E_EXCEPTION_RETURN,
+    E_OVERFLOW,
+    E_TIMESTAMP,
+    E_TRACE_GAP,
+    E_TRACE_ON,
+    E_TRIGGER,
+    HAS_NUMBER,
+    HAS_VALUE,
+    HAS_VALUE1,
+    NO_EVENTS,
+    R_COUNT,
+    Labels,
+    context_event,
+    distinct,
+    event_table,
+    put_event,
+    trace_texts,
 )
+from ...flow.program import Program
+from ..etmv3.capture import EtmSource
+from ..etmv3.instructions import SourceWalk
 from ..etmv3.ops import PacketOps
 from .ops import new_state, packet_ops
 from .packets import Packets
@@ -73,44 +72,32 @@ class PtmSourceWalk(SourceWalk):
         """The events of a batch's packets, in packet order, made in one compiled pass."""
         rows = built.eventful
         if not len(rows):
-            return _NO_EVENTS
+            return NO_EVENTS
         t = packets.table
-        out = np.empty((_R_COUNT, 3 * len(rows)), np.int64)  # a packet makes three at most (an I-sync)
+        out = np.empty((R_COUNT, 3 * len(rows)), np.int64)  # a packet makes three at most (an I-sync)
         config = self.source.config
         n = _event_rows(t, rows, built.before, built.gap, self.walker.op_end, first_seq, self.first_seq,
                         config.context_id_bytes > 0, self._context, out)  # fmt: skip
-        seq, kind, name, number, value, value1, present, row = out[:, :n]
-        names = _Labels(_NAMES, name)
-        texts = _Labels(_TEXTS, np.select([kind == _E_OVERFLOW, kind == _E_TRIGGER], [0, 1], -1))
-        exception = np.flatnonzero(kind == _E_EXCEPTION)
+        _, kind, name, number, value, _, _, row = out[:, :n]
+        names = Labels(_NAMES, name)
+        texts = trace_texts(kind)
+        exception = np.flatnonzero(kind == E_EXCEPTION)
         if len(exception):
             numbers = number[exception]
-            names.add(exception, *_distinct(exception_name, numbers))
-            texts.add(exception, *_distinct(
+            names.add(exception, *distinct(exception_name, numbers))
+            texts.add(exception, *distinct(
                 lambda k, a: f"{exception_name(k)} exception to 0x{a:08x}", numbers, value[exception]
             ))  # fmt: skip
-        gap = np.flatnonzero(kind == _E_TRACE_GAP)
+        gap = np.flatnonzero(kind == E_TRACE_GAP)
         if len(gap):
             at = row[gap]
-            texts.add(gap, *_distinct(
+            texts.add(gap, *distinct(
                 lambda k, size, info: f"{size} bytes: "
                 f"{ERROR_TEXT.get(info, 'bytes skipped') if k == Kind.ERROR else 'bytes skipped'}; "
                 "no instructions until the next I-sync",
                 t["kind"][at], t["size"][at], t["info"][at],
             ))  # fmt: skip
-        columns = [
-            pa.array(seq),
-            pa.nulls(n, pa.int64()),
-            pa.array(np.full(n, self.source.cpu, np.uint16)),
-            pa.DictionaryArray.from_arrays(pa.array(kind.astype(np.int32)), _EVENT_KINDS),
-            pa.array(number, mask=(present & _HAS_NUMBER) == 0),
-            names.array(),
-            pa.array(value.astype(np.uint64), mask=(present & _HAS_VALUE) == 0),
-            pa.array(value1.astype(np.uint64), mask=(present & _HAS_VALUE1) == 0),
-            texts.array(),
-            pa.array(t["offset"][row]),
-        ]
-        return pa.Table.from_arrays(columns, schema=SCHEMAS["events"])
+        return event_table(out[:, :n], self.source.cpu, names, texts, t["offset"])
 
 
 @numba.njit(cache=True, nogil=True)
@@ -128,28 +115,28 @@ def _event_rows(packets, rows, before, gap, op_end, first_seq, source_seq, conte
         made = before[p]
         seq = max(op_end[made - 1] - 1 if made > 0 else first_seq - 1, source_seq)
         k = pk.kind
-        cycles = _HAS_VALUE1 if pk.cycles >= 0 else 0
+        counted = HAS_VALUE1 if pk.cycles >= 0 else 0
+        cycles = max(pk.cycles, 0)
         if k == _K_I_SYNC:
-            present = _HAS_NUMBER | _HAS_VALUE | cycles
-            n = _put(out, n, seq, p, _E_TRACE_ON, pk.info, pk.info, pk.address, max(pk.cycles, 0), present)
+            present = HAS_NUMBER | HAS_VALUE | counted
+            n = put_event(out, n, seq, p, E_TRACE_ON, pk.info, pk.info, pk.address, cycles, present)
             if pk.info == _OVERFLOW:
-                n = _put(out, n, seq, p, _E_OVERFLOW, _OVERFLOW, 0, 0, 0, 0)
+                n = put_event(out, n, seq, p, E_OVERFLOW, _OVERFLOW, 0, 0, 0, 0)
             if context_on_sync:
-                n = _context(out, n, seq, p, _N_CONTEXT_ID, pk.value, context, _C_CONTEXT_ID)
+                n = context_event(out, n, seq, p, _N_CONTEXT_ID, pk.value, context, C_CONTEXT_ID)
         elif k == _K_BRANCH:
-            present = _HAS_NUMBER | _HAS_VALUE | cycles
-            n = _put(out, n, seq, p, _E_EXCEPTION, -1, pk.exception, pk.address, max(pk.cycles, 0), present)
+            present = HAS_NUMBER | HAS_VALUE | counted
+            n = put_event(out, n, seq, p, E_EXCEPTION, -1, pk.exception, pk.address, cycles, present)
         elif k == _K_RETURN:
-            n = _put(out, n, seq, p, _E_EXCEPTION_RETURN, _N_EXCEPTION_RETURN, 0, 0, 0, 0)
+            n = put_event(out, n, seq, p, E_EXCEPTION_RETURN, _N_EXCEPTION_RETURN, 0, 0, 0, 0)
         elif k == _K_CONTEXT_ID:
-            n = _context(out, n, seq, p, _N_CONTEXT_ID, pk.value, context, _C_CONTEXT_ID)
+            n = context_event(out, n, seq, p, _N_CONTEXT_ID, pk.value, context, C_CONTEXT_ID)
         elif k == _K_VMID:
-            n = _context(out, n, seq, p, _N_VMID, pk.value, context, _C_VMID)
+            n = context_event(out, n, seq, p, _N_VMID, pk.value, context, C_VMID)
         elif k == _K_TIMESTAMP:
-            present = _HAS_VALUE | cycles
-            n = _put(out, n, seq, p, _E_TIMESTAMP, _N_TIMESTAMP, 0, pk.value, max(pk.cycles, 0), present)
+            n = put_event(out, n, seq, p, E_TIMESTAMP, _N_TIMESTAMP, 0, pk.value, cycles, HAS_VALUE | counted)
         elif k == _K_TRIGGER:
-            n = _put(out, n, seq, p, _E_TRIGGER, _N_TRIGGER, 0, 0, 0, 0)
+            n = put_event(out, n, seq, p, E_TRIGGER, _N_TRIGGER, 0, 0, 0, 0)
         elif gap[p]:  # an error or skipped bytes where the trace was synchronised: it breaks here
-            n = _put(out, n, seq, p, _E_TRACE_GAP, _N_KINDS + k, pk.size, 0, 0, _HAS_NUMBER)
+            n = put_event(out, n, seq, p, E_TRACE_GAP, _N_KINDS + k, pk.size, 0, 0, HAS_NUMBER)
     return n

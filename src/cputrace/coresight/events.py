@@ -1,0 +1,123 @@
+"""Events of CoreSight packet batches, as the ETMv3 and PTM walks make them: a compiled pass
+writes one row of numbers per event (`put_event`, into an int64 array by the R_* rows), and
+`event_table` turns the rows into an events table, with names and texts formatted once per
+distinct value (`distinct`, `Labels`), never once per event.
+
+Row fields: `seq`, `kind` (an index into EVENT_KINDS), `name` (an index into the protocol's
+names), `number`, `value`, `value1`, `present` (which of number, value and value1 the row has:
+HAS_*) and `row` (the packet's row in its batch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numba
+import numpy as np
+import pyarrow as pa
+
+from ..model import SCHEMAS
+
+(
+    E_TRACE_ON, E_OVERFLOW, E_EXCEPTION, E_EXCEPTION_RETURN, E_CONTEXT, E_TIMESTAMP, E_TRACE_GAP, E_TRIGGER,
+) = range(8)  # fmt: skip
+EVENT_KINDS = pa.array(
+    ["trace_on", "overflow", "exception", "exception_return", "context", "timestamp", "trace_gap", "trigger"]
+)
+R_SEQ, R_KIND, R_NAME, R_NUMBER, R_VALUE, R_VALUE1, R_PRESENT, R_ROW, R_COUNT = range(9)
+HAS_NUMBER, HAS_VALUE, HAS_VALUE1 = 1, 2, 4
+NO_EVENTS = SCHEMAS["events"].empty_table()
+C_CONTEXT_ID, C_VMID = 0, 1
+"""Slots of a walk's last context ID and VMID (-1 before the first), for `context_event`."""
+TEXTS = (
+    "the ETM FIFO overflowed: trace was lost before this I-sync",
+    "the ETM's trigger condition occurred",
+)
+"""The texts of overflow and trigger events."""
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def put_event(out, n, seq, p, kind, name, number, value, value1, present) -> int:
+    """Event row n; returns the next row's index."""
+    out[R_SEQ, n], out[R_KIND, n], out[R_NAME, n], out[R_NUMBER, n] = seq, kind, name, number
+    out[R_VALUE, n], out[R_VALUE1, n], out[R_PRESENT, n], out[R_ROW, n] = value, value1, present, p
+    return n + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def context_event(out, n, seq, p, name, value, context, which) -> int:
+    """A `context` event when the context ID or VMID (`which`) differs from the last seen."""
+    value = np.int64(value)
+    if value == context[which]:
+        return n
+    context[which] = value
+    return put_event(out, n, seq, p, E_CONTEXT, name, 0, value, 0, HAS_VALUE)
+
+
+def distinct(label: Callable[..., str], *keys: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Strings that depend only on `keys`, formatted once per distinct key (few, of many events):
+    a code per row into the strings."""
+    stacked = np.column_stack([key.astype(np.int64) for key in keys])
+    unique, codes = np.unique(stacked, axis=0, return_inverse=True)
+    return codes.reshape(-1), [label(*key) for key in unique.tolist()]
+
+
+class Labels:
+    """A string column as codes into a few labels (-1: null), so no Python runs per event."""
+
+    def __init__(self, labels: Sequence[str], codes: np.ndarray) -> None:
+        self.labels, self.codes = list(labels), codes
+
+    def add(self, rows: np.ndarray, codes: np.ndarray, labels: Sequence[str]) -> None:
+        """Give `rows` these codes into these labels."""
+        self.codes[rows] = codes + len(self.labels)
+        self.labels.extend(labels)
+
+    def array(self) -> pa.Array:
+        return pa.array(self.labels, pa.string()).take(pa.array(self.codes, mask=self.codes < 0))
+
+
+def trace_texts(kind: np.ndarray) -> Labels:
+    """The text column of event rows of these kinds: overflow and trigger events' (TEXTS), the
+    others null until added."""
+    return Labels(TEXTS, np.select([kind == E_OVERFLOW, kind == E_TRIGGER], [0, 1], -1))
+
+
+def event_table(rows: np.ndarray, cpu: int, names: Labels, texts: Labels, offsets: np.ndarray) -> pa.Table:
+    """The events table of event rows (out[:, :n] of the compiled pass); `offsets` are the
+    packets' buffer offsets, by packet row."""
+    seq, kind, _, number, value, value1, present, row = rows
+    n = rows.shape[1]
+    columns = [
+        pa.array(seq),
+        pa.nulls(n, pa.int64()),
+        pa.array(np.full(n, cpu, np.uint16)),
+        pa.DictionaryArray.from_arrays(pa.array(kind.astype(np.int32)), EVENT_KINDS),
+        pa.array(number, mask=(present & HAS_NUMBER) == 0),
+        names.array(),
+        pa.array(value.astype(np.uint64), mask=(present & HAS_VALUE) == 0),
+        pa.array(value1.astype(np.uint64), mask=(present & HAS_VALUE1) == 0),
+        texts.array(),
+        pa.array(offsets[row]),
+    ]
+    return pa.Table.from_arrays(columns, schema=SCHEMAS["events"])
+
+
+def in_seq_order(tables: list[pa.Table]) -> pa.Table:
+    """Event tables, each in order, merged into one by seq and, within a seq, buffer offset
+    (input order; ties keep the tables' order). The result is slices of the tables, not a copy:
+    most batches' walk gaps fall between runs of many packet events."""
+    tables = [t for t in tables if t.num_rows]
+    if len(tables) < 2:
+        return tables[0] if tables else NO_EVENTS
+    sizes = [t.num_rows for t in tables]
+    seq = np.concatenate([t["seq"].to_numpy() for t in tables])
+    src = np.concatenate([t["src"].to_numpy() for t in tables])
+    order = np.lexsort((src, seq))  # stable
+    table_of = np.repeat(np.arange(len(tables)), sizes)[order]
+    row = order - np.concatenate([[0], np.cumsum(sizes)[:-1]])[table_of]
+    starts = np.flatnonzero(np.diff(table_of, prepend=-1))  # runs of rows of one table, in its order
+    ends = np.append(starts[1:], len(order))
+    return pa.concat_tables([
+        tables[table_of[a]].slice(row[a], b - a) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)
+    ])  # fmt: skip
