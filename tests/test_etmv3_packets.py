@@ -478,7 +478,7 @@ TOO_BIG = "expected a number from 0 to 0xffffffff"
         ({"etmcr": 1 << 40}, rf"option etmcr: {TOO_BIG}, got 1099511627776"),
         ({**ETMCR, "etmidr": "0x1410CF250"}, rf"option etmidr: {TOO_BIG}, got '0x1410CF250'"),
         ({**ETMCR, "etmidr": "-1"}, rf"option etmidr: {TOO_BIG}, got '-1'"),
-        ({**ETMCR, "etmidr": "0x411CF312"}, r"option etmidr: expected an ETMv3 ETMIDR .*'0x411CF312'"),
+        ({**ETMCR, "etmidr": "0x4100F440"}, r"option etmidr: expected an ETMv3 or PTM ETMIDR .*'0x4100F440'"),
         ({**ETMCR, "source": 0x90}, r"option source: expected a trace ID from 0x01 to 0x6F, got 144"),
         ({**ETMCR, "source": 0}, r"option source: expected a trace ID from 0x01 to 0x6F, got 0"),
         ({**ETMCR, "source": ""}, r"option source: expected a number, got ''"),

@@ -8,12 +8,15 @@ timestamp is compared, with the packet each comes from."""
 from __future__ import annotations
 
 import functools
+import random
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from opencsd_reference import Decode, read_reference
 from paths import open_input, shared
+from ptm_encoder import PtmEncoder, encode_run
+from test_etmv3_decode import CORPUS, blocks_of, recorded
 
 import cputrace
 from cputrace.coresight.packets import Packets
@@ -22,6 +25,7 @@ from cputrace.flow.ops import LOSS_NAMES
 from cputrace.formats.etmv3.capture import open_captures, source_packets
 from cputrace.formats.ptm.config import PtmConfig
 from cputrace.formats.ptm.protocol import KIND_NAMES, Kind
+from cputrace.ingest import ingest
 
 
 @dataclass(frozen=True)
@@ -258,3 +262,37 @@ def test_the_only_buffer_still_serves_a_snapshot_that_lists_none(tmp_path: Path)
     (tmp_path / "trace.ini").write_text(trace_ini)
     read = read_snapshot(tmp_path)
     assert all(read.buffer_of(d) is not None for d in read.sources)
+
+
+# --- recorded runs, encoded ----------------------------------------------------------------------
+
+MODES = {
+    "plain": {},
+    "cycle-accurate": {"cycle_accurate": True},
+    "return-stack": {"return_stack": True},
+    "branch-broadcast": {"broadcast": True},
+    "all": {"cycle_accurate": True, "return_stack": True, "broadcast": True},
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("program", ["calls-t32.elf", "calls-a32.elf"])
+def test_encoded_runs_decode_to_the_recording(program: str, mode: str, tmp_path: Path) -> None:
+    """A corpus program's recorded run (unicorn), encoded by the test's PTM encoder and given
+    as a bare raw stream with the registers of the mode: every instruction of the run, each
+    waypoint executed as the run went, with its cycles; the return stack answers returns."""
+    settings = MODES[mode]
+    steps = recorded(program, tmp_path)
+    enc = PtmEncoder(cycle_accurate=settings.get("cycle_accurate", False)).a_sync()
+    expected = encode_run(enc, steps, blocks_of(program), return_stack=settings.get("return_stack", False),
+                          broadcast=settings.get("broadcast", False), rng=random.Random(3))  # fmt: skip
+    assert settings.get("return_stack", False) == (expected.returns_from_stack > 10)
+    stream = tmp_path / "ptm.bin"
+    stream.write_bytes(enc.data)
+    etmcr = (settings.get("cycle_accurate", False) << 12) | (settings.get("return_stack", False) << 29)
+    etmcr |= settings.get("broadcast", False) << 8
+    options = {"etmcr": etmcr, "etmidr": 0x411CF312, "etmccer": 0, "buffer_format": "source_data"}
+    result = ingest([stream], tmp_path / "ptm.ctrace", format="etmv3", strict=True, options=options,
+                    images=[CORPUS / program])  # fmt: skip
+    query = "SELECT pc, isa, executed, cycles FROM instructions ORDER BY seq"
+    assert rows(cputrace.Trace(result.store), query) == expected.rows

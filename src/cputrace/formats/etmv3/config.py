@@ -31,6 +31,7 @@ from ...coresight.snapshot import Device
 from ...coresight.sniff import LAYOUTS
 from ...errors import CputraceError, TraceFormatError
 from ..base import Option, parse_int
+from ..ptm.config import PtmConfig, is_ptm
 from .options import BUFFER_FORMAT, ETM_CONFIG, ETMCCER, ETMCR, ETMIDR, SOURCE, TRACE_IDS
 
 DEFAULT_ETMIDR = 0x4100F250
@@ -48,8 +49,10 @@ CONFIG_SIZE = 11
 _REGISTER_KEYS = ("etmcr", "etmidr", "etmccer")
 _FILE_KEYS = frozenset({*_REGISTER_KEYS, "trace_id", "etmtraceidr", "format", "core"})
 
-ETMV3_ID = f"an ETMv3 ETMIDR (major version field, bits 11:8, {ETMV3_MAJOR}; PTM, ETMv4 need other decoders)"
+ETMV3_ID = f"an ETMv3 ETMIDR (major version field, bits 11:8, {ETMV3_MAJOR}; a PTM: type PTM1.x)"
 """What an ETMIDR must be for this decoder, as error messages say it."""
+BARE_ID = f"an ETMv3 or PTM ETMIDR (major version field, bits 11:8, {ETMV3_MAJOR} or 3)"
+"""What a bare buffer's ETMIDR must be, as error messages say it."""
 _REGISTER = f"a 32-bit register value (0 to 0x{MAX_REGISTER:X})"
 
 
@@ -200,7 +203,7 @@ class EtmConfig:
 class BareBufferSettings:
     """How to read a buffer that comes without a snapshot: registers, source and layout."""
 
-    config: EtmConfig
+    config: EtmConfig | PtmConfig  # by the ETMIDR's major version
     layout: str | None  # None: sniff it
     config_file: str | None = None  # the file `etm_config` named, if any (for messages)
 
@@ -270,16 +273,17 @@ def bare_buffer_settings(buffer: str | os.PathLike[str], options: Mapping[str, A
             "--etmccer) or --etm-config FILE, or ingest the snapshot.ini that describes it"
         )
     etmidr = register(ETMIDR, DEFAULT_ETMIDR)
-    if not is_etmv3(etmidr):
+    if not is_etmv3(etmidr) and not is_ptm(etmidr):
         if options.get("etmidr") is not None:
-            raise ETMIDR.error(options["etmidr"], ETMV3_ID)
-        raise TraceFormatError(str(config_file), "etmidr", ETMV3_ID, str(from_file["etmidr"]))
+            raise ETMIDR.error(options["etmidr"], BARE_ID)
+        raise TraceFormatError(str(config_file), "etmidr", BARE_ID, str(from_file["etmidr"]))
     layout = BUFFER_FORMAT.read(options)
     if layout is None and config_file is not None and from_file.get("format") is not None:
         layout = str(from_file["format"]).strip().lower()
         if layout not in LAYOUTS:
             raise TraceFormatError(str(config_file), "format", f"one of {', '.join(LAYOUTS)}", layout)
-    config = EtmConfig(
+    kind = PtmConfig if is_ptm(etmidr) else EtmConfig
+    config = kind(
         etmcr, etmidr, register(ETMCCER, DEFAULT_ETMCCER), _trace_id(options, config_file, from_file),
         None if from_file.get("core") is None else str(from_file["core"]),
     )  # fmt: skip

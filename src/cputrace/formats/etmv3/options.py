@@ -17,7 +17,10 @@ ETM_CONFIG = Option(
     expected="an ETM configuration file (ini or JSON)",
 )  # fmt: skip
 ETMCR = Option("etmcr", "number", "Bare buffer: ETM main control register.", allowed=bits(32))
-ETMIDR = Option("etmidr", "number", "Bare buffer: ETM ID register (default 0x4100F250).", allowed=bits(32))
+ETMIDR = Option(
+    "etmidr", "number", "Bare buffer: ETM ID register (default 0x4100F250; a PTM's, 0x411CF3xx, for PFT).",
+    allowed=bits(32),
+)
 ETMCCER = Option("etmccer", "number", "Bare buffer: configuration code extension register.", allowed=bits(32))
 BUFFER_FORMAT = Option(
     "buffer_format", "choice",
