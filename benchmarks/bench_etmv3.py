@@ -1,4 +1,4 @@
-"""ETMv3 speed: packets, and instructions from buffer to store, of a real buffer.
+"""ETMv3 and PTM speed: packets, and instructions from buffer to store, of a real buffer.
 
     python benchmarks/bench_etmv3.py [--repeat 64] [--runs 5] [--steady 8]
     python benchmarks/bench_etmv3.py --reference benchmarks/out/opencsd_etmv3 [--rounds 15]
@@ -6,7 +6,8 @@
 The TC2 snapshot's 32 KiB ETB buffer (../shared/data/tc2-etmv3) repeated `--repeat` times
 (64: 2 MiB, the size the issue's reference figure uses) is written to benchmarks/out, then
 read back through `PacketReader` (file reading, frames split by trace ID, the three ETMv3
-sources decoded; packets are streamed in batches, as the instruction layer consumes them).
+sources and the PTM source decoded; packets are streamed in batches, as the instruction layer
+consumes them).
 Compiled code is warmed up first; the best of `--runs` timings is reported, with the stages
 on their own: deformatting alone, and packet decoding of in-memory source streams.
 
@@ -21,8 +22,10 @@ to a store. These lines give the median of the runs too: on a shared machine the
 and the typical one can be a third apart.
 
 With `--reference`, the OpenCSD program of benchmarks/reference (built as its README says)
-and cputrace take turns on the repeated buffer, `--rounds` times: one muted OpenCSD decode
-of the snapshot to instructions, then one `ingest` of it to a store. The machine's speed
+and cputrace take turns on the repeated buffer, `--rounds` times: muted OpenCSD decodes of
+the snapshot to instructions, of its ETMv3 sources and of all four (`--with-ptm`), then
+`ingest`s of it to a store, of every source and of the PTM source alone (`--source 0x13`).
+The PTM's share of OpenCSD's time is the difference of its two decodes. The machine's speed
 drifts by a third over minutes, so only figures taken in turn compare the two.
 """
 
@@ -171,24 +174,37 @@ def _snapshot_of(buffer: Path, folder: Path) -> Path:
 
 
 def against_reference(program: Path, buffer: Path, rounds: int) -> None:
-    """OpenCSD's muted decode and cputrace's `ingest` of `buffer`, taking turns."""
+    """OpenCSD's muted decodes and cputrace's `ingest`s of `buffer`, taking turns."""
+    ptm = {"source": 0x13}
     with tempfile.TemporaryDirectory() as folder:
         snapshot = _snapshot_of(buffer, Path(folder))
-        store = Path(folder) / "s.ctrace"
-        ingest([snapshot], store)  # compile (or load the cached compiled code)
-        reference, ours = [], []
+        stores = {"all": Path(folder) / "all.ctrace", "ptm": Path(folder) / "ptm.ctrace"}
+        ingest([snapshot], stores["all"])  # compile (or load the cached compiled code)
+        ingest([snapshot], stores["ptm"], options=ptm)
+        times: dict[str, list[float]] = {"etmv3": [], "with_ptm": [], "all": [], "ptm": []}
         for _ in range(rounds):
-            run = subprocess.run([program, snapshot.parent, "1"], capture_output=True, text=True, check=True)
-            reference.append(float(re.search(r"^run 1:\s+([\d.]+) ms", run.stdout, re.M)[1]) / 1e3)
-            start = time.perf_counter()
-            ingest([snapshot], store)
-            ours.append(time.perf_counter() - start)
-        count = pq.ParquetFile(table_path(store, "instructions")).metadata.num_rows
-    print(f"buffer: {buffer.stat().st_size / 2**20:.2f} MiB, {count:,} instructions; {rounds} turns each")
-    pairs = (("OpenCSD, muted, to instructions", reference), ("cputrace `ingest`, to a store", ours))
-    for label, times in pairs:
-        times.sort()
-        took, median = times[0], times[len(times) // 2]
+            for key, extra in (("etmv3", []), ("with_ptm", ["--with-ptm"])):
+                argv = [program, snapshot.parent, "1", *extra]
+                run = subprocess.run(argv, capture_output=True, text=True, check=True)
+                times[key].append(float(re.search(r"^run 1:\s+([\d.]+) ms", run.stdout, re.M)[1]) / 1e3)
+            for key, options in (("all", None), ("ptm", ptm)):
+                start = time.perf_counter()
+                ingest([snapshot], stores[key], options=options)
+                times[key].append(time.perf_counter() - start)
+        counts = {k: pq.ParquetFile(table_path(store, "instructions")).metadata.num_rows
+                  for k, store in stores.items()}  # fmt: skip
+    print(f"buffer: {buffer.stat().st_size / 2**20:.2f} MiB, {counts['all']:,} instructions "
+          f"({counts['ptm']:,} of them the PTM's); {rounds} turns each")  # fmt: skip
+    opencsd_ptm = [b - a for a, b in zip(times["etmv3"], times["with_ptm"], strict=True)]
+    rows = (
+        ("OpenCSD, muted, every source", times["with_ptm"], counts["all"]),
+        ("cputrace `ingest`, every source, to a store", times["all"], counts["all"]),
+        ("OpenCSD, the PTM source (with - without it)", opencsd_ptm, counts["ptm"]),
+        ("cputrace `ingest --source 0x13`, to a store", times["ptm"], counts["ptm"]),
+    )
+    for label, taken, count in rows:
+        taken = sorted(taken)
+        took, median = taken[0], taken[len(taken) // 2]
         print(
             f"{label:<45} {took * 1e3:7.1f} ms  {count / took / 1e6:6.2f} M instructions/s"
             f"  (median {median * 1e3:7.1f} ms, {count / median / 1e6:5.2f} M/s)"

@@ -200,6 +200,7 @@ def reference_facts(insn: capstone.CsInsn, isa: Isa, it_condition: tuple[str | N
         access_size=_access_size(insn, isa, classes) if is_load or is_store else 0,
         is_undefined=iid in classes.undefined,
         raises_exception=iid in classes.traps,
+        is_isb=insn.mnemonic == "isb",
     )
 
 

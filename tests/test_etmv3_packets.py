@@ -502,7 +502,7 @@ def test_bad_bare_buffer_options_are_usage_errors_naming_the_option(settings: di
     ("text", "error"),
     [
         ('{"etmcr": 123456789012345678901234567890}', r"etmcr: expected a 32-bit register value"),
-        ('{"etmcr": 1, "etmidr": "0x411CF312"}', r"etmidr: expected an ETMv3 ETMIDR .*'0x411CF312'"),
+        ('{"etmcr": 1, "etmidr": "0x4100F440"}', r"etmidr: expected an ETMv3 or PTM ETMIDR .*'0x4100F440'"),
         ('{"etmcr": 1, "trace_id": 0}', r"trace_id: expected a trace ID from 0x01 to 0x6F, got '0'"),
         ('{"etmcr": 1, "format": "etb"}', r"format: expected one of coresight, .*'etb'"),
     ],
