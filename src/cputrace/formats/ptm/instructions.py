@@ -13,6 +13,8 @@ resynchronisation. An event's seq is that of the last instruction of its source 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numba
 import numpy as np
 import pyarrow as pa
@@ -61,7 +63,10 @@ _N_TRIGGER = _N_KINDS + _K_TRIGGER
 class PtmSourceWalk(SourceWalk):
     """One PTM source's packets, turned into instructions and events numbered from `first_seq`."""
 
-    def __init__(self, source: EtmSource, program: Program, first_seq: int = 0, on_error=None) -> None:
+    def __init__(
+        self, source: EtmSource, program: Program, first_seq: int = 0,
+        on_error: Callable[[Packets, int], None] | None = None,
+    ) -> None:  # fmt: skip
         super().__init__(source, program, first_seq, on_error)
         self.state = new_state()
 
