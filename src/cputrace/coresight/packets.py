@@ -62,6 +62,33 @@ def gray_to_binary(gray):
     return np.int64(value)
 
 
+@numba.njit(cache=True, nogil=True)
+def timestamp_update(data, p, n, wide, previous):
+    """A timestamp's value bytes from byte p, as ETMv3 and PFT encode them: 7 bits a byte, bit 7
+    set if more follow; the last of a 48-bit timestamp (the seventh) 6 bits, of a 64-bit one
+    (`wide`: the ninth) 8. They replace the low bits of the raw timestamp `previous`. Returns
+    (end or NEED_MORE, the raw timestamp, bits carried)."""
+    last = 8 if wide else 6
+    value = 0
+    bits = 0
+    for j in range(last + 1):
+        if p >= n:
+            return NEED_MORE, 0, 0
+        b = np.int64(data[p])
+        p += 1
+        if j == last:
+            width = 8 if wide else 6
+            value |= (b & low_bits(width)) << (7 * j)
+            bits += width
+            break
+        value |= (b & 0x7F) << (7 * j)
+        bits += 7
+        if not b & 0x80:
+            break
+    keep = low_bits(bits)
+    return p, (previous & ~keep) | (value & keep), bits
+
+
 @numba.njit(inline="always")
 def start_packet(rec, kind, start, end):
     """Fill a packet record with its kind, position and size, every other field empty (0;

@@ -48,6 +48,7 @@ from ...coresight.packets import (
     low_bits,
     skip_to_a_sync,
     start_packet,
+    timestamp_update,
     zeros_in_sync,
 )
 from ...model import Isa
@@ -411,28 +412,12 @@ def _branch(data, i, n, cfg, st, rec):
 
 @numba.njit(cache=True, nogil=True)
 def _timestamp(data, i, n, cfg, st, rec):
-    p = i + 1
-    last = 8 if cfg[C_TIMESTAMP_64] else 6  # index of the final byte (8 or 6 bits)
-    value = 0
-    bits = 0
-    for j in range(last + 1):
-        if p >= n:
-            return NEED_MORE, NEED_MORE
-        b = np.int64(data[p])
-        p += 1
-        if j == last:
-            width = 8 if cfg[C_TIMESTAMP_64] else 6
-            value |= (b & low_bits(width)) << (7 * j)
-            bits += width
-            break
-        value |= (b & 0x7F) << (7 * j)
-        bits += 7
-        if not b & 0x80:
-            break
-    mask = low_bits(bits)
-    st[S_TIMESTAMP] = (st[S_TIMESTAMP] & ~mask) | (value & mask)
+    p, raw, bits = timestamp_update(data, i + 1, n, cfg[C_TIMESTAMP_64], st[S_TIMESTAMP])
+    if p < 0:
+        return NEED_MORE, NEED_MORE
+    st[S_TIMESTAMP] = raw
     start_packet(rec, _K_TIMESTAMP, i, p)
-    rec.value = gray_to_binary(st[S_TIMESTAMP]) if cfg[C_TIMESTAMP_GRAY] else st[S_TIMESTAMP]
+    rec.value = gray_to_binary(raw) if cfg[C_TIMESTAMP_GRAY] else raw
     rec.bits = bits
     rec.flags = _F_CLOCK_CHANGED if data[i] & 0x04 else 0
     return p, 0

@@ -40,6 +40,7 @@ from ...coresight.packets import (
     low_bits,
     skip_to_a_sync,
     start_packet,
+    timestamp_update,
     zeros_in_sync,
 )
 from ...model import Isa
@@ -313,35 +314,19 @@ def _branch(data, i, n, cfg, st, rec, kind):
 
 @numba.njit(cache=True, nogil=True)
 def _timestamp(data, i, n, cfg, st, rec):
-    """Timestamp (4.5.9): 7 bits a byte, bit 7 set if more follow, the last of 48-bit ones (the
-    seventh) 6 bits, of 64-bit ones (the ninth) 8; then a cycle count in cycle-accurate mode."""
-    p = i + 1
-    last = 8 if cfg.timestamp_64 else 6
-    value = 0
-    bits = 0
-    for j in range(last + 1):
-        if p >= n:
-            return NEED_MORE
-        b = np.int64(data[p])
-        p += 1
-        if j == last:
-            width = 8 if cfg.timestamp_64 else 6
-            value |= (b & low_bits(width)) << (7 * j)
-            bits += width
-            break
-        value |= (b & 0x7F) << (7 * j)
-        bits += 7
-        if not b & 0x80:
-            break
+    """Timestamp (4.5.9): the value (`timestamp_update`), then a cycle count in cycle-accurate
+    mode. Returns the end or NEED_MORE."""
+    p, raw, bits = timestamp_update(data, i + 1, n, cfg.timestamp_64, st.timestamp)
+    if p < 0:
+        return NEED_MORE
     cycles = -1
     if cfg.cycle_accurate:
         p, cycles = _cycle_count(data, p, n)
         if p < 0:
             return NEED_MORE
-    keep = low_bits(bits)
-    st.timestamp = (st.timestamp & ~keep) | (value & keep)
+    st.timestamp = raw
     start_packet(rec, _K_TIMESTAMP, i, p)
-    rec.value = gray_to_binary(st.timestamp) if cfg.timestamp_gray else st.timestamp
+    rec.value = gray_to_binary(raw) if cfg.timestamp_gray else raw
     rec.bits = bits
     rec.cycles = cycles
     rec.flags = _F_CLOCK_CHANGED if data[i] & 0x04 else 0
