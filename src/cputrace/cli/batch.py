@@ -170,10 +170,7 @@ def batch_diff_cmd(
         counts = {status: sum(1 for row in rows if row["status"] == status) for status in rank}
         said = ", ".join(f"{n:,} {status}" for status, n in counts.items())
         out.write(f"{len(rows):,} pairs: {said}\n")
-    failed = [r for r in [*results, *unmatched] if isinstance(r, Failed)]
-    if failed:
-        err.print(f"{len(failed):,} of {len(rows):,} pairs could not be compared", markup=False)
-        sys.exit(exits.BAD_INPUT)
+    _report([r for r in [*results, *unmatched] if isinstance(r, Failed)], len(rows), "pairs")
     if exit_code and any(row["status"] == "divergent" for row in rows):
         sys.exit(exits.DIFFERENT)
 
