@@ -444,3 +444,21 @@ def test_the_command_line_on_a_running_cluster_gives_the_single_process_answers(
         first = alone["listed"][0] if alone["listed"] else {"a_seq": None}
         assert row["a_seq"] == first["a_seq"]
     assert [row["status"] for row in json.loads(done.stdout)] == ["divergent", "divergent", "identical"]
+
+
+def test_a_job_stopped_early_cancels_its_tasks_on_the_cluster(client) -> None:
+    """What Ctrl-C does while a batch waits: the job's tasks left are cancelled on the cluster."""
+    from cputrace.batch.cluster import run_tasks
+
+    def queued() -> int:
+        return client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks))
+
+    tasks = run_tasks(client, time.sleep, [(str(n), (0.5,)) for n in range(8)])
+    next(tasks)
+    assert queued() > 0
+    tasks.close()
+    for _ in range(100):
+        if queued() == 0:
+            break
+        time.sleep(0.05)
+    assert queued() == 0

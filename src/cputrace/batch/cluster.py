@@ -16,9 +16,13 @@ while waiting) cancels the job's tasks on the cluster before it propagates.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import signal
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
+from types import FrameType
 from typing import Any
 
 from ..errors import CputraceError, MissingExtra, UsageError
@@ -55,12 +59,18 @@ def connect(
         count = workers or default_workers()
         if count < 1:
             raise UsageError(f"workers must be 1 or more, got {count}")
-        with (
-            distributed.LocalCluster(
-                n_workers=count, threads_per_worker=1, processes=True, dashboard_address=None
-            ) as cluster,
-            distributed.Client(cluster) as client,
-        ):
+        with _HeldInterrupt() as held:
+            cluster = distributed.LocalCluster(
+                n_workers=count, threads_per_worker=1, processes=True, dashboard_address=None,
+                silence_logs=logging.ERROR,  # a task cancelled by Ctrl-C is no warning to show
+            )
+            try:
+                client = distributed.Client(cluster)
+            except BaseException:
+                cluster.close()
+                raise
+        with cluster, client:
+            held.deliver()
             yield client
         return
     where = scheduler or f"the scheduler of {os.fspath(scheduler_file)}"  # type: ignore[arg-type]
@@ -75,6 +85,33 @@ def connect(
         if on_dashboard is not None and "dashboard" in client.scheduler_info().get("services", {}):
             on_dashboard(client.dashboard_link)
         yield client
+
+
+class _HeldInterrupt:
+    """Ctrl-C held while a local cluster starts, and delivered once the cluster can be stopped
+    whole: one interrupted half-started is left to an exit hook of distributed's that fails
+    with a traceback. A start takes a few seconds."""
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[int, FrameType | None]] = []
+        self._previous: Any = None
+
+    def __enter__(self) -> _HeldInterrupt:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, lambda *received: self._pending.append(received))
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def deliver(self) -> None:
+        """Act on a Ctrl-C held, as the handler it was held from would have."""
+        if not self._pending:
+            return
+        if callable(self._previous):
+            self._previous(*self._pending[0])
+        raise KeyboardInterrupt
 
 
 def run_tasks(
