@@ -462,3 +462,17 @@ def test_a_job_stopped_early_cancels_its_tasks_on_the_cluster(client) -> None:
             break
         time.sleep(0.05)
     assert queued() == 0
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["profile", "x.tarmac", "--workers", "2", "--scheduler", "tcp://127.0.0.1:8786"],
+        ["diff", "--pairs", __file__, "a", "b"],
+        ["diff", "only-a"],
+        ["ingest", __file__, "--workers", "0"],
+    ],
+)
+def test_where_to_run_and_what_to_compare_are_checked_before_any_work(args: list[str]) -> None:
+    status, _, err = _cli("batch", *args)
+    assert status == 2, err
