@@ -83,7 +83,8 @@ def main() -> None:
         f"diff {len(pairs)} pairs (stores)": lambda client: diff_pairs(client, store_pairs),
         f"coverage of {args.traces} runs": lambda client: merged_coverage(client, runs, image).failed,
     }
-    print(f"{'job':<36} {'workers':>7} {'start+1st s':>11} {'job s':>8} {'speed-up':>8} {'peak RSS/worker':>16}")
+    header = ("job", "workers", "start+1st s", "job s", "speed-up", "peak RSS/worker")
+    print(f"{header[0]:<36} {header[1]:>7} {header[2]:>11} {header[3]:>8} {header[4]:>8} {header[5]:>16}")
     for name, job in jobs.items():
         first = None
         for workers in args.workers:
