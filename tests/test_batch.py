@@ -391,7 +391,8 @@ def test_a_task_whose_workers_keep_dying_fails_naming_its_input_and_leaves_no_st
 
 @pytest.fixture
 def running_cluster(tmp_path):
-    """A `dask scheduler` and two `dask worker` processes on 127.0.0.1; all stopped at the end."""
+    """A `dask scheduler` and two `dask worker` processes on 127.0.0.1, and its scheduler file;
+    all stopped at the end."""
     scheduler_file = tmp_path / "scheduler.json"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     dask = [sys.executable, "-m", "dask"]
@@ -415,7 +416,7 @@ def running_cluster(tmp_path):
             time.sleep(0.1)
         with Client(scheduler_file=str(scheduler_file), timeout=60) as waiting:
             waiting.wait_for_workers(2, timeout=60)
-        yield json.loads(scheduler_file.read_text())["address"]
+        yield scheduler_file
     finally:
         for process in processes:
             process.terminate()
@@ -428,22 +429,33 @@ def running_cluster(tmp_path):
 
 
 def test_the_command_line_on_a_running_cluster_gives_the_single_process_answers(
-    suite: Suite, running_cluster: str
+    suite: Suite, running_cluster: Path, tmp_path: Path
 ) -> None:
     pairs = [*[t.name for t in TESTS if t.inject][:2], "exceptions-a32"]
     csv = suite.model.parent / "three.csv"
     csv.write_text("".join(f"model/{name}.tarmac,rtl/{name}.tarmac\n" for name in pairs))
-    command = [sys.executable, "-m", "cputrace", "batch", "diff", "--pairs", str(csv), "--format", "json"]
+    address = json.loads(running_cluster.read_text())["address"]
+    cputrace = [sys.executable, "-m", "cputrace", "batch"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    done = subprocess.run([*command, "--scheduler", running_cluster], env=env, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    for row in json.loads(done.stdout):
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        done = subprocess.run([*cputrace, *args], env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return done
+
+    rows = json.loads(run("diff", "--pairs", str(csv), "--format", "json", "--scheduler", address).stdout)
+    for row in rows:
         alone = json.loads(_cli("diff", row["a"], row["b"], "--format", "json")[1])
         assert row["divergences"] == alone["divergences"]
         first = alone["listed"][0] if alone["listed"] else {"a_seq": None}
         assert row["a_seq"] == first["a_seq"]
-    assert [row["status"] for row in json.loads(done.stdout)] == ["divergent", "divergent", "identical"]
+    assert [row["status"] for row in rows] == ["divergent", "divergent", "identical"]
+
+    inputs = [str(suite.rtl / f"{name}.tarmac") for name in pairs]
+    run("ingest", *inputs, "-d", str(tmp_path), "--scheduler-file", str(running_cluster))
+    for path in inputs:
+        batch, single = open_trace(tmp_path / (Path(path).name + ".ctrace")), open_trace(path)
+        assert all(batch.table(t).equals(single.table(t)) for t in ("instructions", "registers", "memory"))
 
 
 def test_a_job_stopped_early_cancels_its_tasks_on_the_cluster(client) -> None:

@@ -52,11 +52,11 @@ def connect(
     """A client of a local cluster of `workers` processes (default: one per core), or of the
     running cluster whose scheduler is at `scheduler` or described by `scheduler_file`; the
     local cluster is stopped when the block ends. `on_dashboard` gets a running cluster's
-    dashboard link, where its scheduler serves one (it needs bokeh)."""
+    dashboard link, where its scheduler lists one."""
     if sum(given is not None for given in (workers, scheduler, scheduler_file)) > 1:
         raise UsageError("give one of workers, scheduler and scheduler file")
     if scheduler is None and scheduler_file is None:
-        count = workers or default_workers()
+        count = default_workers() if workers is None else workers
         if count < 1:
             raise UsageError(f"workers must be 1 or more, got {count}")
         with _HeldInterrupt() as held:
@@ -73,7 +73,7 @@ def connect(
             held.deliver()
             yield client
         return
-    where = scheduler or f"the scheduler of {os.fspath(scheduler_file)}"  # type: ignore[arg-type]
+    where = scheduler if scheduler is not None else f"the scheduler of {scheduler_file}"
     try:
         client = distributed.Client(
             scheduler, scheduler_file=os.fspath(scheduler_file) if scheduler_file else None,
