@@ -476,6 +476,15 @@ def test_a_job_stopped_early_cancels_its_tasks_on_the_cluster(client) -> None:
     assert queued() == 0
 
 
+def test_without_distributed_the_batch_commands_say_which_extra_to_install() -> None:
+    blocked = "import sys; sys.modules['distributed'] = None; from cputrace.cli import main; main()"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", blocked, "batch", "diff", "a", "b"], env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 2
+    assert "needs distributed, the cluster extra: pip install 'cputrace[cluster]'" in done.stderr
+
+
 @pytest.mark.parametrize(
     "args",
     [
