@@ -20,6 +20,7 @@ decode is an error; one whose architecture the trace never ran, a warning.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,6 +163,20 @@ class Coverage:
             else:
                 ranges.append((start, end))
         return ranges
+
+    def plus(self, other: Coverage) -> Coverage:
+        """This coverage and `other`'s (of the same code, by other traces) together: what either
+        ran, executions and branch outcomes added up."""
+        if not np.array_equal(self.code.address, other.code.address):
+            names = f"{self.image_name}, {other.image_name}"
+            raise CputraceError(f"coverage of different code cannot be added ({names})")
+        return dataclasses.replace(
+            self,
+            hits=self.hits + other.hits,
+            taken=self.taken + other.taken,
+            not_taken=self.not_taken + other.not_taken,
+            outside=self.outside + other.outside,
+        )
 
     def listing_text(self) -> str:
         """The object-code listing whose line numbers the coverage of code without lines uses."""

@@ -20,6 +20,7 @@ describe the state before the trace, not that instruction, and are not compared.
 
 from __future__ import annotations
 
+import fnmatch
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -419,3 +420,31 @@ def neighbours(trace: Trace, cpu: int, seq: int | None, before: int, after: int)
     earlier = trace.sql(query.format(cpu=int(cpu), op="<", seq=int(seq), order="DESC", n=int(before)))
     later = trace.sql(query.format(cpu=int(cpu), op=">=", seq=int(seq), order="", n=int(after)))
     return sorted(earlier.column("seq").to_pylist()) + later.column("seq").to_pylist()
+
+
+def hex_value(value: int | None) -> str:
+    """A value as the explanations show it: hex, `?` when unknown."""
+    return "?" if value is None else f"0x{value:x}"
+
+
+def explain(a: dict[str, Any], b: dict[str, Any], options: DiffOptions) -> list[str]:
+    """What differs between two paired instructions (`instruction_rows` rows), one line each."""
+    lines = []
+    if a["opcode"] != b["opcode"]:
+        lines.append(f"opcode: A {hex_value(a['opcode'])}  B {hex_value(b['opcode'])}")
+    if a["executed"] != b["executed"]:
+        lines.append(f"executed: A {a['executed']}  B {b['executed']}")
+    if a["time"] != b["time"] and not options.ignore_time:
+        lines.append(f"time: A {a['time']}  B {b['time']}")
+    for name in sorted(set(a["registers"]) | set(b["registers"])):
+        if any(fnmatch.fnmatch(name, p.lower()) for p in options.ignore_registers):
+            continue
+        va, vb = a["registers"].get(name, "none"), b["registers"].get(name, "none")
+        if va != vb:
+            shown = [v if isinstance(v, str) else hex_value(v) for v in (va, vb)]
+            lines.append(f"register {name}: A {shown[0]}  B {shown[1]}")
+    if sorted(a["writes"]) != sorted(b["writes"]):
+        for side, row in (("A", a), ("B", b)):
+            writes = ", ".join(f"0x{addr:x}={data[::-1].hex()}" for addr, data in row["writes"]) or "none"
+            lines.append(f"memory writes {side}: {writes}")
+    return lines

@@ -11,6 +11,7 @@ and after every branch instruction, taken or not; it is named by its first addre
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numba
@@ -75,6 +76,25 @@ class Profile:
 
 
 TABLES = ("functions", "lines", "addresses", "mix", "blocks")
+
+_ADDED: dict[str, tuple[list[str], list[str]]] = {
+    "functions": (["cpu", "address", "name"], ["calls", "insns_self", "insns", "time_self", "time"]),
+    "lines": (["cpu", "file", "line"], ["count", "time"]),
+    "addresses": (["cpu", "pc", "name"], ["count", "failed", "time"]),
+    "mix": (["cpu"], ["instructions", "executed", "condition_failed", "loads", "stores", "branches", "calls",
+                      "returns", "unknown"]),
+    "blocks": (["cpu", "start", "name"], ["executions", "insns", "time"]),
+}  # fmt: skip
+"""Each table's key columns and the columns that add up across profiles (`added`)."""
+
+_ORDER = {
+    "functions": [("cpu", "ascending"), ("insns", "descending"), ("address", "ascending")],
+    "lines": [("cpu", "ascending"), ("count", "descending"), ("file", "ascending"), ("line", "ascending")],
+    "addresses": [("cpu", "ascending"), ("count", "descending"), ("pc", "ascending")],
+    "mix": [("cpu", "ascending")],
+    "blocks": [("cpu", "ascending"), ("insns", "descending"), ("start", "ascending")],
+}
+"""The order of each table's rows: hottest first per core."""
 
 
 @dataclass
@@ -205,7 +225,7 @@ def _mix(by_insn: pa.Table) -> pa.Table:
         }
     )
     sums = [name for name in table.column_names if name != "cpu"]
-    return summed(table, ["cpu"], sums).select(table.column_names).sort_by("cpu")
+    return summed(table, ["cpu"], sums).select(table.column_names).sort_by(_ORDER["mix"])
 
 
 def _named(table: pa.Table, column: str, image: Image | None) -> pa.Table:
@@ -236,15 +256,18 @@ def _lines(by_address: pa.Table, image: Image | None) -> pa.Table:
         }
     )
     result = summed(table, ["cpu", "file", "line"], ["count", "time"]).select(schema.names)
-    return result.cast(schema).sort_by([("cpu", "ascending"), ("count", "descending"), ("file", "ascending"),
-                                        ("line", "ascending")])  # fmt: skip
+    return result.cast(schema).sort_by(_ORDER["lines"])
 
 
 def _null_time(table: pa.Table, has_time: bool) -> pa.Table:
-    if has_time or "time" not in table.column_names:
+    """The table with its time columns null when the trace has no time."""
+    if has_time:
         return table
-    index = table.column_names.index("time")
-    return table.set_column(index, "time", pa.nulls(table.num_rows, pa.int64()))
+    for name in ("time", "time_self"):
+        if name in table.column_names:
+            index = table.column_names.index(name)
+            table = table.set_column(index, name, pa.nulls(table.num_rows, pa.int64()))
+    return table
 
 
 def heat_axes(trace: Trace, window: Window) -> HeatMap:
@@ -290,17 +313,32 @@ def profile(
     has_time = state.has_time and bool(by_insn.num_rows)
     return Profile(
         functions=sums.functions(),
-        addresses=_null_time(
-            by_address.sort_by([("cpu", "ascending"), ("count", "descending"), ("pc", "ascending")]), has_time
-        ),
+        addresses=_null_time(by_address.sort_by(_ORDER["addresses"]), has_time),
         lines=_null_time(_lines(by_address, image), has_time),
         mix=_mix(by_insn),
-        blocks=_null_time(
-            blocks.sort_by([("cpu", "ascending"), ("insns", "descending"), ("start", "ascending")]), has_time
-        ),
+        blocks=_null_time(blocks.sort_by(_ORDER["blocks"]), has_time),
         has_time=has_time,
         heat=heat_map,
     )
+
+
+def added(profiles: Iterable[Profile]) -> Profile:
+    """Profiles of several traces as one: each table's rows of the same key (a function, line,
+    address, core's mix, block) added up, in the order `profile` gives. Time stays only where
+    every trace has it."""
+    profiles = list(profiles)
+    if not profiles:
+        raise ValueError("no profiles to add")
+    has_time = all(p.has_time for p in profiles)
+    tables = {}
+    for name in TABLES:
+        keys, sums = _ADDED[name]
+        parts = [p.table(name) for p in profiles]
+        schema = parts[0].schema
+        together = pa.concat_tables(parts, promote_options="permissive")
+        table = summed(together, keys, sums).select(schema.names).cast(schema)
+        tables[name] = _null_time(table.sort_by(_ORDER[name]), has_time)
+    return Profile(**tables, has_time=has_time)
 
 
 def share(values: pa.Array, total: int) -> pa.Array:

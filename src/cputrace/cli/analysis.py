@@ -18,7 +18,7 @@ from ..analysis.calls.tables import FRAME_SCHEMA
 from ..analysis.profile import TABLES as PROFILE_TABLES
 from ..analysis.profile import Profile, profile, share
 from ..export.output import output_path
-from .common import cli, json_value, open_trace_arg, reading_bar, write_batches, write_rows
+from .common import cli, json_value, open_trace_arg, plain_table, reading_bar, write_batches, write_rows
 from .options import resolve_window, window_options
 from .params import image_option, load_images
 
@@ -30,39 +30,6 @@ method_option = click.option(
     "--method", type=click.Choice([m.value for m in Method]), default="auto", show_default=True,
     help=_METHOD_HELP,
 )  # fmt: skip
-
-
-def _plain_table(table: pa.Table, out: TextIO, hex_columns: Sequence[str] = ()) -> None:
-    """An aligned text table: numbers right-aligned with thousands separators, addresses in hex."""
-    names = table.column_names
-    rows = []
-    for row in table.to_pylist():
-        cells = []
-        for name in names:
-            value = row[name]
-            if value is None:
-                cells.append("-")
-            elif name in hex_columns:
-                cells.append(f"{value:#x}")
-            elif isinstance(value, float):
-                cells.append(f"{value:.1f}")
-            elif isinstance(value, int):
-                cells.append(f"{value:,}")
-            else:
-                cells.append(str(value))
-        rows.append(cells)
-    widths = [max(len(n), *(len(r[i]) for r in rows)) if rows else len(n) for i, n in enumerate(names)]
-    textual = {n for n in names if pa.types.is_string(table.schema.field(n).type) or n in hex_columns}
-
-    def line(cells: Sequence[str]) -> str:
-        parts = [
-            c.ljust(w) if n in textual else c.rjust(w) for c, w, n in zip(cells, widths, names, strict=True)
-        ]
-        return "  ".join(parts).rstrip()
-
-    out.write(line(names) + "\n")
-    for cells in rows:
-        out.write(line(cells) + "\n")
 
 
 def _json_rows(table: pa.Table) -> list[dict[str, Any]]:
@@ -159,7 +126,7 @@ def calls_cmd(
     if fmt == "text":
         unit = (t.manifest.get("time") or {}).get("unit")
         click.echo(f"# calls detected from {_describe_methods(result)}; time in {unit or 'trace units'}")
-        _plain_table(functions, out, hex_columns=("address",))
+        plain_table(functions, out, hex_columns=("address",))
     elif fmt == "csv":
         write_rows(functions, "csv", out)
     else:
@@ -206,6 +173,28 @@ def _plot_file(_ctx: click.Context, _param: click.Parameter, path: str | None) -
     return path
 
 
+def print_profile(result: Profile, tables: Sequence[str], fmt: str, top: int, has_image: bool) -> None:
+    """The profile's `tables` (default: all; functions in csv) in text, csv or json."""
+    chosen = list(tables) or (["functions"] if fmt == "csv" else list(PROFILE_TABLES))
+    out = sys.stdout
+    if fmt == "csv":
+        write_rows(result.table(chosen[0]), "csv", out)
+    elif fmt == "json":
+        json.dump({name: _json_rows(result.table(name)) for name in chosen}, out, indent=1)
+        out.write("\n")
+    else:
+        for number, name in enumerate(chosen):
+            table = result.table(name)
+            shown = _with_shares(name, table, result)
+            more = f" (top {top} of {table.num_rows:,})" if table.num_rows > top and name != "mix" else ""
+            out.write(("\n" if number else "") + f"{_TITLES[name]}{more}\n")
+            if name == "lines" and not table.num_rows:
+                why = "give --image with an ELF" if not has_image else "no DWARF line table covers this code"
+                out.write(f"({why})\n")
+                continue
+            plain_table(shown.slice(0, top), out, _HEX.get(name, ()))
+
+
 @cli.command("profile")
 @click.argument("trace")
 @image_option()
@@ -238,24 +227,7 @@ def profile_cmd(
     window = resolve_window(t, window_spec)
     with reading_bar([t], window):
         result = profile(t, window, image, Method(method), heat=plot is not None)
-    chosen = list(tables) or (["functions"] if fmt == "csv" else list(PROFILE_TABLES))
-    out = sys.stdout
-    if fmt == "csv":
-        write_rows(result.table(chosen[0]), "csv", out)
-    elif fmt == "json":
-        json.dump({name: _json_rows(result.table(name)) for name in chosen}, out, indent=1)
-        out.write("\n")
-    else:
-        for number, name in enumerate(chosen):
-            table = result.table(name)
-            shown = _with_shares(name, table, result)
-            more = f" (top {top} of {table.num_rows:,})" if table.num_rows > top and name != "mix" else ""
-            out.write(("\n" if number else "") + f"{_TITLES[name]}{more}\n")
-            if name == "lines" and not table.num_rows:
-                why = "give --image with an ELF" if image is None else "no DWARF line table covers this code"
-                out.write(f"({why})\n")
-                continue
-            _plain_table(shown.slice(0, top), out, _HEX.get(name, ()))
+    print_profile(result, tables, fmt, top, has_image=image is not None)
     if plot is not None:
         from ..analysis.plot import plot_profile
 

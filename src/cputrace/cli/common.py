@@ -11,7 +11,7 @@ import sys
 import traceback
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TextIO
 
 import click
 from rich.console import Console
@@ -34,18 +34,21 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 @contextlib.contextmanager
-def progress(total: int, label: str) -> Iterator[ProgressHook | None]:
-    """A progress bar on a terminal; nothing when stderr is piped."""
+def progress(total: int, label: str, unit: str = "bytes") -> Iterator[ProgressHook | None]:
+    """A progress bar on a terminal; nothing when stderr is piped. `unit` is what `total`
+    counts: bytes (shown with their speed), or anything else (tasks), shown as done/total."""
     if not sys.stderr.isatty():
         yield None
         return
-    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+    from rich import progress as bars
 
-    columns = (
-        "{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-        TimeRemainingColumn(),
+
+    amount = (
+        (bars.DownloadColumn(), bars.TransferSpeedColumn()) if unit == "bytes"
+        else (bars.TextColumn(f"{{task.completed:,.0f}}/{{task.total:,.0f}} {unit}"),)
     )  # fmt: skip
-    with Progress(*columns, console=err, transient=True) as bar:
+    columns = ("{task.description}", bars.BarColumn(), *amount, bars.TimeRemainingColumn())
+    with bars.Progress(*columns, console=err, transient=True) as bar:
         task = bar.add_task(label, total=total)
         yield lambda n: bar.advance(task, n)
 
@@ -118,7 +121,7 @@ class _Group(click.Group):
         "ingest": "ingest", "formats": "ingest", "info": "store", "list": "store", "sql": "store",
         "calls": "analysis", "profile": "analysis", "export": "export",
         "state": "state", "diff": "diff", "coverage": "coverage",
-        "record": "record", "etm": "etm", "verify": "verify",
+        "record": "record", "etm": "etm", "verify": "verify", "batch": "batch",
     }  # fmt: skip
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -285,3 +288,36 @@ def write_batches(schema: pa.Schema, batches: Iterable[pa.RecordBatch], fmt: str
                 out.write(json.dumps({k: json_value(v) for k, v in row.items()}) + "\n")
 
 
+def plain_table(table: pa.Table, out: TextIO, hex_columns: Sequence[str] = ()) -> None:
+    """An aligned text table: numbers right-aligned with thousands separators, addresses in hex."""
+    import pyarrow as pa
+
+    names = table.column_names
+    rows = []
+    for row in table.to_pylist():
+        cells = []
+        for name in names:
+            value = row[name]
+            if value is None:
+                cells.append("-")
+            elif name in hex_columns:
+                cells.append(f"{value:#x}")
+            elif isinstance(value, float):
+                cells.append(f"{value:.1f}")
+            elif isinstance(value, int):
+                cells.append(f"{value:,}")
+            else:
+                cells.append(str(value))
+        rows.append(cells)
+    widths = [max(len(n), *(len(r[i]) for r in rows)) if rows else len(n) for i, n in enumerate(names)]
+    textual = {n for n in names if pa.types.is_string(table.schema.field(n).type) or n in hex_columns}
+
+    def line(cells: Sequence[str]) -> str:
+        parts = [
+            c.ljust(w) if n in textual else c.rjust(w) for c, w, n in zip(cells, widths, names, strict=True)
+        ]
+        return "  ".join(parts).rstrip()
+
+    out.write(line(names) + "\n")
+    for cells in rows:
+        out.write(line(cells) + "\n")

@@ -24,7 +24,8 @@ def _percent(covered: int, total: int) -> str:
     return f"{100 * covered / total:.1f}" if total else "-"
 
 
-def _print_coverage(coverage: Coverage, console: Console, show_functions: bool) -> None:
+def print_coverage(coverage: Coverage, console: Console, show_functions: bool) -> None:
+    """The summary table, the per-function table when asked for, and the code never run."""
     totals = coverage.totals()
     title = f"coverage of {coverage.image_name}"
     summary = Table("", "covered", "total", "%", title=title, title_justify="left")
@@ -51,6 +52,25 @@ def _print_coverage(coverage: Coverage, console: Console, show_functions: bool) 
         shown = ", ".join(f"0x{lo:x}-0x{hi:x}" for lo, hi in cold[:8])
         more = f" and {len(cold) - 8} more" if len(cold) > 8 else ""
         console.print(f"never executed: {shown}{more}")
+
+
+def write_reports(
+    coverage: Coverage, lcov_path: str | None, cobertura_path: str | None, test_name: str
+) -> None:
+    """--lcov and --cobertura (each whole or not at all), and the object-code listing they name."""
+    if coverage.listing and (lcov_path or cobertura_path):
+        with output_file(coverage.listing) as out:
+            out.write(coverage.listing_text())
+        listed = f"wrote {coverage.listing} (object-code listing for code without DWARF lines)"
+        err.print(listed, markup=False)
+    if lcov_path:
+        with output_file(lcov_path) as out:
+            write_lcov(coverage, out, test_name)
+        err.print(f"wrote {lcov_path}", markup=False)
+    if cobertura_path:
+        with output_file(cobertura_path, "wb") as out:
+            write_cobertura(coverage, out)
+        err.print(f"wrote {cobertura_path}", markup=False)
 
 
 @cli.command("coverage")
@@ -108,17 +128,5 @@ def coverage_cmd(
             window=window,
             listing=listing,
         )
-    if coverage.listing and reports:
-        with output_file(coverage.listing) as out:
-            out.write(coverage.listing_text())
-        listed = f"wrote {coverage.listing} (object-code listing for code without DWARF lines)"
-        err.print(listed, markup=False)
-    if lcov_path:
-        with output_file(lcov_path) as out:
-            write_lcov(coverage, out, Path(trace).name)
-        err.print(f"wrote {lcov_path}", markup=False)
-    if cobertura_path:
-        with output_file(cobertura_path, "wb") as out:
-            write_cobertura(coverage, out)
-        err.print(f"wrote {cobertura_path}", markup=False)
-    _print_coverage(coverage, Console(file=sys.stdout, highlight=False, markup=False), functions)
+    write_reports(coverage, lcov_path, cobertura_path, Path(trace).name)
+    print_coverage(coverage, Console(file=sys.stdout, highlight=False, markup=False), functions)

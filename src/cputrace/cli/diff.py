@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import sys
 from typing import Any
 
 import click
 
-from ..analysis.diff import KINDS, DiffOptions, Divergence, diff_traces, instruction_rows, neighbours
+from ..analysis.diff import KINDS, DiffOptions, Divergence, diff_traces, explain, instruction_rows, neighbours
 from ..store.trace import Trace
 from .common import cli, open_trace_arg, reading_bar
-
-
-def _value(value: int | None) -> str:
-    return "?" if value is None else f"0x{value:x}"
 
 
 def _instruction_text(row: dict[str, Any] | None) -> str:
@@ -24,29 +19,6 @@ def _instruction_text(row: dict[str, Any] | None) -> str:
     opcode = "-" * 8 if row["opcode"] is None else f"{row['opcode']:0{2 * (row['size'] or 4)}x}"
     state = "" if row["executed"] else " (not executed)"
     return f"{row['seq']:>8} 0x{row['pc']:08x} {opcode:>8} {(row['disasm'] or '').strip()}{state}"
-
-
-def _explain(a: dict[str, Any], b: dict[str, Any], options: DiffOptions) -> list[str]:
-    """What differs between two paired instructions, one line each."""
-    lines = []
-    if a["opcode"] != b["opcode"]:
-        lines.append(f"opcode: A {_value(a['opcode'])}  B {_value(b['opcode'])}")
-    if a["executed"] != b["executed"]:
-        lines.append(f"executed: A {a['executed']}  B {b['executed']}")
-    if a["time"] != b["time"] and not options.ignore_time:
-        lines.append(f"time: A {a['time']}  B {b['time']}")
-    for name in sorted(set(a["registers"]) | set(b["registers"])):
-        if any(fnmatch.fnmatch(name, p.lower()) for p in options.ignore_registers):
-            continue
-        va, vb = a["registers"].get(name, "none"), b["registers"].get(name, "none")
-        if va != vb:
-            shown = [v if isinstance(v, str) else _value(v) for v in (va, vb)]
-            lines.append(f"register {name}: A {shown[0]}  B {shown[1]}")
-    if sorted(a["writes"]) != sorted(b["writes"]):
-        for side, row in (("A", a), ("B", b)):
-            writes = ", ".join(f"0x{addr:x}={data[::-1].hex()}" for addr, data in row["writes"]) or "none"
-            lines.append(f"memory writes {side}: {writes}")
-    return lines
 
 
 def _divergence_json(d: Divergence) -> dict[str, Any]:
@@ -80,7 +52,7 @@ def _print_context(a: Trace, b: Trace, first: Divergence, context: int, options:
     if first.kinds != ("unaligned",):
         at_a = next(r for r in rows["A"]["list"] if r["seq"] == first.a_seq)
         at_b = next(r for r in rows["B"]["list"] if r["seq"] == first.b_seq)
-        for line in _explain(at_a, at_b, options):
+        for line in explain(at_a, at_b, options):
             out.write(f"  {line}\n")
 
 

@@ -51,6 +51,18 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     ),
     "verify": (f"cputrace ingest {QUICKSORT} -o quicksort.ctrace", "cputrace verify quicksort.ctrace"),
     "etm": ("cputrace etm packets tests/data/etmv3/tc2 --limit 14",),
+    "batch": (f"cputrace batch ingest {QUICKSORT} examples/armulator.trc --workers 2",),
+    "batch ingest": (f"cputrace batch ingest {QUICKSORT} examples/armulator.trc -d stores --workers 2",),
+    "batch diff": ("cputrace batch diff --pairs examples/pairs.csv --ignore-time --workers 2",),
+    "batch coverage": (
+        "cputrace export tests/data/coverage/cov-a64.tarmac --to tarmac --stop 150 -o cov-start.tarmac",
+        "cputrace batch coverage tests/data/coverage/cov-a64.tarmac cov-start.tarmac "
+        "--image tests/data/coverage/cov-a64.elf --workers 2",
+    ),
+    "batch profile": (
+        f"cputrace batch profile {QUICKSORT} examples/calculator-aarch64-fastmodel.tarmac.xz --by mix "
+        "--workers 2",
+    ),
     "etm packets": (
         "cputrace etm packets tests/data/etmv3/tc2 --limit 14",
         "cputrace etm packets tests/data/etmv3/tc2/snapshot.ini --source 0x11 --format jsonl --limit 5",

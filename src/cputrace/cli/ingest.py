@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
 import click
 
 from ..formats import FORMATS
@@ -14,32 +18,53 @@ from .compiling import explain_compiling
 from .params import image_option, option_flags
 
 
+def decoder_params(command: Callable[..., Any]) -> Callable[..., Any]:
+    """How inputs are decoded, as `ingest` and `batch ingest` take it: --format, --strict, --image,
+    --option KEY=VALUE and the options with flags of their own; the command gets `fmt`,
+    `strict`, `images` and `options` (by name)."""
+
+    @wraps(command)
+    def wrapper(
+        *args: Any, decoder_options: tuple[str, ...], flagged: dict[str, object], **kwargs: Any
+    ) -> Any:
+        options = dict(flagged)
+        for item in decoder_options:
+            key, equals, value = item.partition("=")
+            if not equals or not key.strip():
+                raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--option")
+            options[key.strip()] = value.strip()
+        return command(*args, options=options, **kwargs)
+
+    decorators = (
+        click.option(
+            "--format", "fmt", type=click.Choice(sorted(FORMATS)), help="Input format (default: sniffed)."
+        ),
+        click.option("--strict", is_flag=True, help="Stop at the first record that does not parse."),
+        image_option(
+            "Program image (ELF, Intel HEX, S-record, raw binary at ADDR) to recover the instructions "
+            "a flow-only trace leaves out; repeatable."
+        ),
+        click.option(
+            "--option", "decoder_options", multiple=True, metavar="KEY=VALUE",
+            help="A decoder option (`cputrace formats` lists them), e.g. high_vectors=true, "
+            "vector_base=0x8000, xscale_pc=0x8040; repeatable.",
+        ),
+        option_flags(DEFAULT_ISA, *ETMV3_OPTIONS),
+    )  # fmt: skip
+    for decorate in reversed(decorators):
+        wrapper = decorate(wrapper)
+    return wrapper
+
+
 @cli.command("ingest", epilog="`cputrace formats` lists the formats and the options of each.")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", type=click.Path(), help="Store directory (default INPUT.ctrace).")
-@click.option("--format", "fmt", type=click.Choice(sorted(FORMATS)), help="Input format (default: sniffed).")
-@click.option("--strict", is_flag=True, help="Stop at the first record that does not parse.")
-@image_option(
-    "Program image (ELF, Intel HEX, S-record, raw binary at ADDR) to recover the instructions "
-    "a flow-only trace leaves out; repeatable."
-)
-@click.option(
-    "--option", "decoder_options", multiple=True, metavar="KEY=VALUE",
-    help="A decoder option (`cputrace formats` lists them), e.g. high_vectors=true, vector_base=0x8000, "
-    "xscale_pc=0x8040; repeatable.",
-)  # fmt: skip
-@option_flags(DEFAULT_ISA, *ETMV3_OPTIONS)
+@decoder_params
 def ingest_cmd(
     inputs: tuple[str, ...], output: str | None, fmt: str | None, strict: bool, images: tuple[str, ...],
-    decoder_options: tuple[str, ...], flagged: dict[str, object],
+    options: dict[str, object],
 ) -> None:  # fmt: skip
     """Decode INPUT... into a store (Parquet tables + manifest.json)."""
-    options = dict(flagged)
-    for item in decoder_options:
-        key, equals, value = item.partition("=")
-        if not equals or not key.strip():
-            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--option")
-        options[key.strip()] = value.strip()
     total = sum(Fingerprint.of(p).size for p in inputs)
     explain_compiling()  # the decoders are about to import numba
 
@@ -52,14 +77,18 @@ def ingest_cmd(
             inputs, output, format=fmt, strict=strict, options=options, images=images, progress=hook,
             on_format=said_format,
         )  # fmt: skip
-    m = result.manifest
-    counts = m["counts"]
+    say_ingested(result.store, result.manifest)
+
+
+def say_ingested(store: object, manifest: dict[str, Any]) -> None:
+    """The line saying what a store holds and how long its ingest took, and its warnings."""
+    counts = manifest["counts"]
     click.echo(
-        f"{result.store}: {counts['instructions']:,} instructions, {counts['registers']:,} "
+        f"{store}: {counts['instructions']:,} instructions, {counts['registers']:,} "
         f"register writes, {counts['memory']:,} memory accesses, {counts['events']:,} events "
-        f"in {m['ingest_seconds']:.2f} s"
+        f"in {manifest['ingest_seconds']:.2f} s"
     )
-    warnings = m["warnings"]
+    warnings = manifest["warnings"]
     if warnings["count"]:
         count = warnings["count"]
         err.print(f"{count:,} warning{'s' if count > 1 else ''}, e.g.:", markup=False)

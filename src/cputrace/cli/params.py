@@ -63,6 +63,32 @@ def load_images(specs: Sequence[str]) -> Image | None:
     return load_image_specs(specs)
 
 
+def cluster_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Where the work runs: --workers N (a local cluster of N processes; the default, with this
+    machine's cores), --scheduler ADDRESS or --scheduler-file FILE (a running Dask cluster);
+    the command gets them as `cluster`, the keywords of `batch.cluster.connect`."""
+
+    @wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        cluster = {name: kwargs.pop(name) for name in ("workers", "scheduler", "scheduler_file")}
+        if sum(value is not None for value in cluster.values()) > 1:
+            raise click.UsageError("give one of --workers, --scheduler and --scheduler-file")
+        return command(*args, cluster=cluster, **kwargs)
+
+    options = (
+        click.option("--workers", type=click.IntRange(min=1), metavar="N",
+                     help="Run on a local cluster of N worker processes (default: one per core)."),
+        click.option("--scheduler", metavar="ADDRESS",
+                     help="Run on the Dask cluster whose scheduler is at ADDRESS (tcp://host:8786)."),
+        click.option("--scheduler-file", type=click.Path(exists=True, dir_okay=False),
+                     help="Run on the Dask cluster that this scheduler file (dask scheduler "
+                     "--scheduler-file) describes."),
+    )  # fmt: skip
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper
+
+
 def option_flags(*options: Option) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decoder options as flags of their own (`--etmcr X` for `--option etmcr=X`), with the
     options' help; the command gets the ones given as `flagged`, values by option name (the
