@@ -16,6 +16,7 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
+from .compiledcache import use_own_cache
 from .errors import CputraceError, StoreError, TraceFormatError
 
 if TYPE_CHECKING:
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from .store.trace import Trace
 
 __version__ = "0.1.0"
+
+use_own_cache()  # before any module of the package compiles or loads compiled code
 
 _LAZY = {"ingest": "ingest", "open": "opening", "Trace": "store.trace"}
 """Top-level names imported on first use, by the module that defines them."""

@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .cachedir import cache_dir
 from .ingest import ProgressHook, default_store_path, ingest, store_is_current
-from .store.folder import STORE_SUFFIX, cache_dir, is_store
+from .store.folder import STORE_SUFFIX, is_store
 from .store.trace import Trace
 
 

@@ -34,25 +34,29 @@ from .sums import KeyedSums
 HEAT_TIME_BINS = 400
 
 
+_PREVIOUS = np.dtype([("seen", np.bool_), ("pc", np.int64), ("size", np.int64), ("branch", np.bool_),
+                      ("block", np.int64)])
+"""The last row of a core's previous chunk, which the next chunk's first block depends on."""
+
+
 @numba.njit(cache=True, nogil=True)
-def _blocks(pc, size, branch, carry):
+def _blocks(pc, size, branch, previous):
     """Per row: whether it starts a basic block, and the first address of its block.
 
-    `carry` holds [have previous, previous pc, previous size, previous was a branch, block of
-    the previous row] from the core's previous chunk, and is updated for the next.
+    `previous` (a `_PREVIOUS` record array of one) describes the row before the first one, and
+    is updated to the last.
     """
     n = len(pc)
     starts = np.zeros(n, np.bool_)
     block = np.empty(n, np.int64)
-    have, prev_pc, prev_size, prev_branch, prev_block = carry[0], carry[1], carry[2], carry[3], carry[4]
+    last = previous[0]
     for i in range(n):
         here = np.int64(pc[i])
-        if not have or prev_branch or ((here ^ (prev_pc + prev_size)) & ~np.int64(1)) != 0:
+        if not last.seen or last.branch or ((here ^ (last.pc + last.size)) & ~np.int64(1)) != 0:
             starts[i] = True
-            prev_block = here
-        block[i] = prev_block
-        have, prev_pc, prev_size, prev_branch = 1, here, np.int64(size[i]), np.int64(branch[i])
-    carry[0], carry[1], carry[2], carry[3], carry[4] = have, prev_pc, prev_size, prev_branch, prev_block
+            last.block = here
+        block[i] = last.block
+        last.seen, last.pc, last.size, last.branch = True, here, np.int64(size[i]), branch[i]
     return starts, block
 
 
@@ -157,15 +161,15 @@ class _ProfilePass:
         self.blocks: dict[int, KeyedSums] = {}  # per core: (start, 0) -> executions, insns, time
         self.heat_cells = KeyedSums(1) if heat is not None else None  # (bin, pc) -> count
         self.heat = heat
-        self.carry: dict[int, np.ndarray] = {}
+        self.previous: dict[int, np.ndarray] = {}  # per core: a _PREVIOUS record
         self.has_time = True
 
     def feed(self, chunk: Instructions) -> None:
         cpu = chunk.cpu
-        carry = self.carry.setdefault(cpu, np.zeros(5, np.int64))
+        previous = self.previous.setdefault(cpu, np.zeros(1, _PREVIOUS))
         self.has_time &= chunk.has_time
         codes = self.codes.codes(chunk.opcode, chunk.has_opcode, chunk.size, chunk.isa, chunk.pc)
-        starts, block = _blocks(chunk.pc, chunk.size, (codes & F_BRANCH) != 0, carry)
+        starts, block = _blocks(chunk.pc, chunk.size, (codes & F_BRANCH) != 0, previous)
         ones = np.ones(len(chunk), np.int64)
         failed = (~chunk.executed).astype(np.int64)
         by_insn = self.insns.setdefault(cpu, KeyedSums(3))

@@ -56,5 +56,5 @@ class KeyedSums:
 
     def result(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(a, b, sums) of every key, in no particular order; keys as int64."""
-        live = self.table[self.table[:, 2] >= 0]
+        live = pairtable.live_rows(self.table)
         return live[:, 0], live[:, 1], self.sums[live[:, 2]]

@@ -11,8 +11,6 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import UsageError
-from ..export.tarmac import write_tarmac
-from ..isa import Disassembler, fill_disasm
 from ..store.sql import sql_condition
 from .common import cli, json_value, open_trace_arg, plain, write_rows
 from .params import image_option, load_images
@@ -82,6 +80,10 @@ def list_cmd(trace: str, condition: str, limit: int | None, fmt: str, images: tu
 
     Instructions the input gave no disassembly for get it from their opcode (or the image).
     """
+    # Imported here, not with the module: `info` and `sql` need neither capstone nor numba.
+    from ..export.tarmac import write_tarmac
+    from ..isa import Disassembler, fill_disasm
+
     t = open_trace_arg(trace)
     query = f"SELECT * FROM instructions WHERE {condition} ORDER BY seq"
     if limit is not None:

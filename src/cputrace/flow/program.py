@@ -107,13 +107,13 @@ class Program:
 
 
 @numba.njit(cache=True, nogil=True)
-def _fill(columns: np.ndarray, start: int, block_isa: int, insns: np.ndarray, keys: np.ndarray,
-          values: np.ndarray) -> None:  # fmt: skip
+def _fill(columns: np.ndarray, start: int, block_isa: int, insns: np.ndarray, index: np.ndarray,
+          counts: np.ndarray) -> None:  # fmt: skip
     """Records of a block's instructions from its decoded columns, from index `start`, and
     their index entries (in arrays with room for them)."""
     for i in range(len(columns)):
         facts, at = columns[i, C_FACTS], start + i
-        put(keys, values, (columns[i, C_ADDRESS] << 3) | block_isa, at)
+        put(index, counts, (columns[i, C_ADDRESS] << 3) | block_isa, at)
         insn = insns[at]
         insn.isa = block_isa
         flag = facts & _FACTS

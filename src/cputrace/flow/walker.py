@@ -131,11 +131,11 @@ def _take(st, idx, insns) -> None:
 
 
 @numba.njit(cache=True, nogil=True)
-def _resolve(st, insns, keys, values) -> bool:
+def _resolve(st, insns, index) -> bool:
     """Turn a pending address into an index; False when it must be decoded first."""
     if st.pos != UNRESOLVED or st.key == -1:
         return True
-    found = lookup(keys, values, st.key)
+    found = lookup(index, st.key)
     if found == UNRESOLVED:
         st.need = st.key
         return False
@@ -204,7 +204,7 @@ def _ends_op(op, steps, pc, f, halves) -> bool:
 
 
 @numba.njit(cache=True, nogil=True)
-def _check_run(st, idx, op, taken, halves, insns, keys, values) -> int:
+def _check_run(st, idx, op, taken, halves, insns, index) -> int:
     """Walk a RUN/BRANCH/TRAP op's instructions without emitting them: are they all there?
 
     Returns _CHECK_OK when the walk can be emitted (every fall-through link is then cached),
@@ -241,7 +241,7 @@ def _check_run(st, idx, op, taken, halves, insns, keys, values) -> int:
         if following < 0:
             address = insns[last].pc + insns[last].size
             key = (np.int64(address) << 3) | np.int64(insns[last].isa)
-            following = lookup(keys, values, key)
+            following = lookup(index, key)
             if following == UNRESOLVED:
                 st.need = key
                 return _CHECK_NEED
@@ -368,7 +368,7 @@ def _end_waypoint(st, out, idx, op, insns) -> None:
 
 
 @numba.njit(cache=True, nogil=True)
-def _walk(ops, insns, keys, values, state, out, gaps, op_first, op_end):
+def _walk(ops, insns, index, state, out, gaps, op_first, op_end):
     """Apply ops from state.op on; returns DONE, FULL (output full) or NEED (a block to decode)."""
     st = state[0]
     while st.op < len(ops):
@@ -401,7 +401,7 @@ def _walk(ops, insns, keys, values, state, out, gaps, op_first, op_end):
         elif kind == Op.RUN and op.count == 0:
             pass
         else:  # ATOM, RUN, BRANCH, TRAP: these need the position
-            if not _resolve(st, insns, keys, values):
+            if not _resolve(st, insns, index):
                 return NEED
             idx = st.pos
             if idx >= 0 and insns[idx].flags & UNDEFINED:
@@ -411,7 +411,7 @@ def _walk(ops, insns, keys, values, state, out, gaps, op_first, op_end):
             taken = kind == Op.BRANCH or (kind == Op.RUN and op.flags & RUN_TAKEN != 0)
             halves = THUMB_PAIR if kind == Op.RUN and op.flags & RUN_THUMB_PAIRS else 0
             if idx >= 0 and kind != Op.ATOM and not st.checked:
-                checked = _check_run(st, idx, op, taken, halves, insns, keys, values)
+                checked = _check_run(st, idx, op, taken, halves, insns, index)
                 if checked == _CHECK_NEED:
                     return NEED
                 st.checked = checked == _CHECK_OK
@@ -517,7 +517,7 @@ class Walker:
         st["begun"] = st["checked"] = st["resumed"] = False
         p = self.program
         while True:
-            status = _walk(records, p.insns, p.index.keys, p.index.values, self.state, self._out, self._gaps,
+            status = _walk(records, p.insns, p.index.table, self.state, self._out, self._gaps,
                            self.op_first, self.op_end)  # fmt: skip
             if status == NEED:
                 p.decode(int(st["need"]))

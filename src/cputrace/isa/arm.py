@@ -509,13 +509,13 @@ def arm_block(
     scratch = np.empty((LARGEST_CHUNK, _O_COUNT), np.int64)
     n, why, branch, left = _block(
         engine.entry, np.frombuffer(code, np.uint8), address, int(isa), engine.layout, *_tables(isa),
-        index.keys, index.values, through_conditional, first, scratch, out,
+        index.table, through_conditional, first, scratch, out,
     )  # fmt: skip
     return out[:n].copy(), why, branch, out[n : n + left].copy()
 
 
 @numba.njit(cache=True, nogil=True)
-def _block(entry, code, address, isa, layout, classes, sizes, widths, keys, values, through_conditional,
+def _block(entry, code, address, isa, layout, classes, sizes, widths, index, through_conditional,
            first, scratch, out):  # fmt: skip
     """`arm_block`'s loop: the chunks of `arm_runs`, each taken up to where the block ends.
 
@@ -524,7 +524,7 @@ def _block(entry, code, address, isa, layout, classes, sizes, widths, keys, valu
     """
     insns = np.zeros(1, np.uint64)
     n, branch = 0, -1
-    kept, why, at = _keep(first, len(first), keys, values, isa, n, through_conditional, out)
+    kept, why, at = _keep(first, len(first), index, isa, n, through_conditional, out)
     if at >= 0:
         branch = at
     n += kept
@@ -543,7 +543,7 @@ def _block(entry, code, address, isa, layout, classes, sizes, widths, keys, valu
             raw.free(entry, insns[0], decoded)
         complete = decoded == count
         run = cut if complete else decoded
-        kept, why, at = _keep(scratch, run, keys, values, isa, n, through_conditional, out)
+        kept, why, at = _keep(scratch, run, index, isa, n, through_conditional, out)
         if at >= 0:
             branch = n + at
         n += kept
@@ -555,7 +555,7 @@ def _block(entry, code, address, isa, layout, classes, sizes, widths, keys, valu
             break
         count = min(count * 2, LARGEST_CHUNK)
     if _undefined_at(code, offset, address + offset, isa, scratch):
-        kept, why, at = _keep(scratch, 1, keys, values, isa, n, through_conditional, out)
+        kept, why, at = _keep(scratch, 1, index, isa, n, through_conditional, out)
         n += kept
         return n, why, branch, 0
     return n, GOES_ON, branch, 0
@@ -572,9 +572,9 @@ def _copy_rows(source, first, count, target, at):
 
 
 @numba.njit(cache=True, nogil=True)
-def _keep(run, count, keys, values, isa, before, through_conditional, out):
+def _keep(run, count, index, isa, before, through_conditional, out):
     """Copy the first `count` rows of `run` to out[before:] up to where the block ends (ends.end_in)."""
-    known = holds(keys, values, run[:count, C_ADDRESS], isa)
+    known = holds(index, run[:count, C_ADDRESS], isa)
     kept, why, at = end_in(run[:count, C_FACTS], known, before, through_conditional)
     _copy_rows(run, 0, kept, out, before)
     return kept, why, at

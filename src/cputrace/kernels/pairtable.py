@@ -3,8 +3,9 @@
 numba's typed dictionaries cost about a second per process to create (their code is compiled
 anew each time); this table is plain arrays, so the loops using it load from numba's cache.
 Open addressing with linear probing; removed entries leave tombstones until the next rehash.
-A row is (key a, key b, value); value EMPTY or REMOVED marks a free row. Callers keep the
-table at most half used (`needs_rehash`) and rehash outside their loop.
+A row is (key a, key b, value); value EMPTY or REMOVED marks a free row, so a value is any
+int64 above REMOVED (negative values included: a caller's own "known absent" marks). Callers
+keep the table at most half used (`needs_rehash`) and rehash outside their loop.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import numpy as np
 
 from .hashing import GOLDEN, SECOND
 
-EMPTY = -1
-REMOVED = -2
+EMPTY = np.int64(-(1 << 63))
+REMOVED = np.int64(EMPTY + 1)
 _LIVE, _TOMBSTONES = 0, 1
 _MIX_A = GOLDEN.view(np.int64)  # int64 arithmetic: keys are signed
 _MIX_B = SECOND.view(np.int64)
@@ -56,7 +57,7 @@ def put(table: np.ndarray, counts: np.ndarray, a: int, b: int, value: int) -> No
         return
     mask = len(table) - 1
     i = _home(table, a, b)
-    while table[i, 2] >= 0:
+    while table[i, 2] > REMOVED:
         i = (i + 1) & mask
     if table[i, 2] == REMOVED:
         counts[_TOMBSTONES] -= 1
@@ -84,7 +85,7 @@ def _moved(table: np.ndarray, capacity: int) -> tuple[np.ndarray, np.ndarray]:
     fresh[:, 2] = EMPTY
     counts = np.zeros(2, np.int64)
     for i in range(len(table)):
-        if table[i, 2] >= 0:
+        if table[i, 2] > REMOVED:
             put(fresh, counts, table[i, 0], table[i, 1], table[i, 2])
     return fresh, counts
 
@@ -92,11 +93,16 @@ def _moved(table: np.ndarray, capacity: int) -> tuple[np.ndarray, np.ndarray]:
 @numba.njit(cache=True, nogil=True)
 def purge(table: np.ndarray, counts: np.ndarray) -> None:
     """Drop the tombstones in place, for compiled loops that cannot swap in a rehashed table."""
-    live = table[table[:, 2] >= 0].copy()
+    live = table[table[:, 2] > REMOVED].copy()
     table[:, 2] = EMPTY
     counts[:] = 0
     for i in range(len(live)):
         put(table, counts, live[i, 0], live[i, 1], live[i, 2])
+
+
+def live_rows(table: np.ndarray) -> np.ndarray:
+    """The rows holding an entry: (a, b, value) each."""
+    return table[table[:, 2] > REMOVED]
 
 
 def rehashed(table: np.ndarray, counts: np.ndarray, room: int = 0) -> tuple[np.ndarray, np.ndarray]:

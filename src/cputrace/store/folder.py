@@ -63,13 +63,6 @@ def is_store(path: str | os.PathLike[str]) -> bool:
     return (Path(path) / MANIFEST).is_file()
 
 
-def cache_dir() -> Path:
-    """Where cputrace keeps what cannot live beside its input: the stores of inputs in
-    read-only folders, and the derived indexes of read-only stores."""
-    base = os.environ.get("CPUTRACE_CACHE") or os.environ.get("XDG_CACHE_HOME")
-    return Path(base) / "cputrace" if base else Path.home() / ".cache" / "cputrace"
-
-
 def check_output(output: Path, inputs: Sequence[str | os.PathLike[str]] = ()) -> None:
     """Refuse an output that would replace anything but a store (or an empty folder), or that
     holds one of the inputs: a store replaces its old version, never a user's files."""

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import xxhash
 
+from ..cachedir import cache_dir
 from ..model import TABLES
-from .folder import cache_dir
 from .manifest import table_file
 from .trace import Trace
 

@@ -161,7 +161,7 @@ class _CoreSums:
 
     def self_costs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(function, pc, OWN sums) of each instruction address run, per function it ran in."""
-        live = self.own[self.own[:, 2] >= 0]
+        live = pairtable.live_rows(self.own)
         return live[:, 0].view(np.uint64), live[:, 1].view(np.uint64), self.own_sums[live[:, 2]]
 
 

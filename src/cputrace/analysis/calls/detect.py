@@ -523,7 +523,7 @@ class CoreDetector:
     def _undecided(self) -> np.ndarray:
         """The CALL rows still open: potential calls not yet returned or dead, or open ISA frames."""
         if self.method is Method.REGISTERS:
-            return np.sort(self._pending[self._pending[:, 2] >= 0, 2])
+            return np.sort(pairtable.live_rows(self._pending)[:, 2])
         return self._stack[: self._st["depth"]]["call"].copy()
 
     def _recycle(self) -> np.ndarray:
@@ -537,7 +537,7 @@ class CoreDetector:
         renumber = np.full(max(int(st["calls"]), 1), -1, np.int64)
         renumber[kept] = np.arange(len(kept))
         self._calls[: len(kept)] = self._calls[kept]
-        live = self._pending[:, 2] >= 0
+        live = self._pending[:, 2] > pairtable.REMOVED
         self._pending[live, 2] = renumber[self._pending[live, 2]]
         heap = self._heap[: st["heap"]]
         heap["call"] = renumber[heap["call"]]

@@ -21,13 +21,14 @@ import numpy as np
 
 from ...inputs import MAX_LINE_BYTES
 from ...model import Isa
+from ...timeunits import COUNTING_UNITS, SECOND_EXPONENTS
 from .grammar import MAX_CORE
 
 KIND_BLANK, KIND_INSN, KIND_REG, KIND_MEM, KIND_SLOW, KIND_LONG = 0, 1, 2, 3, 4, 5
 SCANNED_ACCESS_BYTES = 8  # the largest access whose value fits the scanner's 64 bits
 
-# Time units the scanner accepts (codes index TIME_UNITS); others go to the slow path.
-TIME_UNITS = ("", "clk", "ns", "ps", "cs", "cyc", "tic")
+TIME_UNITS = ("", *COUNTING_UNITS, *SECOND_EXPONENTS)
+"""The time units the scanner reads, by code (0: none printed)."""
 
 MEM_X, MEM_T, MEM_L, MEM_NS = 1, 2, 4, 8
 
