@@ -50,7 +50,9 @@ def command_argv(command: str, store: str) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--base", type=Path, required=True, help="the other checkout's src/ folder")
     parser.add_argument("--head", type=Path, default=Path(__file__).resolve().parent.parent / "src")
     parser.add_argument("--store", required=True)
@@ -71,7 +73,8 @@ def main() -> None:
             for name, src in order:
                 times.setdefault((command, name), []).append(timed(src, command_argv(command, args.store)))
     print(f"{args.rounds} rounds in turns; base {checkouts['base']}, head {checkouts['head']}")
-    print(f"{'command':40s} {'base cpu':>9s} {'head cpu':>9s} {'ratio':>6s}   {'base wall':>9s} {'head wall':>9s}")
+    header = ("base cpu", "head cpu", "ratio", "", "base wall", "head wall")
+    print(f"{'command':40s} " + " ".join(f"{h:>9s}" for h in header))
     for command in commands:
         base, head = times[(command, "base")], times[(command, "head")]
         base_cpu, head_cpu = min(c for c, _ in base), min(c for c, _ in head)
