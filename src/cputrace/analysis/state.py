@@ -181,7 +181,7 @@ class StateIndex:
             """,
             {"snapshot": snapshot, "first": first, "seq": seq},
         ).fetchall()
-        return _merge_registers(rows, self.widths)
+        return merge_registers(rows, self.widths)
 
     # -- memory --------------------------------------------------------------------------
 
@@ -231,7 +231,7 @@ def _quote(path: Path) -> str:
     return str(path).replace("'", "''")
 
 
-def _merge_registers(rows: list[tuple], widths: dict[str, int]) -> list[RegisterValue]:
+def merge_registers(rows: list[tuple], widths: dict[str, int]) -> list[RegisterValue]:
     """Replay each register's last write per byte mask, oldest first, into its bytes.
 
     A write without a mask sets the whole register, zero-extended to its widest write.
@@ -320,28 +320,30 @@ def _copy(db: duckdb.DuckDBPyConnection, query: str, out: Path, row_group: int) 
 
 
 def _build_snapshots(db: duckdb.DuckDBPyConnection, out: Path, instructions: int) -> None:
-    """Snapshot c: the last write per (cpu, register, mask) among seq < c * CHECKPOINT."""
-    db.execute(
-        f"""
-        CREATE TEMP TABLE last AS
-        SELECT cpu, reg::VARCHAR AS reg, coalesce(mask, ''::BLOB) AS key,
-               seq // {CHECKPOINT} + 1 AS interval,
-               arg_max(struct_pack(mask, size, value, wide, seq, src), (seq, src)) AS w
-        FROM registers GROUP BY ALL
-        """
-    )
-    snapshots = instructions // CHECKPOINT
-    query = f"""
+    query = snapshot_query(CHECKPOINT, instructions, "s.checkpoint, l.cpu, l.reg")
+    _copy(db, query, out, _SNAPSHOT_ROW_GROUP)
+
+
+def snapshot_query(checkpoint: int, instructions: int, order: str) -> str:
+    """Snapshot c of every core: the last write per (cpu, register, mask) among seq < c * checkpoint,
+    for c from 1 while c * checkpoint <= instructions; the rows ordered by `order` (columns of
+    `s`, the snapshot, and `l`, the write). Reads the view `registers`."""
+    return f"""
+        WITH last AS (
+            SELECT cpu, reg::VARCHAR AS reg, coalesce(mask, ''::BLOB) AS key,
+                   seq // {checkpoint} + 1 AS interval,
+                   arg_max(struct_pack(mask, size, value, wide, seq, src), (seq, src)) AS w
+            FROM registers GROUP BY ALL
+        )
         SELECT s.checkpoint, l.cpu, l.reg, l.w.mask, l.w.size, l.w.value, l.w.wide, l.w.seq, l.w.src
         FROM (
             SELECT k.cpu, k.reg, k.key, c.range AS checkpoint
-            FROM (SELECT DISTINCT cpu, reg, key FROM last) k, range(1, {snapshots + 1}) c
+            FROM (SELECT DISTINCT cpu, reg, key FROM last) k, range(1, {instructions // checkpoint + 1}) c
         ) s
         ASOF JOIN last l
         ON l.cpu = s.cpu AND l.reg = s.reg AND l.key = s.key AND l.interval <= s.checkpoint
-        ORDER BY s.checkpoint, l.cpu, l.reg
+        ORDER BY {order}
     """
-    _copy(db, query, out, _SNAPSHOT_ROW_GROUP)
 
 
 def _build_writes(db: duckdb.DuckDBPyConnection, out: Path, thinned: Path) -> int:

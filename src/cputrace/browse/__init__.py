@@ -1,0 +1,12 @@
+"""The interactive trace browser (`cputrace browse`): an engine, and a Textual app on top of it.
+
+The engine imports no Textual, so it is tested and measured alone:
+
+- session.py: `Session`, the one object the app talks to (its docstring lists the API).
+- index.py: the browse index, built once per store; keyed.py: its files, sorted by a key in
+  small row groups.
+- lines.py: the trace pane's lines and records; targets.py: direct branch targets.
+- expressions.py: address expressions (`main+0x10`, `sp+16`).
+
+The app (app.py, panes/, screens) shows a Session in a terminal or, served, in a web browser.
+"""

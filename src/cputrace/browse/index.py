@@ -1,0 +1,208 @@
+"""The browse index: what the browser reads, laid out so that any action reads a few small groups.
+
+Built once per store (store/indexes.py keeps it in the store's version folder, and rebuilds it
+only when the store changes), beside the state index (analysis/state.py), whose memory
+answers the browser uses as they are. Its files are keyed files (keyed.py):
+
+- `instructions`, `registers`, `memory`, `events`: the store's tables sorted by (cpu, seq),
+  core after core, in groups of a few thousand rows. A core's instructions are consecutive,
+  so the instruction at position `index` among its core's is row `first_row + index`.
+- `snapshots`: every `CHECKPOINT` seqs, each core's last write per register (and byte mask),
+  so the registers at any point are one snapshot plus at most `CHECKPOINT` seqs of writes.
+- `visits`: (cpu, pc, seq) of every instruction, sorted: the next or previous visit of a pc
+  is one lookup; `times`: (cpu, time, seq), sorted, for the instruction at a time.
+
+`meta.json` holds per core its instruction count, first row and seq range, and the registers
+it writes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..analysis.state import register_order, snapshot_query
+from ..model import TABLES
+from ..store.batches import read_batches
+from ..store.indexes import index_dir
+from ..store.sql import quoted
+from ..store.trace import Trace
+from ..store.write import STORED_SCHEMAS
+from .keyed import KeyedFile, write_keyed
+
+INDEX_VERSION = 1
+CHECKPOINT = 1 << 12
+"""Seqs between register snapshots: a register query reads at most this many seqs' writes."""
+
+GROUP_ROWS = 1 << 12
+LOOKUP_ROWS = 1 << 13
+_READ_ROWS = 1 << 17
+
+CORE_KEY = ("cpu", "seq")
+SNAPSHOT_KEY = ("cpu", "checkpoint")
+VISIT_KEY = ("cpu", "pc", "seq")
+TIME_KEY = ("cpu", "time", "seq")
+_KEY_TYPES = {"cpu": pa.uint16(), "pc": pa.uint64(), "time": pa.int64(), "seq": pa.int64()}
+_SORTED = (
+    ("visits", VISIT_KEY, "SELECT cpu, pc, seq FROM instructions ORDER BY cpu, pc, seq"),
+    ("times", TIME_KEY, "SELECT cpu, time, seq FROM instructions WHERE time >= 0 ORDER BY cpu, time, seq"),
+)
+"""Lookup files: (name, key, the query giving their rows in key order)."""
+
+Progress = Callable[[str, float], None]
+"""Called as a build goes: what it is doing, and the fraction of the build done (0 to 1)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Core:
+    """One core's instructions in the index."""
+
+    cpu: int
+    count: int
+    first_row: int  # row of its first instruction in `instructions`
+    first_seq: int
+    last_seq: int
+    registers: tuple[str, ...]  # the registers it writes, general purpose first
+
+
+class BrowseIndex:
+    """The browse index of one store, opened (`BrowseIndex.open` builds it on first use)."""
+
+    def __init__(self, trace: Trace, directory: Path) -> None:
+        self.trace = trace
+        self.directory = directory
+        meta = json.loads((directory / "meta.json").read_text())
+        self.checkpoint: int = meta["checkpoint"]
+        self.widths: dict[str, int] = meta["register_widths"]
+        self.cores: dict[int, Core] = {
+            int(c["cpu"]): Core(
+                int(c["cpu"]),
+                c["count"],
+                c["first_row"],
+                c["first_seq"],
+                c["last_seq"],
+                tuple(c["registers"]),
+            )
+            for c in meta["cores"]
+        }
+        self.tables = {name: KeyedFile(directory / f"{name}.parquet", CORE_KEY) for name in TABLES}
+        self.snapshots = KeyedFile(directory / "snapshots.parquet", SNAPSHOT_KEY)
+        self.visits = KeyedFile(directory / "visits.parquet", VISIT_KEY)
+        self.times = KeyedFile(directory / "times.parquet", TIME_KEY)
+
+    @classmethod
+    def open(cls, trace: Trace, progress: Progress | None = None) -> BrowseIndex:
+        """The index of `trace`, built (once per store content) if it does not exist yet."""
+        return cls(trace, index_dir(trace, "browse", INDEX_VERSION, lambda d: build(trace, d, progress)))
+
+    @property
+    def size(self) -> int:
+        """Bytes the index takes on disk."""
+        return sum(f.stat().st_size for f in self.directory.iterdir() if f.is_file())
+
+
+# -- building ------------------------------------------------------------------------------
+
+
+def build(trace: Trace, directory: Path, progress: Progress | None = None) -> None:
+    """Write the browse index of `trace` into `directory`."""
+    report = progress or (lambda what, done: None)
+    db = duckdb.connect()
+    try:
+        db.execute("SET threads TO 2")
+        db.execute("SET memory_limit = '512MB'")
+        db.execute(f"SET temp_directory = {quoted(directory / 'spill')}")
+        trace.add_views(db)
+        cores = db.execute(
+            "SELECT cpu, count(*), min(seq), max(seq) FROM instructions GROUP BY cpu ORDER BY cpu"
+        ).fetchall()
+        names: dict[int, list[str]] = {}
+        for cpu, reg in db.execute("SELECT DISTINCT cpu, reg::VARCHAR FROM registers").fetchall():
+            names.setdefault(cpu, []).append(reg)
+        widths = dict(db.execute("SELECT reg::VARCHAR, max(size) FROM registers GROUP BY 1").fetchall())
+        cpus = [cpu for cpu, *_ in cores]
+        steps = len(TABLES) + 1 + len(_SORTED)
+        for step, table in enumerate(TABLES):
+            report(f"copying {table}", step / steps)
+            _copy_by_core(trace, table, cpus, directory / f"{table}.parquet")
+        report("register snapshots", len(TABLES) / steps)
+        last_seq = max((last for *_, last in cores), default=-1)
+        snapshots = snapshot_query(CHECKPOINT, last_seq + 1, "l.cpu, s.checkpoint, l.reg")
+        write_keyed(
+            directory / "snapshots.parquet", _snapshot_schema(), SNAPSHOT_KEY, GROUP_ROWS,
+            _batches(db.sql(snapshots).to_arrow_reader(_READ_ROWS), _snapshot_schema()),
+        )  # fmt: skip
+        for step, (name, key, query) in enumerate(_SORTED, len(TABLES) + 1):
+            report(name, step / steps)
+            schema = pa.schema([(column, _KEY_TYPES[column]) for column in key])
+            write_keyed(
+                directory / f"{name}.parquet", schema, key, LOOKUP_ROWS,
+                _batches(db.sql(query).to_arrow_reader(_READ_ROWS), schema),
+            )  # fmt: skip
+    finally:
+        db.close()
+    first_row = 0
+    meta_cores = []
+    for cpu, count, first, last in cores:
+        meta_cores.append(
+            {
+                "cpu": cpu, "count": count, "first_row": first_row, "first_seq": first, "last_seq": last,
+                "registers": sorted(names.get(cpu, []), key=register_order),
+            }
+        )  # fmt: skip
+        first_row += count
+    meta = {
+        "version": INDEX_VERSION,
+        "checkpoint": CHECKPOINT,
+        "register_widths": widths,
+        "cores": meta_cores,
+    }
+    (directory / "meta.json").write_text(json.dumps(meta) + "\n")
+    report("done", 1.0)
+
+
+def _batches(reader: pa.RecordBatchReader, schema: pa.Schema) -> Iterator[pa.Table]:
+    for batch in reader:
+        yield pa.Table.from_batches([batch]).cast(schema)
+
+
+def _snapshot_schema() -> pa.Schema:
+    registers = STORED_SCHEMAS["registers"]
+    return pa.schema(
+        [
+            ("checkpoint", pa.int64()),
+            ("cpu", pa.uint16()),
+            ("reg", pa.string()),
+            *(
+                registers.field(name).with_nullable(True)
+                for name in ("mask", "size", "value", "wide", "seq", "src")
+            ),
+        ]
+    )
+
+
+def _copy_by_core(trace: Trace, table: str, cpus: list[int], out: Path) -> None:
+    """Copy `table` sorted by (cpu, seq): one pass over it per core (a core's rows come in seq
+    order), so memory stays bounded without a sort."""
+    schema = STORED_SCHEMAS[table]
+    parts = (
+        part
+        for cpu in cpus
+        for part in _core_rows(read_batches(trace, table, schema.names, rows=_READ_ROWS), cpu, len(cpus) > 1)
+    )
+    write_keyed(out, schema, CORE_KEY, GROUP_ROWS, parts)
+
+
+def _core_rows(batches: Iterator[pa.RecordBatch], cpu: int, filtered: bool) -> Iterator[pa.Table]:
+    for batch in batches:
+        table = pa.Table.from_batches([batch])
+        if filtered:
+            table = table.filter(pc.equal(table.column("cpu"), cpu))
+        if table.num_rows:
+            yield table

@@ -1,0 +1,315 @@
+"""The browsing engine: everything the browser shows and every move it makes, without Textual.
+
+A `Session` answers from the browse index (index.py: the store's rows re-laid in small groups
+by core, register snapshots, sorted pc visits and times) and the state index (memory), so
+each answer reads a few small row groups, whatever the trace's size.
+
+Points and positions. A point of a trace is a seq: the point after that instruction and all
+its records. Each core's instructions are also numbered 0..count-1 in seq order ("index":
+the position among the core's instructions, for scrolling); `seq_of` and `index_of` convert.
+
+API (stable; the UI builds on it). Every error for bad input is a CputraceError subclass
+(BrowseError, or UsageError for SQL) whose message fits a status line.
+
+    session = Session.open(trace, image=None, cpu=None, progress=None)
+    session.cores                       cores with instructions, ascending
+    session.cpu                         the core to start on (`cpu` given, else the first)
+    session.count(cpu)                  instructions of the core
+    session.seq_of(cpu, index)          seq of the core's instruction at `index`
+    session.index_of(cpu, seq)          index of the core's last instruction at or before seq
+                                        (None: it has none that early)
+    session.cpu_of(seq)                 the core of instruction `seq`
+    session.seq_at_time(time, cpu=None) last instruction at or before `time` (of `cpu`, or of
+                                        any core)
+    session.line(seq) / lines(cpu, first, count)
+                                        Lines (lines.py) of the core from index `first`
+    session.register_names(cpu)         every register the core writes, general first
+    session.registers(cpu, seq)         RegisterValue (analysis/state.py) of every register the
+                                        core has written by seq (its last writer: `.seq`;
+                                        written by instruction seq itself: `.seq == seq`)
+    session.register_writer(cpu, name, seq)   seq that wrote the value (None: never written)
+    session.memory(address, length, seq)      MemoryBytes (analysis/state.py), image bytes
+                                              with an image
+    session.memory_writer(address, size, seq) seq of the last write to any byte of the
+                                              aligned `size`-byte unit around `address`
+    session.evaluate(text, cpu, seq)    an address expression (expressions.py)
+    session.symbol(address)             `name+0x10`, or None
+    session.close()
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+from ..analysis.state import MemoryBytes, RegisterValue, StateIndex, merge_registers
+from ..errors import BrowseError
+from ..isa.disasm import Disassembler, fill_disasm
+from .expressions import evaluate
+from .index import BrowseIndex, Core, Progress
+from .lines import Line, records_by_seq
+from .targets import BranchTargets
+
+if TYPE_CHECKING:
+    from ..image import Image
+    from ..store.trace import Trace
+
+_SEQ_LIMIT = (1 << 63) - 1
+_REGISTER_COLUMNS = ("reg", "mask", "size", "value", "wide", "seq")
+_ALIASES = {"lr": ("x30", "r14"), "fp": ("x29", "r11"), "ip": ("r12",), "sp": ("r13", "sp_el")}
+"""Other names of registers, tried in order; `sp_el` is the AArch64 stack pointer of the mode."""
+_HANDLER_MODE = re.compile(r"el([0-3])h")
+
+
+class Session:
+    """One trace opened for browsing (see the module docstring for the API)."""
+
+    def __init__(
+        self, trace: Trace, image: Image | None, index: BrowseIndex, state: StateIndex, cpu: int
+    ) -> None:
+        self.trace = trace
+        self.image = image
+        self.index = index
+        self.state = state
+        self.cpu = cpu
+        self._disassembler = Disassembler(image)
+        self._targets = BranchTargets()
+
+    @classmethod
+    def open(
+        cls,
+        trace: Trace,
+        image: Image | None = None,
+        cpu: int | None = None,
+        progress: Progress | None = None,
+    ) -> Session:
+        """Open `trace` for browsing, building its indexes on first use (`progress` follows
+        the browse index's build); start on core `cpu` (default: the first)."""
+        index = BrowseIndex.open(trace, progress)
+        if not index.cores:
+            raise BrowseError(f"{trace.path}: the trace has no instructions to browse")
+        if cpu is not None and cpu not in index.cores:
+            raise BrowseError(f"no core {cpu} in the trace (cores: {', '.join(map(str, index.cores))})")
+        state = StateIndex.open(trace)
+        return cls(trace, image, index, state, min(index.cores) if cpu is None else cpu)
+
+    def close(self) -> None:
+        self.state.close()
+
+    # -- positions -----------------------------------------------------------------------
+
+    @property
+    def cores(self) -> list[int]:
+        return sorted(self.index.cores)
+
+    def core(self, cpu: int) -> Core:
+        core = self.index.cores.get(cpu)
+        if core is None:
+            raise BrowseError(f"no core {cpu} in the trace (cores: {', '.join(map(str, self.cores))})")
+        return core
+
+    def count(self, cpu: int) -> int:
+        return self.core(cpu).count
+
+    @property
+    def has_time(self) -> bool:
+        return self.index.times.num_rows > 0
+
+    def seq_of(self, cpu: int, index: int) -> int:
+        core = self.core(cpu)
+        if not 0 <= index < core.count:
+            raise BrowseError(f"core {cpu} has instructions 0..{core.count - 1}, not {index}")
+        return int(self.index.tables["instructions"].row(core.first_row + index)["seq"])
+
+    def index_of(self, cpu: int, seq: int) -> int | None:
+        core = self.core(cpu)
+        row = self.index.tables["instructions"].upper_bound((cpu, _clip(seq))) - 1
+        return row - core.first_row if row >= core.first_row else None
+
+    def cpu_of(self, seq: int) -> int:
+        """The core that ran instruction `seq`; BrowseError if no instruction has that seq."""
+        for cpu, core in self.index.cores.items():
+            if core.first_seq <= seq <= core.last_seq:
+                row = self.index.tables["instructions"].lower_bound((cpu, seq))
+                if (
+                    row < core.first_row + core.count
+                    and self.index.tables["instructions"].row(row)["seq"] == seq
+                ):
+                    return cpu
+        first = min(c.first_seq for c in self.index.cores.values())
+        last = max(c.last_seq for c in self.index.cores.values())
+        raise BrowseError(f"no instruction with seq {seq} (the trace has seq {first}..{last})")
+
+    def seq_at_time(self, time: int, cpu: int | None = None) -> int:
+        """The last instruction at or before `time` (in time order; of `cpu`, or of any core)."""
+        if not self.has_time:
+            raise BrowseError("the trace has no times")
+        found = []
+        for c in [cpu] if cpu is not None else self.cores:
+            self.core(c)
+            row = self.index.times.upper_bound((c, _clip(time), _SEQ_LIMIT)) - 1
+            if row >= 0:
+                hit = self.index.times.row(row)
+                if hit["cpu"] == c:
+                    found.append(int(hit["seq"]))
+        if not found:
+            raise BrowseError(f"no instruction at or before time {time}")
+        return max(found)
+
+    # -- lines ---------------------------------------------------------------------------
+
+    def line(self, seq: int) -> Line:
+        """The line of instruction `seq`."""
+        cpu = self.cpu_of(seq)
+        return self.lines(cpu, self.index_of(cpu, seq) or 0, 1)[0]
+
+    def lines(self, cpu: int, first: int, count: int) -> list[Line]:
+        """Lines of core `cpu`'s instructions from index `first` (up to `count`; fewer at the end)."""
+        core = self.core(cpu)
+        first = max(0, first)
+        count = max(0, min(count, core.count - first))
+        if not count:
+            return []
+        rows = self.index.tables["instructions"].rows(core.first_row + first, core.first_row + first + count)
+        rows = fill_disasm(rows, self._disassembler)
+        seqs = rows.column("seq")
+        low, high = (cpu, int(seqs[0].as_py())), (cpu, int(seqs[-1].as_py()))
+        registers, memory, events = records_by_seq(
+            *(self.index.tables[name].between(low, high) for name in ("registers", "memory", "events"))
+        )
+        lines = []
+        for offset, row in enumerate(rows.to_pylist()):
+            target = self._targets.target(row["pc"], row["opcode"], row["size"], row["isa"])
+            seq = row["seq"]
+            lines.append(
+                Line(
+                    seq,
+                    first + offset,
+                    row["time"],
+                    row["cpu"],
+                    row["pc"],
+                    row["opcode"],
+                    row["size"],
+                    row["isa"],
+                    row["mode"],
+                    bool(row["executed"] if row["executed"] is not None else True),
+                    row["flags"],
+                    row["disasm"],
+                    row["src"],
+                    self.symbol(row["pc"]),
+                    target,
+                    None if target is None else self.symbol(target),
+                    registers.get(seq, ()),
+                    memory.get(seq, ()),
+                    events.get(seq, ()),
+                )
+            )
+        return lines
+
+    def symbol(self, address: int) -> str | None:
+        """`name` or `name+0x10` for an address the image's symbols cover."""
+        if self.image is None:
+            return None
+        found = self.image.symbols.lookup(address)
+        if found is None:
+            return None
+        name, offset = found
+        return name if not offset else f"{name}+{offset:#x}"
+
+    # -- registers -----------------------------------------------------------------------
+
+    def register_names(self, cpu: int) -> tuple[str, ...]:
+        return self.core(cpu).registers
+
+    def registers(self, cpu: int, seq: int) -> list[RegisterValue]:
+        """Every register core `cpu` has written up to and including instruction `seq`."""
+        self.core(cpu)
+        checkpoint = (seq + 1) // self.index.checkpoint
+        parts = []
+        if checkpoint >= 1:
+            snapshot = self.index.snapshots.between((cpu, checkpoint), (cpu, checkpoint))
+            parts.append(snapshot.select(_REGISTER_COLUMNS))
+        writes = self.index.tables["registers"].between(
+            (cpu, checkpoint * self.index.checkpoint), (cpu, _clip(seq))
+        )
+        parts.append(writes.select(_REGISTER_COLUMNS).cast(_SNAPSHOT_COLUMNS))
+        rows = pa.concat_tables([p.cast(_SNAPSHOT_COLUMNS) for p in parts])
+        last = _last_per_register(rows)
+        merged = [
+            (cpu, r["reg"], r["mask"], r["size"], r["value"], r["wide"], r["seq"]) for r in last.to_pylist()
+        ]
+        return merge_registers(merged, self.index.widths)
+
+    def register_writer(self, cpu: int, name: str, seq: int) -> int | None:
+        for register in self.registers(cpu, seq):
+            if register.name == name:
+                return register.seq
+        if name not in self.register_names(cpu):
+            raise BrowseError(f"core {cpu} has no register {name!r}")
+        return None
+
+    # -- memory --------------------------------------------------------------------------
+
+    def memory(self, address: int, length: int, seq: int) -> MemoryBytes:
+        """Bytes [address, address+length) after instruction `seq`, each with its origin."""
+        return self.state.memory(seq, address, length, self.image)
+
+    def memory_writer(self, address: int, size: int, seq: int) -> int | None:
+        """The last write at or before `seq` to any byte of the `size`-byte unit (1, 2, 4 or 8,
+        aligned) holding `address`; None if the trace wrote none of them."""
+        if size not in (1, 2, 4, 8):
+            raise BrowseError(f"a memory unit is 1, 2, 4 or 8 bytes, not {size}")
+        unit = address - address % size
+        origin = self.memory(unit, size, seq).origin
+        written = origin[origin >= 0]
+        return int(written.max()) if len(written) else None
+
+    # -- expressions ---------------------------------------------------------------------
+
+    def evaluate(self, text: str, cpu: int, seq: int) -> int:
+        """The address `text` stands for at the point after `seq` on core `cpu`."""
+        values: dict[str, int] | None = None
+
+        def resolve(name: str) -> int | None:
+            nonlocal values
+            if values is None:
+                values = {r.name: r.value for r in self.registers(cpu, seq) if r.value is not None}
+            lowered = name.lower()
+            if lowered == "pc":
+                return self.line(seq).pc
+            for candidate in (lowered, *_ALIASES.get(lowered, ())):
+                if candidate == "sp_el":
+                    candidate = _stack_pointer(self.line(seq).mode)
+                if candidate in values:
+                    return values[candidate]
+            if self.image is not None:
+                return self.image.symbols.address_of(name)
+            return None
+
+        return evaluate(text, resolve)
+
+
+_SNAPSHOT_COLUMNS = pa.schema(
+    [("reg", pa.string()), ("mask", pa.binary()), ("size", pa.uint16()), ("value", pa.uint64()),
+     ("wide", pa.binary()), ("seq", pa.int64())]
+)  # fmt: skip
+
+
+def _last_per_register(rows: pa.Table) -> pa.Table:
+    """The last row (in table order) of each (register, byte mask)."""
+    numbered = rows.append_column("row", pa.array(np.arange(rows.num_rows)))
+    last = numbered.group_by(["reg", "mask"], use_threads=False).aggregate([("row", "max")])
+    return rows.take(np.sort(last.column("row_max").to_numpy()))
+
+
+def _stack_pointer(mode: str | None) -> str:
+    """The AArch64 stack pointer a mode uses: SP_ELn in ELnh, SP_EL0 otherwise."""
+    handler = _HANDLER_MODE.match(mode or "")
+    return f"sp_el{handler.group(1)}" if handler else "sp_el0"
+
+
+def _clip(value: int) -> int:
+    return max(0, min(int(value), _SEQ_LIMIT))

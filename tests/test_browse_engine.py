@@ -1,0 +1,193 @@
+"""The browsing engine (cputrace.browse.session) on real traces, against independent answers:
+SQL over the store, `cputrace state`, the reference tool's index dumps, the ELF's symbols."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from elftools.elf.elffile import ELFFile
+from paths import DATA
+
+from cputrace.analysis.state import FROM_IMAGE, READ_BEFORE_WRITE, UNKNOWN
+from cputrace.browse.session import Session
+from cputrace.cli import cli
+from cputrace.errors import BrowseError, CputraceError
+from cputrace.image import load_elf
+from cputrace.ingest import ingest
+from cputrace.store.trace import Trace
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+STATE = DATA / "state"
+
+
+@pytest.fixture(scope="module")
+def quicksort(open_input) -> Session:
+    session = Session.open(open_input(EXAMPLES / "quicksort.tarmac"), load_elf(EXAMPLES / "quicksort.elf"))
+    yield session
+    session.close()
+
+
+def _elf_symbol(name: str) -> int:
+    with open(EXAMPLES / "quicksort.elf", "rb") as f:
+        symbols = ELFFile(f).get_section_by_name(".symtab")
+        return next(s["st_value"] for s in symbols.iter_symbols() if s.name == name)
+
+
+def _state_json(trace: Trace, seq: int, *more: str) -> dict:
+    result = CliRunner().invoke(cli, ["state", str(trace.path), "--at", str(seq), "--format", "json", *more])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_lines_are_the_stores_rows_with_their_records(quicksort: Session) -> None:
+    trace = quicksort.trace
+    count = quicksort.count(0)
+    assert count == trace.manifest["counts"]["instructions"]
+    for first in (0, 1000, count - 20):
+        lines = quicksort.lines(0, first, 40)
+        expected = trace.sql(
+            f"SELECT seq, pc, opcode, executed, src FROM instructions ORDER BY seq LIMIT 40 OFFSET {first}"
+        ).to_pylist()
+        assert [(ln.seq, ln.pc, ln.opcode, ln.executed, ln.src) for ln in lines] == [
+            (r["seq"], r["pc"], r["opcode"], r["executed"], r["src"]) for r in expected
+        ]
+        assert [ln.index for ln in lines] == list(range(first, first + len(expected)))
+        low, high = lines[0].seq, lines[-1].seq
+        registers = trace.sql(
+            f"SELECT seq, reg, value FROM registers WHERE seq BETWEEN {low} AND {high} ORDER BY seq, src"
+        )
+        assert [(ln.seq, w.name, w.value) for ln in lines for w in ln.registers] == [
+            (r["seq"], r["reg"], r["value"]) for r in registers.to_pylist()
+        ]
+        memory = trace.sql(
+            f"SELECT seq, op, addr, size, value FROM memory WHERE seq BETWEEN {low} AND {high} "
+            "ORDER BY seq, src"
+        )
+        assert [(ln.seq, m.op, m.address, m.size, m.value) for ln in lines for m in ln.memory] == [
+            (r["seq"], r["op"], r["addr"], r["size"], r["value"]) for r in memory.to_pylist()
+        ]
+    assert quicksort.lines(0, count, 10) == []
+
+
+def test_events_and_symbols_in_lines(quicksort: Session) -> None:
+    row = quicksort.trace.sql("SELECT seq, kind FROM events WHERE kind = 'exception'").to_pylist()[0]
+    line = quicksort.line(row["seq"])
+    assert "exception" in [e.kind for e in line.events]
+    main = _elf_symbol("quicksort")
+    visit = quicksort.trace.sql(f"SELECT min(seq) AS seq FROM instructions WHERE pc = {main}").to_pylist()[0]
+    assert quicksort.line(visit["seq"]).symbol == "quicksort"
+    # a direct call into quicksort: its target is named
+    calls = [ln for ln in quicksort.lines(0, 0, quicksort.count(0)) if ln.target == main]
+    assert calls and all(ln.target_symbol == "quicksort" for ln in calls)
+
+
+def test_positions_against_sql(quicksort: Session) -> None:
+    trace = quicksort.trace
+    rows = trace.sql("SELECT seq, time FROM instructions ORDER BY seq").to_pylist()
+    for index in (0, 1, 777, len(rows) - 1):
+        assert quicksort.seq_of(0, index) == rows[index]["seq"]
+        assert quicksort.index_of(0, rows[index]["seq"]) == index
+    for time in (rows[0]["time"], rows[500]["time"] + 1, rows[-1]["time"] + 100):
+        expected = trace.sql(f"SELECT max(seq) AS s FROM instructions WHERE time <= {time}").to_pylist()[0][
+            "s"
+        ]
+        assert quicksort.seq_at_time(time) == expected
+    with pytest.raises(BrowseError, match="no instruction at or before time"):
+        quicksort.seq_at_time(rows[0]["time"] - 1)
+
+
+def test_registers_against_the_state_command(quicksort: Session) -> None:
+    rng = random.Random(5)
+    count = quicksort.count(0)
+    for seq in [0, count - 1, *(rng.randrange(count) for _ in range(6))]:
+        expected = {r["name"]: (r["hex"], r["seq"]) for r in _state_json(quicksort.trace, seq)["registers"]}
+        mine = {r.name: (r.hex(), r.seq) for r in quicksort.registers(0, seq)}
+        assert mine == expected, f"seq {seq}"
+        name = "x9"
+        if name in expected:
+            assert quicksort.register_writer(0, name, seq) == expected[name][1]
+
+
+def test_registers_against_the_reference_tool(tmp_path: Path) -> None:
+    """Every register after every instruction, and its writer, as tarmac-indextest dumps them."""
+    from test_state import _a64_register, parse_ref
+
+    trace = Trace(ingest([STATE / "indextest.tarmac"], tmp_path / "i.ctrace").store)
+    session = Session.open(trace)
+    line_to_seq = {r["src"]: r["seq"] for r in trace.sql("SELECT src, seq FROM instructions").to_pylist()}
+    for node in parse_ref(STATE / "indextest-li.ref"):
+        seq = line_to_seq[node.line]
+        mine = {r.name: r for r in session.registers(0, seq)}
+        for name, (data, line) in node.registers.items():
+            ours = _a64_register(name)
+            if ours is None:
+                continue
+            assert mine[ours].data[: len(data)] == data
+            assert mine[ours].seq == line_to_seq[line]
+            assert session.register_writer(0, ours, seq) == line_to_seq[line]
+    session.close()
+
+
+def test_memory_and_its_writers(quicksort: Session) -> None:
+    trace = quicksort.trace
+    writes = trace.sql("SELECT seq, addr, size FROM memory WHERE op = 'W' ORDER BY seq").to_pylist()
+    for write in (writes[3], writes[len(writes) // 2], writes[-1]):
+        seq, address = write["seq"], write["addr"]
+        image = str(EXAMPLES / "quicksort.elf")
+        state = _state_json(trace, seq, "--mem", hex(address - 8), "32", "--image", image)["memory"][0]
+        memory = quicksort.memory(address - 8, 32, seq)
+        assert state["hex"] == "".join(
+            f"{b:02x}" if k else "??" for b, k in zip(memory.data, memory.known, strict=True)
+        )
+        origins = [run["seq"] if run["origin"] == "write" else run["origin"] for run in state["runs"]
+                   for _ in range(run["length"])]  # fmt: skip
+        named = {READ_BEFORE_WRITE: "read", FROM_IMAGE: "image", UNKNOWN: "unknown"}
+        assert [int(o) if o >= 0 else named[int(o)] for o in memory.origin] == origins
+        for size in (1, 2, 4, 8):
+            unit = address - address % size
+            last = trace.sql(
+                f"SELECT max(seq) AS s FROM memory WHERE op IN ('W', 'U') AND seq <= {seq} "
+                f"AND addr < {unit + size} AND addr + size > {unit}"
+            ).to_pylist()[0]["s"]
+            assert quicksort.memory_writer(address, size, seq) == last
+        assert quicksort.memory_writer(address, 4, write["seq"] - 1) != seq
+
+
+def test_expressions(quicksort: Session) -> None:
+    main = _elf_symbol("quicksort")
+    seq = 1500
+    registers = {r["name"]: r["value"] for r in _state_json(quicksort.trace, seq)["registers"]}
+    assert quicksort.evaluate("quicksort+0x10", 0, seq) == main + 0x10
+    assert quicksort.evaluate("(quicksort + 4) * 2 - 8", 0, seq) == (main + 4) * 2 - 8
+    assert quicksort.evaluate("sp+16", 0, seq) == registers["sp_el3"] + 16
+    assert quicksort.evaluate("X9 + x10", 0, seq) == registers["x9"] + registers["x10"]
+    assert quicksort.evaluate("0x8000", 0, seq) == 0x8000
+    assert quicksort.evaluate("pc", 0, seq) == quicksort.line(seq).pc
+    for text, message in [
+        ("nosuchsymbol", "unknown name 'nosuchsymbol'"),
+        ("main +", "not an expression"),
+        ("main(1)", "not allowed"),
+        ("0 - 1", "outside the 64-bit address space"),
+        ("1 << 99", "shift by 99"),
+        ("__import__('os')", "not allowed"),
+        ("", "empty expression"),
+    ]:
+        with pytest.raises(BrowseError, match=message):
+            quicksort.evaluate(text, 0, seq)
+
+
+def test_bad_positions(quicksort: Session) -> None:
+    count = quicksort.count(0)
+    with pytest.raises(BrowseError, match=f"instructions 0..{count - 1}, not {count}"):
+        quicksort.seq_of(0, count)
+    with pytest.raises(BrowseError, match="no instruction with seq"):
+        quicksort.line(10**9)
+    with pytest.raises(BrowseError, match="no core 7"):
+        quicksort.registers(7, 0)
+    with pytest.raises(BrowseError, match="1, 2, 4 or 8"):
+        quicksort.memory_writer(0, 3, 0)
+    assert issubclass(BrowseError, CputraceError)
