@@ -191,3 +191,54 @@ def test_bad_positions(quicksort: Session) -> None:
     with pytest.raises(BrowseError, match="1, 2, 4 or 8"):
         quicksort.memory_writer(0, 3, 0)
     assert issubclass(BrowseError, CputraceError)
+
+
+def test_visits_marks_and_search_against_sql(quicksort: Session) -> None:
+    trace = quicksort.trace
+    pc = _elf_symbol("quicksort")
+    visits = [
+        r["seq"] for r in trace.sql(f"SELECT seq FROM instructions WHERE pc = {pc} ORDER BY seq").to_pylist()
+    ]
+    assert len(visits) > 2
+    assert quicksort.next_visit(0, visits[0]) == visits[1]
+    assert quicksort.next_visit(0, visits[1] - 1, pc=pc) == visits[1]
+    assert quicksort.next_visit(0, visits[1], forward=False) == visits[0]
+    assert quicksort.next_visit(0, visits[-1]) is None
+    assert quicksort.next_visit(0, visits[0], forward=False) is None
+    assert quicksort.goto_pc(pc, 0, visits[-1]) == visits[0]  # wraps round
+    with pytest.raises(BrowseError, match="never executes"):
+        quicksort.goto_pc(0x4, 0, 0)
+
+    exceptions = [r["seq"] for r in trace.sql("SELECT seq FROM events WHERE kind = 'exception'").to_pylist()]
+    assert quicksort.next_mark(0, -1) == (exceptions[0], "exception")
+    assert quicksort.next_mark(0, exceptions[0]) is None
+    assert quicksort.next_mark(0, exceptions[0] + 1, forward=False) == (exceptions[0], "exception")
+    assert quicksort.next_mark(0, -1, kinds=("trace_gap",)) is None
+    with pytest.raises(BrowseError, match="cannot jump to text"):
+        quicksort.next_mark(0, 0, kinds=("text",))
+
+    condition = "NOT executed AND pc > 0x8000"
+    matches = [
+        r["seq"]
+        for r in trace.sql(f"SELECT seq FROM instructions WHERE {condition} ORDER BY seq").to_pylist()
+    ]
+    assert len(matches) > 2
+    assert quicksort.search(condition, 0, -1) == matches[0]
+    assert quicksort.search(condition, 0, matches[1]) == matches[2]
+    assert quicksort.search(condition, 0, matches[2], forward=False) == matches[1]
+    assert quicksort.search(condition, 0, matches[0], forward=False) is None
+    assert quicksort.search("pc = 1", 0, 0) is None
+
+
+@pytest.mark.parametrize(
+    ("condition", "message"),
+    [
+        ("pc = ", "not an SQL expression"),
+        ("1 = 1) UNION SELECT 1 --", "not"),
+        ("no_such_column = 1", "no_such_column"),
+        ("pc = (SELECT count(*) FROM read_csv('/etc/passwd'))", "search"),
+    ],
+)
+def test_bad_searches(quicksort: Session, condition: str, message: str) -> None:
+    with pytest.raises(CputraceError, match=message):
+        quicksort.search(condition, 0, 0)

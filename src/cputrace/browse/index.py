@@ -10,7 +10,8 @@ answers the browser uses as they are. Its files are keyed files (keyed.py):
 - `snapshots`: every `CHECKPOINT` seqs, each core's last write per register (and byte mask),
   so the registers at any point are one snapshot plus at most `CHECKPOINT` seqs of writes.
 - `visits`: (cpu, pc, seq) of every instruction, sorted: the next or previous visit of a pc
-  is one lookup; `times`: (cpu, time, seq), sorted, for the instruction at a time.
+  is one lookup; `times`: (cpu, time, seq), sorted, for the instruction at a time;
+  `marks`: (cpu, seq, kind) of the exceptions and trace gaps.
 
 `meta.json` holds per core its instruction count, first row and seq range, and the registers
 it writes.
@@ -36,7 +37,7 @@ from ..store.trace import Trace
 from ..store.write import STORED_SCHEMAS
 from .keyed import KeyedFile, write_keyed
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 CHECKPOINT = 1 << 12
 """Seqs between register snapshots: a register query reads at most this many seqs' writes."""
 
@@ -48,12 +49,22 @@ CORE_KEY = ("cpu", "seq")
 SNAPSHOT_KEY = ("cpu", "checkpoint")
 VISIT_KEY = ("cpu", "pc", "seq")
 TIME_KEY = ("cpu", "time", "seq")
-_KEY_TYPES = {"cpu": pa.uint16(), "pc": pa.uint64(), "time": pa.int64(), "seq": pa.int64()}
+MARK_KEY = ("cpu", "seq")
+MARK_KINDS = ("exception", "trace_gap")
+"""Events the browser jumps between."""
+_TYPES = {"cpu": pa.uint16(), "pc": pa.uint64(), "time": pa.int64(), "seq": pa.int64(), "kind": pa.string()}
+_KINDS = ", ".join(f"'{kind}'" for kind in MARK_KINDS)
 _SORTED = (
-    ("visits", VISIT_KEY, "SELECT cpu, pc, seq FROM instructions ORDER BY cpu, pc, seq"),
-    ("times", TIME_KEY, "SELECT cpu, time, seq FROM instructions WHERE time >= 0 ORDER BY cpu, time, seq"),
+    ("visits", VISIT_KEY, (), "SELECT cpu, pc, seq FROM instructions ORDER BY ALL"),
+    ("times", TIME_KEY, (), "SELECT cpu, time, seq FROM instructions WHERE time >= 0 ORDER BY ALL"),
+    (
+        "marks",
+        MARK_KEY,
+        ("kind",),
+        f"SELECT cpu, seq, kind::VARCHAR FROM events WHERE kind IN ({_KINDS}) ORDER BY ALL",
+    ),
 )
-"""Lookup files: (name, key, the query giving their rows in key order)."""
+"""Lookup files: (name, key, other columns, the query giving their rows in key order)."""
 
 Progress = Callable[[str, float], None]
 """Called as a build goes: what it is doing, and the fraction of the build done (0 to 1)."""
@@ -95,6 +106,7 @@ class BrowseIndex:
         self.snapshots = KeyedFile(directory / "snapshots.parquet", SNAPSHOT_KEY)
         self.visits = KeyedFile(directory / "visits.parquet", VISIT_KEY)
         self.times = KeyedFile(directory / "times.parquet", TIME_KEY)
+        self.marks = KeyedFile(directory / "marks.parquet", MARK_KEY)
 
     @classmethod
     def open(cls, trace: Trace, progress: Progress | None = None) -> BrowseIndex:
@@ -138,9 +150,9 @@ def build(trace: Trace, directory: Path, progress: Progress | None = None) -> No
             directory / "snapshots.parquet", _snapshot_schema(), SNAPSHOT_KEY, GROUP_ROWS,
             _batches(db.sql(snapshots).to_arrow_reader(_READ_ROWS), _snapshot_schema()),
         )  # fmt: skip
-        for step, (name, key, query) in enumerate(_SORTED, len(TABLES) + 1):
+        for step, (name, key, more, query) in enumerate(_SORTED, len(TABLES) + 1):
             report(name, step / steps)
-            schema = pa.schema([(column, _KEY_TYPES[column]) for column in key])
+            schema = pa.schema([(column, _TYPES[column]) for column in (*key, *more)])
             write_keyed(
                 directory / f"{name}.parquet", schema, key, LOOKUP_ROWS,
                 _batches(db.sql(query).to_arrow_reader(_READ_ROWS), schema),

@@ -19,6 +19,7 @@ API (stable; the UI builds on it). Every error for bad input is a CputraceError 
     session.index_of(cpu, seq)          index of the core's last instruction at or before seq
                                         (None: it has none that early)
     session.cpu_of(seq)                 the core of instruction `seq`
+    session.positions_at(seq)           every core's seq at the time of instruction `seq`
     session.seq_at_time(time, cpu=None) last instruction at or before `time` (of `cpu`, or of
                                         any core)
     session.line(seq) / lines(cpu, first, count)
@@ -33,6 +34,12 @@ API (stable; the UI builds on it). Every error for bad input is a CputraceError 
     session.memory_writer(address, size, seq) seq of the last write to any byte of the
                                               aligned `size`-byte unit around `address`
     session.evaluate(text, cpu, seq)    an address expression (expressions.py)
+    session.next_visit(cpu, seq, forward=True, pc=None)   next/previous run of a pc
+    session.goto_pc(address, cpu, seq)  next run of an address, wrapping round
+    session.next_mark(cpu, seq, forward=True, kinds=MARK_KINDS)  (seq, kind) of the next
+                                        or previous exception / trace gap
+    session.search(condition, cpu, seq, forward=True)    next/previous instruction meeting
+                                        an SQL condition (untrusted-SQL mode)
     session.symbol(address)             `name+0x10`, or None
     session.close()
 """
@@ -49,8 +56,9 @@ from ..analysis.state import MemoryBytes, RegisterValue, StateIndex, merge_regis
 from ..errors import BrowseError
 from ..isa.disasm import Disassembler, fill_disasm
 from .expressions import evaluate
-from .index import BrowseIndex, Core, Progress
+from .index import MARK_KINDS, BrowseIndex, Core, Progress
 from .lines import Line, records_by_seq
+from .navigate import Navigator
 from .targets import BranchTargets
 
 if TYPE_CHECKING:
@@ -77,6 +85,7 @@ class Session:
         self.cpu = cpu
         self._disassembler = Disassembler(image)
         self._targets = BranchTargets()
+        self._navigator = Navigator(trace, index)
 
     @classmethod
     def open(
@@ -97,6 +106,7 @@ class Session:
         return cls(trace, image, index, state, min(index.cores) if cpu is None else cpu)
 
     def close(self) -> None:
+        self._navigator.close()
         self.state.close()
 
     # -- positions -----------------------------------------------------------------------
@@ -158,6 +168,61 @@ class Session:
         if not found:
             raise BrowseError(f"no instruction at or before time {time}")
         return max(found)
+
+    def positions_at(self, seq: int) -> dict[int, int | None]:
+        """Where every core is at the point of instruction `seq`: its last instruction at or
+        before that instruction's time (or, without times, at or before `seq`); None for a
+        core that has not started yet."""
+        cpu = self.cpu_of(seq)
+        time = self.line(seq).time if self.has_time else None
+        positions: dict[int, int | None] = {}
+        for other in self.cores:
+            if other == cpu:
+                positions[other] = seq
+            elif time is not None:
+                row = self.index.times.upper_bound((other, time, _SEQ_LIMIT)) - 1
+                hit = self.index.times.row(row) if row >= 0 else None
+                positions[other] = int(hit["seq"]) if hit is not None and hit["cpu"] == other else None
+            else:
+                index = self.index_of(other, seq)
+                positions[other] = None if index is None else self.seq_of(other, index)
+        return positions
+
+    # -- moves ---------------------------------------------------------------------------
+
+    def next_visit(self, cpu: int, seq: int, forward: bool = True, pc: int | None = None) -> int | None:
+        """Core `cpu`'s next (previous) instruction after (before) `seq` at `pc` (default: the
+        pc of the core's instruction at `seq`); None when there is none."""
+        if pc is None:
+            index = self.index_of(cpu, seq)
+            if index is None:
+                return None
+            pc = self.lines(cpu, index, 1)[0].pc
+        return self._navigator.visit(cpu, pc, seq, forward)
+
+    def goto_pc(self, address: int, cpu: int, seq: int) -> int:
+        """Core `cpu`'s next instruction at `address` after `seq`, or its first one (wrapping
+        round); BrowseError if the core never ran it."""
+        found = self._navigator.visit(cpu, address, seq, True)
+        if found is None:
+            found = self._navigator.visit(cpu, address, -1, True)
+        if found is None:
+            raise BrowseError(f"core {cpu} never executes {self.symbol(address) or f'{address:#x}'}")
+        return found
+
+    def next_mark(
+        self, cpu: int, seq: int, forward: bool = True, kinds: tuple[str, ...] = MARK_KINDS
+    ) -> tuple[int, str] | None:
+        """(seq, kind) of core `cpu`'s next (previous) exception or trace gap after (before) `seq`."""
+        self.core(cpu)
+        return self._navigator.mark(cpu, seq, forward, kinds)
+
+    def search(self, condition: str, cpu: int, seq: int, forward: bool = True) -> int | None:
+        """Core `cpu`'s next (previous) instruction after (before) `seq` meeting `condition`, one
+        SQL expression over the columns of `instructions` (`pc = 0x8000 AND NOT executed`),
+        run in the untrusted-SQL mode; None when none does."""
+        core = self.core(cpu)
+        return self._navigator.search(condition, cpu, seq, forward, core.first_seq, core.last_seq)
 
     # -- lines ---------------------------------------------------------------------------
 
