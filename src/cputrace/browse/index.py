@@ -61,7 +61,7 @@ _SORTED = (
         "marks",
         MARK_KEY,
         ("kind",),
-        f"SELECT cpu, seq, kind::VARCHAR FROM events WHERE kind IN ({_KINDS}) ORDER BY ALL",
+        f"SELECT cpu, seq, kind::VARCHAR AS kind FROM events WHERE kind IN ({_KINDS}) ORDER BY ALL",
     ),
 )
 """Lookup files: (name, key, other columns, the query giving their rows in key order)."""
