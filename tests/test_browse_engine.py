@@ -3,6 +3,8 @@ SQL over the store, `cputrace state`, the reference tool's index dumps, the ELF'
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import random
 from pathlib import Path
@@ -242,3 +244,68 @@ def test_visits_marks_and_search_against_sql(quicksort: Session) -> None:
 def test_bad_searches(quicksort: Session, condition: str, message: str) -> None:
     with pytest.raises(CputraceError, match=message):
         quicksort.search(condition, 0, 0)
+
+
+def _frames_csv(trace: Trace, *more: str) -> list[dict]:
+    result = CliRunner().invoke(cli, ["calls", str(trace.path), "--tree", "--format", "csv", *more])
+    assert result.exit_code == 0, result.output
+    return list(csv.DictReader(io.StringIO(result.output)))
+
+
+def test_stacks_and_folds_against_the_calls_command(quicksort: Session) -> None:
+    frames = _frames_csv(quicksort.trace, "--image", str(EXAMPLES / "quicksort.elf"))
+    count = quicksort.count(0)
+    for seq in (0, 100, 500, 1500, count - 1):
+        holding = [f for f in frames if int(f["index"]) <= seq < int(f["index"]) + int(f["insns"])]
+        expected = [
+            (f["name"], int(f["entry_seq"]), int(f["call_pc"]) if f["call_pc"] else None) for f in holding
+        ]
+        assert [(f.name, f.entry_seq, f.call_pc) for f in quicksort.stack(0, seq)] == expected
+    deepest = max((f for f in frames if int(f["depth"]) > 0), key=lambda f: int(f["depth"]))
+    inside = int(deepest["entry_seq"]) + 1
+    call, last = quicksort.call_at(0, inside)
+    assert (call.entry_seq, last + 1) == (int(deepest["entry_seq"]), int(deepest["resume_seq"]))
+    assert quicksort.call_at(0, 0) is None
+
+    folds = quicksort.folds
+    try:
+        assert quicksort.fold_call(0, inside).entry_seq == int(deepest["entry_seq"])
+        lines = quicksort.lines(0, int(deepest["call_seq"]), 3, folds)
+        assert [ln.seq for ln in lines] == [
+            int(deepest["call_seq"]), int(deepest["entry_seq"]), int(deepest["resume_seq"])
+        ]  # fmt: skip
+        assert lines[1].folded.instructions == int(deepest["insns"])
+        assert lines[1].folded.end_seq == int(deepest["resume_seq"]) - 1
+        assert quicksort.move(0, int(deepest["call_seq"]), 2, folds) == int(deepest["resume_seq"])
+        assert quicksort.move(0, int(deepest["resume_seq"]), -1, folds) == int(deepest["entry_seq"])
+        assert quicksort.move(0, inside, 0, folds) == int(deepest["entry_seq"])  # shown by the folded line
+        assert quicksort.unfold(0, inside).entry_seq == int(deepest["entry_seq"])
+        assert [ln.seq for ln in quicksort.lines(0, int(deepest["call_seq"]), 3, folds)] == [
+            int(deepest["call_seq"]) + i for i in range(3)
+        ]
+
+        # `[` at the outermost quicksort call folds the calls it makes, and only those
+        outer = next(f for f in frames if f["depth"] == "1")
+        callees = [f for f in frames if f["parent"] == outer["id"]]
+        quicksort.fold_callees(0, int(outer["entry_seq"]))
+        shown = quicksort.lines(0, 0, count, folds)
+        assert [ln.folded.entry_seq for ln in shown if ln.folded] == [int(f["entry_seq"]) for f in callees]
+        assert len(shown) == count - sum(int(f["insns"]) - 1 for f in callees)
+    finally:
+        quicksort.unfold_all()
+    assert not folds.any(0)
+
+
+def test_call_tree_against_the_calls_command(quicksort: Session) -> None:
+    result = CliRunner().invoke(
+        cli,
+        ["calls", str(quicksort.trace.path), "--format", "csv", "--image", str(EXAMPLES / "quicksort.elf")],
+    )
+    functions = {r["name"]: r for r in csv.DictReader(io.StringIO(result.output))}
+    tree = quicksort.call_tree(0)
+    for name, row in functions.items():
+        nodes = [n for n in tree if n.name == name]
+        assert sum(n.calls for n in nodes) == int(row["calls"])
+        assert sum(n.insns for n in nodes if not n.recursive) == int(row["insns"])
+    root = tree[0]
+    assert (root.parent, root.insns, quicksort.seq_of(0, root.first_index)) == (-1, quicksort.count(0), 0)

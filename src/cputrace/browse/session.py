@@ -22,8 +22,17 @@ API (stable; the UI builds on it). Every error for bad input is a CputraceError 
     session.positions_at(seq)           every core's seq at the time of instruction `seq`
     session.seq_at_time(time, cpu=None) last instruction at or before `time` (of `cpu`, or of
                                         any core)
-    session.line(seq) / lines(cpu, first, count)
-                                        Lines (lines.py) of the core from index `first`
+    session.line(seq)                   the Line (lines.py) of instruction `seq`
+    session.lines(cpu, first, count, folds=None)
+                                        Lines of the core from the line showing index `first`;
+                                        with folds (`session.folds`), a folded call is one line
+    session.move(cpu, index, rows, folds=None)   the index `rows` lines down (up: < 0)
+    session.stack(cpu, seq)             Frames (calls.py) holding seq, outermost first
+    session.call_at(cpu, seq)           (innermost call, seq of its last instruction) or None
+    session.fold_call / fold_callees / unfold (cpu, seq), unfold_all()
+                                        `-` `[` `+` `]`: change `session.folds`
+    session.call_tree(cpu)              TreeNodes (calls.py): calls, inclusive insns and time
+                                        per calling context, parents first
     session.register_names(cpu)         every register the core writes, general first
     session.registers(cpu, seq)         RegisterValue (analysis/state.py) of every register the
                                         core has written by seq (its last writer: `.seq`;
@@ -46,6 +55,7 @@ API (stable; the UI builds on it). Every error for bad input is a CputraceError 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import TYPE_CHECKING
 
@@ -55,9 +65,11 @@ import pyarrow as pa
 from ..analysis.state import MemoryBytes, RegisterValue, StateIndex, merge_registers
 from ..errors import BrowseError
 from ..isa.disasm import Disassembler, fill_disasm
+from .calls import CallIndex, Frame, TreeNode
 from .expressions import evaluate
+from .folds import Folds, Segment
 from .index import MARK_KINDS, BrowseIndex, Core, Progress
-from .lines import Line, records_by_seq
+from .lines import FoldedCall, Line, records_by_seq
 from .navigate import Navigator
 from .targets import BranchTargets
 
@@ -76,7 +88,13 @@ class Session:
     """One trace opened for browsing (see the module docstring for the API)."""
 
     def __init__(
-        self, trace: Trace, image: Image | None, index: BrowseIndex, state: StateIndex, cpu: int
+        self,
+        trace: Trace,
+        image: Image | None,
+        index: BrowseIndex,
+        state: StateIndex,
+        calls: CallIndex,
+        cpu: int,
     ) -> None:
         self.trace = trace
         self.image = image
@@ -86,6 +104,9 @@ class Session:
         self._disassembler = Disassembler(image)
         self._targets = BranchTargets()
         self._navigator = Navigator(trace, index)
+        self.calls = calls
+        self.folds = Folds(calls)
+        """The folds of the trace pane (folds.py), changed by `fold_call` and the like."""
 
     @classmethod
     def open(
@@ -96,14 +117,16 @@ class Session:
         progress: Progress | None = None,
     ) -> Session:
         """Open `trace` for browsing, building its indexes on first use (`progress` follows
-        the browse index's build); start on core `cpu` (default: the first)."""
+        the builds of the browse index and of the calls); start on core `cpu` (default: the
+        first)."""
         index = BrowseIndex.open(trace, progress)
         if not index.cores:
             raise BrowseError(f"{trace.path}: the trace has no instructions to browse")
         if cpu is not None and cpu not in index.cores:
             raise BrowseError(f"no core {cpu} in the trace (cores: {', '.join(map(str, index.cores))})")
         state = StateIndex.open(trace)
-        return cls(trace, image, index, state, min(index.cores) if cpu is None else cpu)
+        calls = CallIndex.open(trace, image, progress)
+        return cls(trace, image, index, state, calls, min(index.cores) if cpu is None else cpu)
 
     def close(self) -> None:
         self._navigator.close()
@@ -197,7 +220,7 @@ class Session:
             index = self.index_of(cpu, seq)
             if index is None:
                 return None
-            pc = self.lines(cpu, index, 1)[0].pc
+            pc = self._lines(self.core(cpu), index, index + 1)[0].pc
         return self._navigator.visit(cpu, pc, seq, forward)
 
     def goto_pc(self, address: int, cpu: int, seq: int) -> int:
@@ -229,16 +252,52 @@ class Session:
     def line(self, seq: int) -> Line:
         """The line of instruction `seq`."""
         cpu = self.cpu_of(seq)
-        return self.lines(cpu, self.index_of(cpu, seq) or 0, 1)[0]
+        index = self.index_of(cpu, seq) or 0
+        return self._lines(self.core(cpu), index, index + 1)[0]
 
-    def lines(self, cpu: int, first: int, count: int) -> list[Line]:
-        """Lines of core `cpu`'s instructions from index `first` (up to `count`; fewer at the end)."""
+    def lines(self, cpu: int, first: int, count: int, folds: Folds | None = None) -> list[Line]:
+        """Up to `count` lines of core `cpu` from the line showing instruction index `first`
+        (fewer at the end); with `folds`, a folded call is one line (its entry's, with
+        `folded` set) and the instructions it holds are stepped over."""
         core = self.core(cpu)
         first = max(0, first)
-        count = max(0, min(count, core.count - first))
-        if not count:
+        if folds is None or not folds.any(cpu):
+            segments = [Segment(first, min(core.count, first + max(0, count)))]
+        else:
+            segments = folds.segments(cpu, first, count, core.count)
+        lines: list[Line] = []
+        for segment in segments:
+            if segment.call is None:
+                lines += self._lines(core, segment.start, segment.stop)
+                continue
+            entry = self._lines(core, segment.start, segment.start + 1)[0]
+            call = segment.call
+            folded = FoldedCall(call.name, entry.seq, self.seq_of(cpu, call.last_index), call.insns)
+            lines.append(dataclasses.replace(entry, folded=folded))
+        return lines
+
+    def move(self, cpu: int, index: int, rows: int, folds: Folds | None = None) -> int:
+        """The index of the line `rows` lines below (above, when negative) the line showing
+        `index`, stopping at the first and last lines; folded calls count as one line."""
+        core = self.core(cpu)
+        if folds is None or not folds.any(cpu):
+            return max(0, min(core.count - 1, index + rows))
+        index = folds.shown(cpu, max(0, min(core.count - 1, index)))
+        if rows >= 0:
+            below = self.lines(cpu, index, rows + 1, folds)
+            return below[-1].index
+        for _ in range(-rows):
+            if index == 0:
+                break
+            index = folds.shown(cpu, index - 1)
+        return index
+
+    def _lines(self, core: Core, start: int, stop: int) -> list[Line]:
+        """Lines of a core's instructions `start` to `stop - 1`."""
+        cpu, first, stop = core.cpu, start, min(stop, core.count)
+        if stop <= start:
             return []
-        rows = self.index.tables["instructions"].rows(core.first_row + first, core.first_row + first + count)
+        rows = self.index.tables["instructions"].rows(core.first_row + start, core.first_row + stop)
         rows = fill_disasm(rows, self._disassembler)
         seqs = rows.column("seq")
         low, high = (cpu, int(seqs[0].as_py())), (cpu, int(seqs[-1].as_py()))
@@ -283,6 +342,47 @@ class Session:
             return None
         name, offset = found
         return name if not offset else f"{name}+{offset:#x}"
+
+    # -- calls ---------------------------------------------------------------------------
+
+    def stack(self, cpu: int, seq: int) -> list[Frame]:
+        """The call stack at instruction `seq` of core `cpu`, outermost first (each frame's
+        function, call site and entry seq); empty before the core's first instruction."""
+        index = self.index_of(cpu, seq)
+        return [] if index is None else self.calls.stack(cpu, index)
+
+    def call_at(self, cpu: int, seq: int) -> tuple[Frame, int] | None:
+        """The innermost call holding instruction `seq` and the seq of its last instruction
+        (None: `seq` is in no call, only in the core's outermost frame)."""
+        stack = self.stack(cpu, seq)
+        if len(stack) < 2:
+            return None
+        return stack[-1], self.seq_of(cpu, stack[-1].last_index)
+
+    def fold_call(self, cpu: int, seq: int) -> Frame | None:
+        """Fold the call holding `seq` into one line (`-`); the folded frame, or None."""
+        index = self.index_of(cpu, seq)
+        return None if index is None else self.folds.fold_call(cpu, index)
+
+    def fold_callees(self, cpu: int, seq: int) -> Frame | None:
+        """Fold every call made by the function running at `seq` (`[`); that function's frame."""
+        index = self.index_of(cpu, seq)
+        return None if index is None else self.folds.fold_callees(cpu, index)
+
+    def unfold(self, cpu: int, seq: int) -> Frame | None:
+        """Unfold the folded call shown at `seq` (`+`); the frame unfolded, or None."""
+        index = self.index_of(cpu, seq)
+        return None if index is None else self.folds.unfold(cpu, index)
+
+    def unfold_all(self) -> None:
+        """Unfold every call of every core (`]`)."""
+        self.folds.unfold_all()
+
+    def call_tree(self, cpu: int) -> list[TreeNode]:
+        """Core `cpu`'s calling contexts, parents first, with their calls and inclusive
+        instructions and time; a node's first call starts at `seq_of(cpu, node.first_index)`."""
+        self.core(cpu)
+        return self.calls.tree(cpu)
 
     # -- registers -----------------------------------------------------------------------
 
