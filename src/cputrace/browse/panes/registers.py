@@ -1,0 +1,81 @@
+"""The Registers pane: every register of the cursor's core, changed ones highlighted.
+
+A register the core has not written by the cursor is shown as unknown (`?`), and a register
+written only in part shows `x` for its unknown bytes (the state index's `hex`). Enter on a
+register asks the app to jump to the instruction that wrote its current value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.widgets import DataTable
+
+from ...analysis.state import RegisterValue
+
+CHANGED = "bold black on yellow"
+UNKNOWN = "dim"
+
+
+class RegistersPane(DataTable):
+    """Registers as rows (name, value, writer seq); the row cursor selects one."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "jump_to_writer", "writer", show=False)]
+
+    class JumpToWriter(Message):
+        """Go to instruction `seq`, the writer of register `name` (None: never written)."""
+
+        def __init__(self, name: str, seq: int | None) -> None:
+            super().__init__()
+            self.name = name
+            self.seq = seq
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
+        self.border_title = "Registers"
+        self._shown: dict[str, str] = {}
+        self._writers: dict[str, int] = {}
+        self._names: list[str] = []
+
+    def on_mount(self) -> None:
+        self.add_columns("register", "value", "written at")
+
+    def show(self, names: Sequence[str], values: Sequence[RegisterValue]) -> None:
+        """The registers `names`, in that order, with the `values` known at the cursor; those
+        whose text differs from the previous `show` are highlighted."""
+        by_name = {v.name: v for v in values}
+        texts = {name: ("0x" + by_name[name].hex() if name in by_name else "?") for name in names}
+        previous = self._shown
+        row = self.cursor_row
+        self.clear()
+        for name in names:
+            text = texts[name]
+            changed = bool(previous) and previous.get(name) != text
+            style = CHANGED if changed else (UNKNOWN if name not in by_name else "")
+            writer = by_name[name].seq if name in by_name else None
+            self.add_row(
+                Text(name, style=style),
+                Text(text, style=style),
+                Text("" if writer is None else str(writer), style="dim"),
+                key=name,
+            )
+        self._shown = texts
+        self._writers = {v.name: v.seq for v in values}
+        self._names = list(names)
+        if names:
+            self.move_cursor(row=min(row, len(names) - 1), animate=False)
+
+    def text(self) -> str:
+        """The pane as plain text (`name value`), for copying."""
+        width = max((len(n) for n in self._names), default=0)
+        return "".join(f"{name:<{width}}  {self._shown[name]}\n" for name in self._names)
+
+    def action_jump_to_writer(self) -> None:
+        if not self._names:
+            return
+        name = self._names[self.cursor_row]
+        self.post_message(self.JumpToWriter(name, self._writers.get(name)))

@@ -1,0 +1,110 @@
+"""The browse command: the interactive trace browser, in this terminal or served to a web browser.
+
+Textual is the `browse` extra: without it the command says what to install (exit 2). With
+`--serve`, textual-serve runs this same command (without `--serve`) once per browser
+connection, its searches in the untrusted-SQL mode; the trace is opened (ingested if it is
+raw) here first, so each connection finds its store ready.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import MissingExtra
+from .common import cli, err, open_trace_arg
+from .params import image_option
+
+if importlib.util.find_spec("textual") is None:
+    raise MissingExtra("the trace browser", "textual", "browse")
+
+
+@cli.command("browse")
+@click.argument("trace")
+@image_option("Program image: symbols in the trace and in expressions, source lines, memory bytes.")
+@click.option("--cpu", type=click.IntRange(min=0), help="Start on this core (default: the first one).")
+@click.option("--at", "seq", type=click.IntRange(min=0), help="Start after instruction SEQ.")
+@click.option("--time", type=int, help="Start after the last instruction at or before time T.")
+@click.option("--serve", is_flag=True, help="Serve the browser to web browsers instead of this terminal.")
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="With --serve: the address to listen on."
+)
+@click.option(
+    "--port", type=click.IntRange(1, 65535), default=8000, show_default=True,
+    help="With --serve: the port to listen on.",
+)  # fmt: skip
+@click.option(
+    "--screenshot", type=click.Path(dir_okay=False), metavar="SVG",
+    help="Write the first screen as SVG to this file and exit, without a terminal.",
+)  # fmt: skip
+@click.option("--untrusted", is_flag=True, hidden=True, help="Untrusted-SQL searches (--serve).")
+def browse_cmd(
+    trace: str,
+    images: tuple[str, ...],
+    cpu: int | None,
+    seq: int | None,
+    time: int | None,
+    serve: bool,
+    host: str,
+    port: int,
+    screenshot: str | None,
+    untrusted: bool,
+) -> None:
+    """Browse a trace: step through it with registers, memory and calls following the cursor.
+
+    TRACE is a store or a raw input (ingested on first use). Press F1 or ? in the browser for
+    its keys. With --serve, open the URL it prints in a web browser.
+    """
+    if seq is not None and time is not None:
+        raise click.UsageError("give at most one of --at SEQ and --time T")
+    if serve and screenshot:
+        raise click.UsageError("--screenshot writes one screen here; it cannot go with --serve")
+    opened = open_trace_arg(trace)
+    if serve:
+        _serve(opened.path, images, cpu, seq, time, host, port)
+        return
+    from ..browse.app import BrowseApp, Start
+
+    start = Start(cpu=cpu, seq=seq, time=time)
+    app = BrowseApp.open(opened, images, start, untrusted=untrusted)
+    if screenshot is not None:
+        app.screenshot(Path(screenshot))
+        err.print(f"wrote {screenshot}")
+        return
+    app.run()
+
+
+def _serve(
+    store: Path,
+    images: tuple[str, ...],
+    cpu: int | None,
+    seq: int | None,
+    time: int | None,
+    host: str,
+    port: int,
+) -> None:
+    """Serve `cputrace browse` to web browsers until interrupted."""
+    if importlib.util.find_spec("textual_serve") is None:
+        raise MissingExtra("serving the trace browser", "textual-serve", "browse")
+    from textual_serve.server import Server
+
+    command = [sys.executable, "-m", "cputrace", "browse", str(store.resolve()), "--untrusted"]
+    for spec in images:
+        command += ["--image", _absolute_image(spec)]
+    for name, value in (("--cpu", cpu), ("--at", seq), ("--time", time)):
+        if value is not None:
+            command += [name, str(value)]
+    server = Server(shlex.join(command), host=host, port=port, title=f"cputrace browse {store.name}")
+    server.serve()
+
+
+def _absolute_image(spec: str) -> str:
+    """An --image spec with its path made absolute (the served app may run elsewhere)."""
+    from ..image.spec import parse_image_spec
+
+    path, address = parse_image_spec(spec)
+    return str(path.resolve()) + ("" if address is None else f"@{address:#x}")
