@@ -114,14 +114,18 @@ def test_registers_against_the_state_command(quicksort: Session) -> None:
             assert quicksort.register_writer(0, name, seq) == expected[name][1]
 
 
-def test_registers_against_the_reference_tool(tmp_path: Path) -> None:
-    """Every register after every instruction, and its writer, as tarmac-indextest dumps them."""
+def test_registers_and_memory_against_the_reference_tool(tmp_path: Path) -> None:
+    """Every register and memory byte after every instruction, and its writer, as
+    tarmac-indextest dumps them."""
     from test_state import _a64_register, parse_ref
 
     trace = Trace(ingest([STATE / "indextest.tarmac"], tmp_path / "i.ctrace").store)
     session = Session.open(trace)
     line_to_seq = {r["src"]: r["seq"] for r in trace.sql("SELECT src, seq FROM instructions").to_pylist()}
-    for node in parse_ref(STATE / "indextest-li.ref"):
+    nodes = parse_ref(STATE / "indextest-li.ref")
+    low = min(a for n in nodes for a in n.memory) - 16
+    length = max(a for n in nodes for a in n.memory) + 16 - low
+    for node in nodes:
         seq = line_to_seq[node.line]
         mine = {r.name: r for r in session.registers(0, seq)}
         for name, (data, line) in node.registers.items():
@@ -131,6 +135,14 @@ def test_registers_against_the_reference_tool(tmp_path: Path) -> None:
             assert mine[ours].data[: len(data)] == data
             assert mine[ours].seq == line_to_seq[line]
             assert session.register_writer(0, ours, seq) == line_to_seq[line]
+        memory = session.memory(low, length, seq)
+        for offset in range(length):
+            if low + offset in node.memory:
+                byte, line = node.memory[low + offset]
+                assert memory.data[offset] == byte
+                assert memory.origin[offset] == (line_to_seq[line] if line else READ_BEFORE_WRITE)
+            else:
+                assert memory.origin[offset] == UNKNOWN
     session.close()
 
 

@@ -48,6 +48,9 @@ READ_BEFORE_WRITE = -1  # origins >= 0 are the seq of the write that set the byt
 FROM_IMAGE = -2
 UNKNOWN = -3
 
+KNOWN_WRITES = "op::VARCHAR IN ('W', 'U') AND (value IS NOT NULL OR wide IS NOT NULL)"
+"""The memory rows that set bytes: writes (and atomic updates) whose data the trace shows."""
+
 _MEMORY_ROW_GROUP = 1 << 16
 _SNAPSHOT_ROW_GROUP = 1 << 13
 _LAST_ADDRESS = (1 << 64) - 1
@@ -221,9 +224,9 @@ class StateIndex:
             ((addr, size, w["value"], w["wide"], w["seq"], w["src"]) for addr, size, w in last),
             key=lambda r: (r[4], r[5]),
         )
-        _paint(writes, address, data, origin)
+        paint_writes(writes, address, data, origin)
         if image is not None:
-            _fill_from_image(image, address, data, origin)
+            fill_from_image(image, address, data, origin)
         return MemoryBytes(address, data.tobytes(), origin)
 
 
@@ -260,7 +263,7 @@ def merge_registers(rows: list[tuple], widths: dict[str, int]) -> list[RegisterV
     return result
 
 
-def _paint(writes: list[tuple], address: int, data: np.ndarray, origin: np.ndarray) -> None:
+def paint_writes(writes: list[tuple], address: int, data: np.ndarray, origin: np.ndarray) -> None:
     """Apply writes (oldest first) to the bytes of [address, address+len(data)) they overlap."""
     end = address + len(data)
     for addr, size, value, wide, seq, _ in writes:
@@ -271,7 +274,7 @@ def _paint(writes: list[tuple], address: int, data: np.ndarray, origin: np.ndarr
             origin[lo - address : hi - address] = seq
 
 
-def _fill_from_image(image: Image, address: int, data: np.ndarray, origin: np.ndarray) -> None:
+def fill_from_image(image: Image, address: int, data: np.ndarray, origin: np.ndarray) -> None:
     """Bytes still unknown take the image's contents where it has any."""
     end = address + len(data)
     for region in image.regions:
@@ -353,11 +356,9 @@ def _build_writes(db: duckdb.DuckDBPyConnection, out: Path, thinned: Path) -> in
     its own interval, so an address written millions of times costs a few thousand rows.
     Returns the widest write's size.
     """
-    query = """
-        SELECT addr, size, seq, src, value, wide FROM memory
-        WHERE op::VARCHAR IN ('W', 'U') AND (value IS NOT NULL OR wide IS NOT NULL)
-        ORDER BY addr, seq, src
-    """
+    query = (
+        f"SELECT addr, size, seq, src, value, wide FROM memory WHERE {KNOWN_WRITES} ORDER BY addr, seq, src"
+    )
     _copy(db, query, out, _MEMORY_ROW_GROUP)
     query = f"""
         SELECT addr, size, interval, w.value, w.wide, w.seq, w.src FROM (
@@ -372,12 +373,17 @@ def _build_writes(db: duckdb.DuckDBPyConnection, out: Path, thinned: Path) -> in
 
 
 def _build_initial(db: duckdb.DuckDBPyConnection, out: Path) -> None:
-    """Bytes whose first access is a read (or fetch), with the value it saw.
+    _copy(db, initial_query(), out, _MEMORY_ROW_GROUP)
+
+
+def initial_query() -> str:
+    """Bytes whose first access is a read (or fetch), with the value it saw, by address: (addr,
+    byte). Reads the view `memory`.
 
     The first access to a byte is the first access of one of the (address, size, read or
     write) groups that cover it, so only those few first accesses are split into bytes.
     """
-    query = f"""
+    return f"""
         WITH firsts AS (
             SELECT addr, size, op::VARCHAR IN ('W', 'U') AS write, min((seq, src)) AS first_at,
                    arg_min(struct_pack(value, wide), (seq, src)) AS data
@@ -394,4 +400,3 @@ def _build_initial(db: duckdb.DuckDBPyConnection, out: Path) -> None:
             SELECT addr, arg_min(struct_pack(byte, write), first_at) AS first FROM bytes GROUP BY addr
         ) WHERE NOT first.write ORDER BY addr
     """
-    _copy(db, query, out, _MEMORY_ROW_GROUP)

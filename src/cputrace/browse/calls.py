@@ -109,7 +109,7 @@ class CallIndex:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.frames = KeyedFile(directory / "frames.parquet", FRAME_KEY)
+        self.frames = KeyedFile(directory / "frames.arrow", FRAME_KEY)
         tree = pq.read_table(directory / "tree.parquet").to_pylist()
         self._tree: dict[int, list[TreeNode]] = {}
         for row in tree:
@@ -186,7 +186,7 @@ def _build(trace: Trace, image: Image | None, directory: Path, progress: Progres
         try:
             schema = pa.schema([FRAME_SCHEMA.field(name) for name in _FRAME_COLUMNS])
             write_keyed(
-                directory / "frames.parquet", schema, FRAME_KEY, GROUP_ROWS, _frame_tables(stream.rows())
+                directory / "frames.arrow", schema, FRAME_KEY, GROUP_ROWS, _frame_tables(stream.rows())
             )
         finally:
             with contextlib.suppress(Exception):  # the temporary folder goes anyway

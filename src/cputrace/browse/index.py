@@ -5,13 +5,17 @@ only when the store changes), beside the state index (analysis/state.py), whose 
 answers the browser uses as they are. Its files are keyed files (keyed.py):
 
 - `instructions`, `registers`, `memory`, `events`: the store's tables sorted by (cpu, seq),
-  core after core, in groups of a few thousand rows. A core's instructions are consecutive,
+  core after core, in groups of a thousand rows. A core's instructions are consecutive,
   so the instruction at position `index` among its core's is row `first_row + index`.
 - `snapshots`: every `CHECKPOINT` seqs, each core's last write per register (and byte mask),
   so the registers at any point are one snapshot plus at most `CHECKPOINT` seqs of writes.
 - `visits`: (cpu, pc, seq) of every instruction, sorted: the next or previous visit of a pc
   is one lookup; `times`: (cpu, time, seq), sorted, for the instruction at a time;
   `marks`: (cpu, seq, kind) of the exceptions and trace gaps.
+- memory, shared by the cores: `writes`, every write with known data by (addr, size, seq,
+  src); `places`, the distinct (addr, size) written; `initial`, the bytes read before any
+  write (analysis/state.py says what memory at a point means). The bytes at a point are
+  one lookup per place written in or just below the range.
 
 `meta.json` holds per core its instruction count, first row and seq range, and the registers
 it writes.
@@ -28,7 +32,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..analysis.state import register_order, snapshot_query
+from ..analysis.state import KNOWN_WRITES, initial_query, register_order, snapshot_query
 from ..model import TABLES
 from ..store.batches import read_batches
 from ..store.indexes import index_dir
@@ -37,34 +41,62 @@ from ..store.trace import Trace
 from ..store.write import STORED_SCHEMAS
 from .keyed import KeyedFile, write_keyed
 
-INDEX_VERSION = 2
-CHECKPOINT = 1 << 12
+INDEX_VERSION = 3
+CHECKPOINT = 1 << 10
 """Seqs between register snapshots: a register query reads at most this many seqs' writes."""
 
-GROUP_ROWS = 1 << 12
-LOOKUP_ROWS = 1 << 13
+GROUP_ROWS = 1 << 10
 _READ_ROWS = 1 << 17
 
 CORE_KEY = ("cpu", "seq")
 SNAPSHOT_KEY = ("cpu", "checkpoint")
+SNAPSHOT_COLUMNS = ("cpu", "reg", "mask", "size", "value", "wide", "seq", "src")
 VISIT_KEY = ("cpu", "pc", "seq")
 TIME_KEY = ("cpu", "time", "seq")
 MARK_KEY = ("cpu", "seq")
+WRITE_KEY = ("addr", "size", "seq", "src")
+PLACE_KEY = ("addr", "size")
+INITIAL_KEY = ("addr",)
 MARK_KINDS = ("exception", "trace_gap")
 """Events the browser jumps between."""
-_TYPES = {"cpu": pa.uint16(), "pc": pa.uint64(), "time": pa.int64(), "seq": pa.int64(), "kind": pa.string()}
+_TYPES = {
+    "cpu": pa.uint16(), "pc": pa.uint64(), "time": pa.int64(), "seq": pa.int64(), "kind": pa.string(),
+    "addr": pa.uint64(), "size": pa.uint8(), "src": pa.int64(), "value": pa.uint64(), "wide": pa.binary(),
+    "byte": pa.uint8(),
+}  # fmt: skip
 _KINDS = ", ".join(f"'{kind}'" for kind in MARK_KINDS)
-_SORTED = (
-    ("visits", VISIT_KEY, (), "SELECT cpu, pc, seq FROM instructions ORDER BY ALL"),
-    ("times", TIME_KEY, (), "SELECT cpu, time, seq FROM instructions WHERE time >= 0 ORDER BY ALL"),
-    (
-        "marks",
-        MARK_KEY,
-        ("kind",),
-        f"SELECT cpu, seq, kind::VARCHAR AS kind FROM events WHERE kind IN ({_KINDS}) ORDER BY ALL",
+
+
+@dataclass(frozen=True, slots=True)
+class _Lookup:
+    """A lookup file: its key, other columns, the query giving its rows in key order, and
+    whether its groups split where the key's first column (a core) changes."""
+
+    key: tuple[str, ...]
+    more: tuple[str, ...]
+    query: str
+    by_core: bool = True
+
+
+_LOOKUPS = {
+    "visits": _Lookup(VISIT_KEY, (), "SELECT cpu, pc, seq FROM instructions ORDER BY ALL"),
+    "times": _Lookup(TIME_KEY, (), "SELECT cpu, time, seq FROM instructions WHERE time >= 0 ORDER BY ALL"),
+    "marks": _Lookup(
+        MARK_KEY, ("kind",),
+        f"SELECT cpu, seq, kind::VARCHAR AS kind FROM events WHERE kind IN ({_KINDS}) ORDER BY cpu, seq",
     ),
-)
-"""Lookup files: (name, key, other columns, the query giving their rows in key order)."""
+    "writes": _Lookup(
+        WRITE_KEY, ("value", "wide"),
+        f"SELECT addr, size, seq, src, value, wide FROM memory WHERE {KNOWN_WRITES} ORDER BY ALL",
+        by_core=False,
+    ),
+    "places": _Lookup(
+        PLACE_KEY, (), f"SELECT DISTINCT addr, size FROM memory WHERE {KNOWN_WRITES} ORDER BY ALL",
+        by_core=False,
+    ),
+    "initial": _Lookup(INITIAL_KEY, ("byte",), initial_query(), by_core=False),
+}  # fmt: skip
+
 
 Progress = Callable[[str, float], None]
 """Called as a build goes: what it is doing, and the fraction of the build done (0 to 1)."""
@@ -102,11 +134,14 @@ class BrowseIndex:
             )
             for c in meta["cores"]
         }
-        self.tables = {name: KeyedFile(directory / f"{name}.parquet", CORE_KEY) for name in TABLES}
-        self.snapshots = KeyedFile(directory / "snapshots.parquet", SNAPSHOT_KEY)
-        self.visits = KeyedFile(directory / "visits.parquet", VISIT_KEY)
-        self.times = KeyedFile(directory / "times.parquet", TIME_KEY)
-        self.marks = KeyedFile(directory / "marks.parquet", MARK_KEY)
+        self.tables = {name: KeyedFile(directory / f"{name}.arrow", CORE_KEY) for name in TABLES}
+        self.snapshots = KeyedFile(directory / "snapshots.arrow", SNAPSHOT_KEY)
+        lookups = {
+            name: KeyedFile(directory / f"{name}.arrow", lookup.key) for name, lookup in _LOOKUPS.items()
+        }
+        self.visits, self.times, self.marks = lookups["visits"], lookups["times"], lookups["marks"]
+        self.writes, self.places, self.initial = lookups["writes"], lookups["places"], lookups["initial"]
+        self.widest_write: int = meta["widest_write"]
 
     @classmethod
     def open(cls, trace: Trace, progress: Progress | None = None) -> BrowseIndex:
@@ -138,24 +173,28 @@ def build(trace: Trace, directory: Path, progress: Progress | None = None) -> No
         for cpu, reg in db.execute("SELECT DISTINCT cpu, reg::VARCHAR FROM registers").fetchall():
             names.setdefault(cpu, []).append(reg)
         widths = dict(db.execute("SELECT reg::VARCHAR, max(size) FROM registers GROUP BY 1").fetchall())
+        widest = db.execute(f"SELECT coalesce(max(size), 1) FROM memory WHERE {KNOWN_WRITES}").fetchall()[0][
+            0
+        ]
         cpus = [cpu for cpu, *_ in cores]
-        steps = len(TABLES) + 1 + len(_SORTED)
+        steps = len(TABLES) + 1 + len(_LOOKUPS)
         for step, table in enumerate(TABLES):
             report(f"copying {table}", step / steps)
-            _copy_by_core(trace, table, cpus, directory / f"{table}.parquet")
+            _copy_by_core(trace, table, cpus, directory / f"{table}.arrow")
         report("register snapshots", len(TABLES) / steps)
         last_seq = max((last for *_, last in cores), default=-1)
         snapshots = snapshot_query(CHECKPOINT, last_seq + 1, "l.cpu, s.checkpoint, l.reg")
         write_keyed(
-            directory / "snapshots.parquet", _snapshot_schema(), SNAPSHOT_KEY, GROUP_ROWS,
+            directory / "snapshots.arrow", _snapshot_schema(), SNAPSHOT_KEY, GROUP_ROWS,
             _batches(db.sql(snapshots).to_arrow_reader(_READ_ROWS), _snapshot_schema()),
         )  # fmt: skip
-        for step, (name, key, more, query) in enumerate(_SORTED, len(TABLES) + 1):
+        for step, (name, lookup) in enumerate(_LOOKUPS.items(), len(TABLES) + 1):
             report(name, step / steps)
-            schema = pa.schema([(column, _TYPES[column]) for column in (*key, *more)])
+            schema = pa.schema([(column, _TYPES[column]) for column in (*lookup.key, *lookup.more)])
+            reader = db.sql(lookup.query).to_arrow_reader(_READ_ROWS)
             write_keyed(
-                directory / f"{name}.parquet", schema, key, LOOKUP_ROWS,
-                _batches(db.sql(query).to_arrow_reader(_READ_ROWS), schema),
+                directory / f"{name}.arrow", schema, lookup.key, GROUP_ROWS, _batches(reader, schema),
+                lookup.by_core,
             )  # fmt: skip
     finally:
         db.close()
@@ -173,6 +212,7 @@ def build(trace: Trace, directory: Path, progress: Progress | None = None) -> No
         "version": INDEX_VERSION,
         "checkpoint": CHECKPOINT,
         "register_widths": widths,
+        "widest_write": widest,
         "cores": meta_cores,
     }
     (directory / "meta.json").write_text(json.dumps(meta) + "\n")
@@ -185,18 +225,9 @@ def _batches(reader: pa.RecordBatchReader, schema: pa.Schema) -> Iterator[pa.Tab
 
 
 def _snapshot_schema() -> pa.Schema:
+    """A snapshot row: its checkpoint, then the register write's columns as the store has them."""
     registers = STORED_SCHEMAS["registers"]
-    return pa.schema(
-        [
-            ("checkpoint", pa.int64()),
-            ("cpu", pa.uint16()),
-            ("reg", pa.string()),
-            *(
-                registers.field(name).with_nullable(True)
-                for name in ("mask", "size", "value", "wide", "seq", "src")
-            ),
-        ]
-    )
+    return pa.schema([("checkpoint", pa.int64())] + [registers.field(name) for name in SNAPSHOT_COLUMNS])
 
 
 def _copy_by_core(trace: Trace, table: str, cpus: list[int], out: Path) -> None:

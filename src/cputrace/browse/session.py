@@ -1,8 +1,8 @@
 """The browsing engine: everything the browser shows and every move it makes, without Textual.
 
 A `Session` answers from the browse index (index.py: the store's rows re-laid in small groups
-by core, register snapshots, sorted pc visits and times) and the state index (memory), so
-each answer reads a few small row groups, whatever the trace's size.
+by core, register snapshots, sorted pc visits, times and memory writes) and the calls index
+(calls.py), so each answer reads a few small row groups, whatever the trace's size.
 
 Points and positions. A point of a trace is a seq: the point after that instruction and all
 its records. Each core's instructions are also numbered 0..count-1 in seq order ("index":
@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from ..analysis.state import MemoryBytes, RegisterValue, StateIndex, merge_registers
+from ..analysis.state import MemoryBytes, RegisterValue, merge_registers
 from ..errors import BrowseError
 from ..isa.disasm import Disassembler, fill_disasm
 from .calls import CallIndex, Frame, TreeNode
@@ -70,6 +70,7 @@ from .expressions import evaluate
 from .folds import Folds, Segment
 from .index import MARK_KINDS, BrowseIndex, Core, Progress
 from .lines import FoldedCall, Line, records_by_seq
+from .memory import memory_at
 from .navigate import Navigator
 from .targets import BranchTargets
 
@@ -92,14 +93,12 @@ class Session:
         trace: Trace,
         image: Image | None,
         index: BrowseIndex,
-        state: StateIndex,
         calls: CallIndex,
         cpu: int,
     ) -> None:
         self.trace = trace
         self.image = image
         self.index = index
-        self.state = state
         self.cpu = cpu
         self._disassembler = Disassembler(image)
         self._targets = BranchTargets()
@@ -107,6 +106,7 @@ class Session:
         self.calls = calls
         self.folds = Folds(calls)
         """The folds of the trace pane (folds.py), changed by `fold_call` and the like."""
+        self._registers: tuple[tuple[int, int], list[RegisterValue]] | None = None
 
     @classmethod
     def open(
@@ -124,13 +124,11 @@ class Session:
             raise BrowseError(f"{trace.path}: the trace has no instructions to browse")
         if cpu is not None and cpu not in index.cores:
             raise BrowseError(f"no core {cpu} in the trace (cores: {', '.join(map(str, index.cores))})")
-        state = StateIndex.open(trace)
         calls = CallIndex.open(trace, image, progress)
-        return cls(trace, image, index, state, calls, min(index.cores) if cpu is None else cpu)
+        return cls(trace, image, index, calls, min(index.cores) if cpu is None else cpu)
 
     def close(self) -> None:
         self._navigator.close()
-        self.state.close()
 
     # -- positions -----------------------------------------------------------------------
 
@@ -390,18 +388,25 @@ class Session:
         return self.core(cpu).registers
 
     def registers(self, cpu: int, seq: int) -> list[RegisterValue]:
-        """Every register core `cpu` has written up to and including instruction `seq`."""
+        """Every register core `cpu` has written up to and including instruction `seq`: the
+        snapshot before it, and the writes since (the last answer is kept: a screen asks for
+        it again to evaluate `sp`)."""
+        if self._registers is not None and self._registers[0] == (cpu, seq):
+            return self._registers[1]
+        self._registers = ((cpu, seq), self._read_registers(cpu, seq))
+        return self._registers[1]
+
+    def _read_registers(self, cpu: int, seq: int) -> list[RegisterValue]:
         self.core(cpu)
         checkpoint = (seq + 1) // self.index.checkpoint
-        parts = []
+        parts = [
+            self.index.tables["registers"].between(
+                (cpu, checkpoint * self.index.checkpoint), (cpu, _clip(seq))
+            )
+        ]
         if checkpoint >= 1:
-            snapshot = self.index.snapshots.between((cpu, checkpoint), (cpu, checkpoint))
-            parts.append(snapshot.select(_REGISTER_COLUMNS))
-        writes = self.index.tables["registers"].between(
-            (cpu, checkpoint * self.index.checkpoint), (cpu, _clip(seq))
-        )
-        parts.append(writes.select(_REGISTER_COLUMNS).cast(_SNAPSHOT_COLUMNS))
-        rows = pa.concat_tables([p.cast(_SNAPSHOT_COLUMNS) for p in parts])
+            parts.insert(0, self.index.snapshots.between((cpu, checkpoint), (cpu, checkpoint)))
+        rows = pa.concat_tables([part.select(_REGISTER_COLUMNS) for part in parts]).unify_dictionaries()
         last = _last_per_register(rows)
         merged = [
             (cpu, r["reg"], r["mask"], r["size"], r["value"], r["wide"], r["seq"]) for r in last.to_pylist()
@@ -419,8 +424,9 @@ class Session:
     # -- memory --------------------------------------------------------------------------
 
     def memory(self, address: int, length: int, seq: int) -> MemoryBytes:
-        """Bytes [address, address+length) after instruction `seq`, each with its origin."""
-        return self.state.memory(seq, address, length, self.image)
+        """Bytes [address, address+length) after instruction `seq`, each with its origin
+        (analysis/state.py's meanings; the image's bytes where the trace shows none)."""
+        return memory_at(self.index, address, length, seq, self.image)
 
     def memory_writer(self, address: int, size: int, seq: int) -> int | None:
         """The last write at or before `seq` to any byte of the `size`-byte unit (1, 2, 4 or 8,
@@ -455,12 +461,6 @@ class Session:
             return None
 
         return evaluate(text, resolve)
-
-
-_SNAPSHOT_COLUMNS = pa.schema(
-    [("reg", pa.string()), ("mask", pa.binary()), ("size", pa.uint16()), ("value", pa.uint64()),
-     ("wide", pa.binary()), ("seq", pa.int64())]
-)  # fmt: skip
 
 
 def _last_per_register(rows: pa.Table) -> pa.Table:

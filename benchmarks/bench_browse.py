@@ -1,0 +1,192 @@
+"""The trace browser on a large trace: index builds, then the engine's work per kind of action.
+
+    python benchmarks/bench_browse.py --lines 20000000
+
+Generates the Fast-Models-style AArch64 trace (gen_tarmac.py) and ingests it unless both exist
+(bench_state.prepared_store), removes its indexes, then measures:
+- the index builds (`Session.open` on a store without them): time and size on disk;
+- `Session.open` again (indexes there): what the browser waits for before its first screen;
+- random actions of each kind (`engine_actions`): the store and index work the browser does
+  for the action alone, without Textual: the move itself, then what the screen shows after
+  it (a screen of lines, the registers, 128 bytes of memory at sp, the call stack);
+  p50, p95 and max per kind;
+- the process's peak resident memory.
+
+`engine_actions` is the boundary with the app's benchmark: it names the actions, and each
+returns the engine calls behind one key press.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import resource
+import shutil
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from bench_state import prepared_store
+
+import cputrace
+from cputrace.browse.session import Session
+
+SCREEN = 40  # lines of the trace pane
+MEMORY_BYTES = 128
+
+
+@dataclass
+class Cursor:
+    """Where the simulated user is: a core and an index among its instructions."""
+
+    cpu: int
+    index: int
+    pc_seen: list[int] = field(default_factory=list)
+
+
+def show(session: Session, cursor: Cursor) -> None:
+    """What a screen reads after a move: lines from the cursor, registers, memory at sp, stack."""
+    cpu = cursor.cpu
+    lines = session.lines(cpu, cursor.index, SCREEN, session.folds)
+    seq = lines[0].seq
+    session.registers(cpu, seq)
+    session.memory(session.evaluate("sp", cpu, seq), MEMORY_BYTES, seq)
+    session.stack(cpu, seq)
+
+
+def engine_actions(session: Session, rng: random.Random) -> dict[str, Callable[[Cursor], None]]:
+    """Each kind of action as a function moving the cursor as its key would, and showing the
+    screen after it."""
+
+    def seq(cursor: Cursor) -> int:
+        return session.seq_of(cursor.cpu, cursor.index)
+
+    def to_seq(cursor: Cursor, found: int | None) -> None:
+        if found is not None:
+            cursor.index = session.index_of(cursor.cpu, found) or 0
+
+    def step(cursor: Cursor) -> None:
+        cursor.index = session.move(cursor.cpu, cursor.index, rng.choice((1, -1)), session.folds)
+
+    def page(cursor: Cursor) -> None:
+        cursor.index = session.move(cursor.cpu, cursor.index, rng.choice((SCREEN, -SCREEN)), session.folds)
+
+    def goto_seq(cursor: Cursor) -> None:
+        cursor.index = rng.randrange(session.count(cursor.cpu))
+
+    def goto_time(cursor: Cursor) -> None:
+        line = session.lines(cursor.cpu, rng.randrange(session.count(cursor.cpu)), 1)[0]
+        to_seq(cursor, session.seq_at_time(line.time + rng.randrange(3), cursor.cpu))
+
+    def next_pc_visit(cursor: Cursor) -> None:
+        to_seq(cursor, session.next_visit(cursor.cpu, seq(cursor), forward=rng.random() < 0.5))
+
+    def register_writer(cursor: Cursor) -> None:
+        registers = session.registers(cursor.cpu, seq(cursor))
+        if registers:
+            register = rng.choice(registers)
+            to_seq(cursor, session.register_writer(cursor.cpu, register.name, seq(cursor)))
+
+    def memory_writer(cursor: Cursor) -> None:
+        at = seq(cursor)
+        address = session.evaluate("sp", cursor.cpu, at) + rng.randrange(MEMORY_BYTES)
+        to_seq(cursor, session.memory_writer(address, rng.choice((1, 2, 4, 8)), at))
+
+    def fold(cursor: Cursor) -> None:
+        at = seq(cursor)
+        if session.folds.any(cursor.cpu) and rng.random() < 0.5:
+            session.unfold_all()
+        elif rng.random() < 0.5:
+            session.fold_call(cursor.cpu, at)
+        else:
+            session.fold_callees(cursor.cpu, at)
+
+    def core_switch(cursor: Cursor) -> None:
+        positions = session.positions_at(seq(cursor))
+        others = [cpu for cpu, at in positions.items() if at is not None and cpu != cursor.cpu]
+        if others:
+            cursor.cpu = rng.choice(others)
+            to_seq(cursor, positions[cursor.cpu])
+
+    def search(cursor: Cursor) -> None:
+        to_seq(cursor, session.search("NOT executed", cursor.cpu, seq(cursor), forward=rng.random() < 0.5))
+
+    kinds = {
+        "step": step,
+        "page": page,
+        "go to seq": goto_seq,
+        "go to time": goto_time,
+        "next pc visit": next_pc_visit,
+        "register writer": register_writer,
+        "memory writer": memory_writer,
+        "fold/unfold": fold,
+        "core switch": core_switch,
+        "search (SQL)": search,
+    }
+    if not session.has_time:
+        del kinds["go to time"]
+
+    def with_screen(move: Callable[[Cursor], None]) -> Callable[[Cursor], None]:
+        def action(cursor: Cursor) -> None:
+            move(cursor)
+            show(session, cursor)
+
+        return action
+
+    return {name: with_screen(move) for name, move in kinds.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--lines", type=int, default=20_000_000)
+    parser.add_argument("--actions", type=int, default=100, help="Random actions of each kind.")
+    args = parser.parse_args()
+    store = prepared_store(args.lines)
+    trace = cputrace.open(store)
+    shutil.rmtree(trace.data / "index", ignore_errors=True)
+
+    start = time.perf_counter()
+    session = Session.open(trace)
+    build = time.perf_counter() - start
+    sizes = {
+        name: sum(f.stat().st_size for f in directory.rglob("*") if f.is_file())
+        for name, directory in (("browse", session.index.directory), ("calls", session.calls.directory))
+    }
+    session.close()
+    start = time.perf_counter()
+    session = Session.open(cputrace.open(store))
+    reopen = time.perf_counter() - start
+
+    rng = random.Random(1)
+    actions = engine_actions(session, rng)
+    cursor = Cursor(session.cpu, session.count(session.cpu) // 2)
+    show(session, cursor)
+    times: dict[str, list[float]] = {name: [] for name in actions}
+    order = [name for name in actions for _ in range(args.actions)]
+    rng.shuffle(order)
+    for name in order:
+        start = time.perf_counter()
+        actions[name](cursor)
+        times[name].append(time.perf_counter() - start)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+    instructions = trace.manifest["counts"]["instructions"]
+    print(f"trace               {args.lines:,} lines, {instructions:,} instructions ({store.name})")
+    print(f"index builds        {build:.1f} s (browse and calls indexes, first Session.open)")
+    for name, size in sizes.items():
+        print(f"  {name:<17} {size / 1e6:,.1f} MB")
+    print(f"Session.open        {reopen * 1e3:.0f} ms with the indexes built")
+    print(f"actions             {args.actions} of each kind, random order; engine work and screen (ms):")
+    print(f"  {'kind':<17} {'p50':>6} {'p95':>6} {'max':>6}")
+    for name, values in times.items():
+        ordered = sorted(values)
+        p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+        print(
+            f"  {name:<17} {statistics.median(ordered) * 1e3:6.1f} {p95 * 1e3:6.1f} {ordered[-1] * 1e3:6.1f}"
+        )
+    print(f"peak RSS            {rss / 2**20:,.0f} MiB (the whole run, builds included)")
+
+
+if __name__ == "__main__":
+    main()
