@@ -86,11 +86,10 @@ class BrowseApp(App[None]):
     """
     BINDINGS = bindings()
 
-    def __init__(self, session: Session, start: Start = Start(), *, untrusted: bool = False) -> None:
+    def __init__(self, session: Session, start: Start = Start()) -> None:
         super().__init__()
         self.session = session
         self.start = start
-        self.untrusted = untrusted
         self.cpu = session.cpu
         self.cursors: dict[int, int] = dict.fromkeys(session.cores, 0)
         """Each core's cursor: its position among the core's instructions."""
@@ -105,14 +104,11 @@ class BrowseApp(App[None]):
         trace: Trace,
         images: Sequence[str] = (),
         start: Start = Start(),
-        *,
-        untrusted: bool = False,
     ) -> BrowseApp:
         """The browser on `trace` with the images `images` (`PATH[@ADDR]` specs)."""
         from ..cli.params import load_images
 
-        session = Session.open(trace, load_images(images), start.cpu)
-        return cls(session, start, untrusted=untrusted)
+        return cls(Session.open(trace, load_images(images), start.cpu), start)
 
     # -- layout --------------------------------------------------------------------------
 

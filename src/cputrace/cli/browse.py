@@ -2,22 +2,25 @@
 
 Textual is the `browse` extra: without it the command says what to install (exit 2). With
 `--serve`, textual-serve runs this same command (without `--serve`) once per browser
-connection, its searches in the untrusted-SQL mode; the trace is opened (ingested if it is
-raw) here first, so each connection finds its store ready.
+connection; the trace is opened (ingested if it is raw) and indexed here first, so each
+connection finds its store and indexes ready. Searches always run SQL in the library's
+untrusted mode (the session's), so a browser can only read the trace.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import shlex
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
 
 from ..errors import MissingExtra
 from .common import cli, err, open_trace_arg
-from .params import image_option
+from .params import image_option, load_images
 
 if importlib.util.find_spec("textual") is None:
     raise MissingExtra("the trace browser", "textual", "browse")
@@ -41,7 +44,6 @@ if importlib.util.find_spec("textual") is None:
     "--screenshot", type=click.Path(dir_okay=False), metavar="SVG",
     help="Write the first screen as SVG to this file and exit, without a terminal.",
 )  # fmt: skip
-@click.option("--untrusted", is_flag=True, hidden=True, help="Untrusted-SQL searches (--serve).")
 def browse_cmd(
     trace: str,
     images: tuple[str, ...],
@@ -52,7 +54,6 @@ def browse_cmd(
     host: str,
     port: int,
     screenshot: str | None,
-    untrusted: bool,
 ) -> None:
     """Browse a trace: step through it with registers, memory and calls following the cursor.
 
@@ -63,19 +64,41 @@ def browse_cmd(
         raise click.UsageError("give at most one of --at SEQ and --time T")
     if serve and screenshot:
         raise click.UsageError("--screenshot writes one screen here; it cannot go with --serve")
+    from ..browse.session import Session
+
     opened = open_trace_arg(trace)
+    with _index_bar() as hook:  # the indexes are built here once, before any app or server starts
+        session = Session.open(opened, load_images(images), cpu, hook)
     if serve:
+        session.close()
         _serve(opened.path, images, cpu, seq, time, host, port)
         return
     from ..browse.app import BrowseApp, Start
 
-    start = Start(cpu=cpu, seq=seq, time=time)
-    app = BrowseApp.open(opened, images, start, untrusted=untrusted)
-    if screenshot is not None:
+    app = BrowseApp(session, Start(cpu=cpu, seq=seq, time=time))
+    try:
+        if screenshot is None:
+            app.run()
+            return
         app.screenshot(Path(screenshot))
         err.print(f"wrote {screenshot}")
+    finally:
+        session.close()
+
+
+@contextlib.contextmanager
+def _index_bar() -> Iterator[Callable[[str, float], None] | None]:
+    """A progress bar of an index build (what it does, the fraction done), on a terminal;
+    nothing when stderr is piped or the indexes are there already (no bar appears)."""
+    if not sys.stderr.isatty():
+        yield None
         return
-    app.run()
+    from rich.progress import BarColumn, Progress, TimeRemainingColumn
+
+    columns = ("{task.description}", BarColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task("indexing", total=1.0)
+        yield lambda what, done: bar.update(task, description=what, completed=done)
 
 
 def _serve(
@@ -92,7 +115,7 @@ def _serve(
         raise MissingExtra("serving the trace browser", "textual-serve", "browse")
     from textual_serve.server import Server
 
-    command = [sys.executable, "-m", "cputrace", "browse", str(store.resolve()), "--untrusted"]
+    command = [sys.executable, "-m", "cputrace", "browse", str(store.resolve())]
     for spec in images:
         command += ["--image", _absolute_image(spec)]
     for name, value in (("--cpu", cpu), ("--at", seq), ("--time", time)):
