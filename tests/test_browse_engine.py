@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from elftools.elf.elffile import ELFFile
-from paths import DATA
+from paths import DATA, SHARED, shared
 
 from cputrace.analysis.state import FROM_IMAGE, READ_BEFORE_WRITE, UNKNOWN
 from cputrace.browse.session import Session
@@ -321,3 +321,77 @@ def test_call_tree_against_the_calls_command(quicksort: Session) -> None:
         assert sum(n.insns for n in nodes if not n.recursive) == int(row["insns"])
     root = tree[0]
     assert (root.parent, root.insns, quicksort.seq_of(0, root.first_index)) == (-1, quicksort.count(0), 0)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+STORES = {
+    # name: (input, ingest keyword arguments, image for the session)
+    "tc2 (ETMv3, 3 cores)": ("tests/data/etmv3/tc2/snapshot.ini", {}, None),
+    "leon-cf": ("examples/leon-cf.txt", {"images": [DATA / "leon" / "itb_demo.elf"]}, None),
+    "leon-itb": ("examples/leon-itb.bin", {"format": "leon-itb"}, DATA / "leon" / "itb_demo.elf"),
+    "xscale": (
+        "tests/data/xscale/calls-armv5te-wrap.txt",
+        {"images": [ROOT / "tests" / "corpus" / "calls-armv5te.elf"]},
+        ROOT / "tests" / "corpus" / "calls-armv5te.elf",
+    ),
+    "calltest64": (str(SHARED / "tarmac-trace-utilities" / "tests" / "calltests" / "calltest64.tarmac"), {},
+                   DATA / "image" / "calltest64.elf"),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module", params=list(STORES))
+def store_session(request, open_input) -> tuple[Session, list[str]]:
+    """A session on each kind of store, and the --image options its calls were found with."""
+    source, kwargs, image = STORES[request.param]
+    path = ROOT / source
+    if not path.exists():
+        shared(*path.relative_to(SHARED).parts)  # skips (fails in CI) without the shared corpus
+    session = Session.open(open_input(path, **kwargs), load_elf(image) if image else None)
+    yield session, ["--image", str(image)] if image else []
+    session.close()
+
+
+def _sql(trace: Trace, query: str) -> list[dict]:
+    return trace.sql(query).to_pylist()
+
+
+def test_every_store_kind_against_sql_and_the_commands(store_session: tuple[Session, list[str]]) -> None:
+    session, image = store_session
+    trace = session.trace
+    counts = {
+        r["cpu"]: r["n"] for r in _sql(trace, "SELECT cpu, count(*) AS n FROM instructions GROUP BY cpu")
+    }
+    assert {cpu: session.count(cpu) for cpu in session.cores} == counts
+    for cpu, count in counts.items():
+        frames = _frames_csv(trace, "--cpu", str(cpu), *image)
+        for first in sorted({0, count // 2, max(0, count - 5)}):
+            expected = _sql(
+                trace,
+                f"SELECT seq, pc, executed FROM instructions WHERE cpu = {cpu} "
+                f"ORDER BY seq LIMIT 8 OFFSET {first}",
+            )
+            lines = session.lines(cpu, first, 8)
+            assert [(ln.seq, ln.pc, ln.executed) for ln in lines] == [
+                (r["seq"], r["pc"], r["executed"]) for r in expected
+            ]
+            seq = lines[0].seq
+            state = _state_json(trace, seq, "--cpu", str(cpu))["registers"]
+            assert {(r.name, r.hex(), r.seq) for r in session.registers(cpu, seq)} == {
+                (r["name"], r["hex"], r["seq"]) for r in state
+            }
+            marks = _sql(
+                trace,
+                f"SELECT seq, kind FROM events WHERE cpu = {cpu} AND kind IN ('exception', 'trace_gap') "
+                f"AND seq > {seq} ORDER BY seq, src LIMIT 1",
+            )
+            assert session.next_mark(cpu, seq) == ((marks[0]["seq"], marks[0]["kind"]) if marks else None)
+            holding = [int(f["entry_seq"]) for f in frames
+                       if int(f["index"]) <= first < int(f["index"]) + int(f["insns"])]  # fmt: skip
+            assert [f.entry_seq for f in session.stack(cpu, seq)] == holding
+    if len(counts) > 1:
+        cpu = session.cores[0]
+        seq = session.seq_of(cpu, counts[cpu] // 2)
+        clause = f"time <= {session.line(seq).time}" if session.has_time else f"seq <= {seq}"
+        for other, position in session.positions_at(seq).items():
+            expected = _sql(trace, f"SELECT max(seq) AS s FROM instructions WHERE cpu = {other} AND {clause}")
+            assert position == (seq if other == cpu else expected[0]["s"])

@@ -48,8 +48,9 @@ READ_BEFORE_WRITE = -1  # origins >= 0 are the seq of the write that set the byt
 FROM_IMAGE = -2
 UNKNOWN = -3
 
-KNOWN_WRITES = "op::VARCHAR IN ('W', 'U') AND (value IS NOT NULL OR wide IS NOT NULL)"
-"""The memory rows that set bytes: writes (and atomic updates) whose data the trace shows."""
+KNOWN_WRITES = "op::VARCHAR IN ('W', 'U') AND (value IS NOT NULL OR wide IS NOT NULL) AND addr IS NOT NULL"
+"""The memory rows that set bytes: writes (and atomic updates) whose address and data the trace
+shows."""
 
 _MEMORY_ROW_GROUP = 1 << 16
 _SNAPSHOT_ROW_GROUP = 1 << 13

@@ -41,7 +41,7 @@ from ..store.trace import Trace
 from ..store.write import STORED_SCHEMAS
 from .keyed import KeyedFile, write_keyed
 
-INDEX_VERSION = 3
+INDEX_VERSION = 4
 CHECKPOINT = 1 << 10
 """Seqs between register snapshots: a register query reads at most this many seqs' writes."""
 
