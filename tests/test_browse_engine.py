@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import random
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -395,3 +396,32 @@ def test_every_store_kind_against_sql_and_the_commands(store_session: tuple[Sess
         for other, position in session.positions_at(seq).items():
             expected = _sql(trace, f"SELECT max(seq) AS s FROM instructions WHERE cpu = {other} AND {clause}")
             assert position == (seq if other == cpu else expected[0]["s"])
+
+
+def test_source_lines_against_addr2line(tmp_path: Path) -> None:
+    """A program recorded under unicorn, its pcs' files and lines as binutils' addr2line
+    gives them, and the text from the corpus sources."""
+    pytest.importorskip("unicorn")
+    from cputrace.record import record
+
+    elf = ROOT / "tests" / "corpus" / "calls-a64.elf"
+    result = record(elf, tmp_path / "calls.tarmac")
+    trace = Trace(ingest([result.trace], tmp_path / "calls.ctrace").store)
+    session = Session.open(trace, load_elf(elf), source_dirs=[ROOT / "tests" / "corpus" / "src"])
+    pcs = sorted({r["pc"] for r in _sql(trace, "SELECT DISTINCT pc FROM instructions")})[::7]
+    answers = subprocess.run(
+        ["addr2line", "-e", str(elf), *(hex(pc) for pc in pcs)], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    checked = 0
+    for pc, answer in zip(pcs, answers, strict=True):
+        file, _, line = answer.split(" (discriminator")[0].rpartition(":")
+        view = session.source(pc, context=2)
+        if file == "??":
+            assert view is None
+            continue
+        assert (Path(view.file).name, view.line) == (Path(file).name, int(line))
+        source = (ROOT / "tests" / "corpus" / "src" / Path(file).name).read_text().splitlines()
+        assert view.path is not None and view.text == tuple(source[view.first - 1 : view.line + 2])
+        checked += 1
+    assert checked > 10
+    assert Session.open(trace).source(pcs[0]) is None  # no image, no lines

@@ -7,6 +7,9 @@ The engine imports no Textual, so it is tested and measured alone:
   small row groups.
 - lines.py: the trace pane's lines and records; targets.py: direct branch targets.
 - expressions.py: address expressions (`main+0x10`, `sp+16`).
+- navigate.py: next/previous visits, exceptions, trace gaps, SQL search matches.
+- calls.py: stacks, the calls holding a point, the call tree; folds.py: folded calls.
+- memory.py: memory at a point; source.py: source lines of a pc.
 
 The app (app.py, panes/, screens) shows a Session in a terminal or, served, in a web browser.
 """

@@ -11,7 +11,7 @@ the position among the core's instructions, for scrolling); `seq_of` and `index_
 API (stable; the UI builds on it). Every error for bad input is a CputraceError subclass
 (BrowseError, or UsageError for SQL) whose message fits a status line.
 
-    session = Session.open(trace, image=None, cpu=None, progress=None)
+    session = Session.open(trace, image=None, cpu=None, progress=None, source_dirs=())
     session.cores                       cores with instructions, ascending
     session.cpu                         the core to start on (`cpu` given, else the first)
     session.count(cpu)                  instructions of the core
@@ -50,13 +50,18 @@ API (stable; the UI builds on it). Every error for bad input is a CputraceError 
     session.search(condition, cpu, seq, forward=True)    next/previous instruction meeting
                                         an SQL condition (untrusted-SQL mode)
     session.symbol(address)             `name+0x10`, or None
+    session.source(pc, context=8)       SourceView (source.py): file, line and the text around
+                                        it (files found as named or under `source_dirs`)
     session.close()
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -72,6 +77,7 @@ from .index import MARK_KINDS, BrowseIndex, Core, Progress
 from .lines import FoldedCall, Line, records_by_seq
 from .memory import memory_at
 from .navigate import Navigator
+from .source import Sources, SourceView
 from .targets import BranchTargets
 
 if TYPE_CHECKING:
@@ -107,6 +113,8 @@ class Session:
         self.folds = Folds(calls)
         """The folds of the trace pane (folds.py), changed by `fold_call` and the like."""
         self._registers: tuple[tuple[int, int], list[RegisterValue]] | None = None
+        self.sources: Sources | None = None
+        """Source lines from the image's line tables (`Session.open`'s `source_dirs`)."""
 
     @classmethod
     def open(
@@ -115,17 +123,20 @@ class Session:
         image: Image | None = None,
         cpu: int | None = None,
         progress: Progress | None = None,
+        source_dirs: Sequence[str | os.PathLike[str]] = (),
     ) -> Session:
         """Open `trace` for browsing, building its indexes on first use (`progress` follows
         the builds of the browse index and of the calls); start on core `cpu` (default: the
-        first)."""
+        first); source files are looked for under `source_dirs` too."""
         index = BrowseIndex.open(trace, progress)
         if not index.cores:
             raise BrowseError(f"{trace.path}: the trace has no instructions to browse")
         if cpu is not None and cpu not in index.cores:
             raise BrowseError(f"no core {cpu} in the trace (cores: {', '.join(map(str, index.cores))})")
         calls = CallIndex.open(trace, image, progress)
-        return cls(trace, image, index, calls, min(index.cores) if cpu is None else cpu)
+        session = cls(trace, image, index, calls, min(index.cores) if cpu is None else cpu)
+        session.sources = Sources(image.lines, [Path(d) for d in source_dirs]) if image is not None else None
+        return session
 
     def close(self) -> None:
         self._navigator.close()
@@ -381,6 +392,12 @@ class Session:
         instructions and time; a node's first call starts at `seq_of(cpu, node.first_index)`."""
         self.core(cpu)
         return self.calls.tree(cpu)
+
+    def source(self, pc: int, context: int = 8) -> SourceView | None:
+        """The source file and line of `pc` (DWARF line tables of the image), with up to
+        `context` lines either side when the file is found; None without an image or a line
+        table covering `pc`."""
+        return None if self.sources is None else self.sources.at(pc, context)
 
     # -- registers -----------------------------------------------------------------------
 
