@@ -109,6 +109,11 @@ def engine_actions(session: Session, rng: random.Random) -> dict[str, Callable[[
             cursor.cpu = rng.choice(others)
             to_seq(cursor, positions[cursor.cpu])
 
+    def timeline_jump(cursor: Cursor) -> None:
+        strip = session.timeline(cursor.cpu, 200, 16)
+        session.timeline_column(strip, seq(cursor))
+        to_seq(cursor, session.timeline_seq(strip, rng.randrange(strip.columns)))
+
     def search(cursor: Cursor) -> None:
         to_seq(cursor, session.search("NOT executed", cursor.cpu, seq(cursor), forward=rng.random() < 0.5))
 
@@ -122,6 +127,7 @@ def engine_actions(session: Session, rng: random.Random) -> dict[str, Callable[[
         "memory writer": memory_writer,
         "fold/unfold": fold,
         "core switch": core_switch,
+        "timeline jump": timeline_jump,
         "search (SQL)": search,
     }
     if not session.has_time:

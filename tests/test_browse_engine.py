@@ -425,3 +425,31 @@ def test_source_lines_against_addr2line(tmp_path: Path) -> None:
         checked += 1
     assert checked > 10
     assert Session.open(trace).source(pcs[0]) is None  # no image, no lines
+
+
+@pytest.mark.parametrize(("columns", "rows"), [(16, 4), (200, 64), (7, 3)])
+def test_timeline_against_sql(quicksort: Session, columns: int, rows: int) -> None:
+    trace = quicksort.trace
+    strip = quicksort.timeline(0, columns, rows)
+    assert strip.axis.name == "time" and strip.counts.shape == (min(rows, len(strip.bands)), columns)
+    starts = [strip.start_of(c) for c in range(columns)] + [strip.axis.hi]
+    for column in range(columns):
+        expected = _sql(
+            trace,
+            f"SELECT count(*) AS n FROM instructions WHERE time >= {starts[column]} "
+            f"AND time < {starts[column + 1]}",
+        )[0]["n"]
+        assert strip.counts[:, column].sum() == expected
+    for row, band in enumerate(strip.bands):
+        expected = _sql(
+            trace, f"SELECT count(*) AS n FROM instructions WHERE pc BETWEEN {band.lo} AND {band.hi}"
+        )
+        assert strip.counts[row].sum() == expected[0]["n"]
+    assert strip.bands[0].name == "_start"
+    for seq in (0, 999, quicksort.count(0) - 1):
+        time = quicksort.line(seq).time
+        column = quicksort.timeline_column(strip, seq)
+        assert starts[column] <= time < starts[column + 1]
+    for column in (0, columns // 2, columns - 1):
+        first = _sql(trace, f"SELECT min(seq) AS s FROM instructions WHERE time >= {starts[column]}")[0]["s"]
+        assert quicksort.timeline_seq(strip, column) == first

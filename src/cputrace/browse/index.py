@@ -16,6 +16,8 @@ answers the browser uses as they are. Its files are keyed files (keyed.py):
   src); `places`, the distinct (addr, size) written; `initial`, the bytes read before any
   write (analysis/state.py says what memory at a point means). The bytes at a point are
   one lookup per place written in or just below the range.
+- `timeline`, `bands`: instructions per (stretch of the trace, band of code addresses) and
+  core, for the timeline strip (timeline.py).
 
 `meta.json` holds per core its instruction count, first row and seq range, and the registers
 it writes.
@@ -31,6 +33,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from ..analysis.state import KNOWN_WRITES, initial_query, register_order, snapshot_query
 from ..model import TABLES
@@ -40,8 +43,9 @@ from ..store.sql import quoted
 from ..store.trace import Trace
 from ..store.write import STORED_SCHEMAS
 from .keyed import KeyedFile, write_keyed
+from .timeline import Axis, axis_query, band_query, timeline_query
 
-INDEX_VERSION = 4
+INDEX_VERSION = 6
 CHECKPOINT = 1 << 10
 """Seqs between register snapshots: a register query reads at most this many seqs' writes."""
 
@@ -142,6 +146,12 @@ class BrowseIndex:
         self.visits, self.times, self.marks = lookups["visits"], lookups["times"], lookups["marks"]
         self.writes, self.places, self.initial = lookups["writes"], lookups["places"], lookups["initial"]
         self.widest_write: int = meta["widest_write"]
+        self.timeline = Axis(
+            **{"name": meta["timeline"]["axis"], **{k: meta["timeline"][k] for k in ("lo", "hi")}}
+        )
+        self.timeline_cells = pq.read_table(directory / "timeline.parquet")
+        bands = pq.read_table(directory / "bands.parquet")
+        self.bands = list(zip(bands.column("lo").to_pylist(), bands.column("hi").to_pylist(), strict=True))
 
     @classmethod
     def open(cls, trace: Trace, progress: Progress | None = None) -> BrowseIndex:
@@ -177,7 +187,7 @@ def build(trace: Trace, directory: Path, progress: Progress | None = None) -> No
             0
         ]
         cpus = [cpu for cpu, *_ in cores]
-        steps = len(TABLES) + 1 + len(_LOOKUPS)
+        steps = len(TABLES) + 2 + len(_LOOKUPS)
         for step, table in enumerate(TABLES):
             report(f"copying {table}", step / steps)
             _copy_by_core(trace, table, cpus, directory / f"{table}.arrow")
@@ -196,6 +206,8 @@ def build(trace: Trace, directory: Path, progress: Progress | None = None) -> No
                 directory / f"{name}.arrow", schema, lookup.key, GROUP_ROWS, _batches(reader, schema),
                 lookup.by_core,
             )  # fmt: skip
+        report("timeline", (steps - 1) / steps)
+        timeline = _build_timeline(db, directory) if cores else None
     finally:
         db.close()
     first_row = 0
@@ -213,10 +225,24 @@ def build(trace: Trace, directory: Path, progress: Progress | None = None) -> No
         "checkpoint": CHECKPOINT,
         "register_widths": widths,
         "widest_write": widest,
+        "timeline": timeline,
         "cores": meta_cores,
     }
     (directory / "meta.json").write_text(json.dumps(meta) + "\n")
     report("done", 1.0)
+
+
+def _build_timeline(db: duckdb.DuckDBPyConnection, directory: Path) -> dict:
+    """The timeline's sums (timeline.py) into `timeline.parquet` and its bands into
+    `bands.parquet`; returns its axis, for meta.json."""
+    name, lo, hi = db.execute(axis_query()).fetchall()[0]
+    axis = Axis(name, int(lo), int(hi))
+    bands = db.sql(band_query()).to_arrow_table()
+    db.register("bands", bands)
+    query, parameters = timeline_query(axis, bands)
+    pq.write_table(db.sql(query, params=parameters).to_arrow_table(), directory / "timeline.parquet")
+    pq.write_table(bands, directory / "bands.parquet")
+    return {"axis": axis.name, "lo": axis.lo, "hi": axis.hi}
 
 
 def _batches(reader: pa.RecordBatchReader, schema: pa.Schema) -> Iterator[pa.Table]:

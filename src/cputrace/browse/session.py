@@ -50,6 +50,9 @@ API (stable; the UI builds on it). Every error for bad input is a CputraceError 
     session.search(condition, cpu, seq, forward=True)    next/previous instruction meeting
                                         an SQL condition (untrusted-SQL mode)
     session.symbol(address)             `name+0x10`, or None
+    session.timeline(cpu, columns, rows)  Strip (timeline.py): instructions per stretch of the
+                                        trace and band of code addresses
+    session.timeline_column(strip, seq) / timeline_seq(strip, column)   cursor <-> column
     session.source(pc, context=8)       SourceView (source.py): file, line and the text around
                                         it (files found as named or under `source_dirs`)
     session.close()
@@ -79,6 +82,7 @@ from .memory import memory_at
 from .navigate import Navigator
 from .source import Sources, SourceView
 from .targets import BranchTargets
+from .timeline import Band, Strip, strip_of
 
 if TYPE_CHECKING:
     from ..image import Image
@@ -398,6 +402,40 @@ class Session:
         `context` lines either side when the file is found; None without an image or a line
         table covering `pc`."""
         return None if self.sources is None else self.sources.at(pc, context)
+
+    # -- timeline --------------------------------------------------------------------------
+
+    def timeline(self, cpu: int, columns: int, rows: int) -> Strip:
+        """Core `cpu`'s execution as a strip of `columns` stretches of the trace (time, or seq
+        without times) by `rows` bands of code addresses, named by function with an image."""
+        self.core(cpu)
+        bands = [Band(lo, hi, self._function_at(lo)) for lo, hi in self.index.bands]
+        return strip_of(cpu, self.index.timeline, bands, self.index.timeline_cells, columns, rows)
+
+    def timeline_column(self, strip: Strip, seq: int) -> int:
+        """The strip's column holding instruction `seq` (the cursor's)."""
+        line = self.line(seq)
+        return strip.column_of(line.time if strip.axis.name == "time" else seq)
+
+    def timeline_seq(self, strip: Strip, column: int) -> int:
+        """Where a click on `column` goes: the strip's core's first instruction from the
+        column's start on (its last one past the end)."""
+        core = self.core(strip.cpu)
+        start = strip.start_of(max(0, min(column, strip.columns - 1)))
+        if strip.axis.name == "time":
+            row = self.index.times.lower_bound((core.cpu, start, 0))
+            hit = self.index.times.row(row) if row < self.index.times.num_rows else None
+            return int(hit["seq"]) if hit is not None and hit["cpu"] == core.cpu else core.last_seq
+        row = self.index.tables["instructions"].lower_bound((core.cpu, start))
+        return (
+            self.seq_of(core.cpu, min(row - core.first_row, core.count - 1))
+            if row >= core.first_row
+            else core.first_seq
+        )
+
+    def _function_at(self, address: int) -> str | None:
+        name = self.symbol(address)
+        return None if name is None else name.split("+")[0]
 
     # -- registers -----------------------------------------------------------------------
 
