@@ -5,6 +5,8 @@ against the browser's own code."""
 from __future__ import annotations
 
 import asyncio
+import csv
+import io
 import json
 import shutil
 import sys
@@ -14,9 +16,10 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from textual.widgets import Tree
 
 from cputrace.browse.app import BrowseApp, Start
-from cputrace.browse.screens import HelpScreen
+from cputrace.browse.screens import CallTreeScreen, HelpScreen
 from cputrace.cli import cli, exits
 from cputrace.store.trace import Trace
 
@@ -246,3 +249,138 @@ def test_without_textual_the_command_names_the_extra(monkeypatch, quicksort):
     result = CliRunner().invoke(cli, ["browse", str(quicksort[0])])
     assert result.exit_code == exits.USAGE
     assert "needs textual, the browse extra: pip install 'cputrace[browse]'" in result.output
+
+
+def _frames(store: Path, elf: Path) -> list[dict[str, str]]:
+    """`cputrace calls --tree` rows (the frames, with call, entry, exit and resume seqs)."""
+    text = _cputrace("calls", str(store), "--image", str(elf), "--tree", "--format", "csv")
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def _holding(frames: list[dict[str, str]], seq: int) -> list[dict[str, str]]:
+    return [f for f in frames if int(f["entry_seq"]) <= seq <= int(f["exit_seq"])]
+
+
+def test_calls_pane_is_the_stack_of_calls_tree(quicksort):
+    store, elf = quicksort
+    frames = _frames(store, elf)
+    app = _browser(quicksort, seq=700)
+
+    async def script(pilot):
+        pane = app.calls_pane
+        rows = [[str(cell) for cell in pane.get_row_at(i)] for i in range(pane.row_count)]
+        await pilot.press("c", "up", "enter")  # the caller's call
+        await pilot.pause()
+        return rows, _place(app)["seq"]
+
+    rows, seq = drive(app, script)
+    stack = _holding(frames, 700)
+    assert [r[1] for r in rows] == [f["name"] for f in stack]
+    assert [r[3] for r in rows] == [f["call_seq"] or f["entry_seq"] for f in stack]
+    assert seq == stack[-2]["call_seq"]
+
+
+def test_folding_a_call_makes_it_one_step(quicksort):
+    store, elf = quicksort
+    frames = _frames(store, elf)
+    (call,) = [f for f in _holding(frames, 100) if f["depth"] == "1"]
+    app = _browser(quicksort, seq=100)
+
+    async def script(pilot):
+        seen = []
+        for keys in (("minus",), ("down",), ("up",), ("plus",), ("right_curly_bracket",),
+                     ("g", *call["call_seq"], "enter"), ("down",), ("down",)):
+            await pilot.press(*keys)
+            await pilot.pause()
+            seen.append(_place(app)["seq"])
+        await pilot.press("left_curly_bracket")
+        seen.append(_cursor_line(app))
+        return seen
+
+    seen = drive(app, script)
+    folded, after, back, unfolded = seen[:4]
+    assert folded == call["exit_seq"]  # the folded line's point: after the call's last instruction
+    assert after == call["resume_seq"]  # Down steps over the call
+    assert back == call["exit_seq"] and unfolded == call["entry_seq"]
+    # everything folded: the outermost function's lines, each of its calls one step
+    assert seen[5:8] == [call["call_seq"], call["exit_seq"], call["resume_seq"]]
+    assert "folded" not in seen[8]
+
+
+def test_pc_visits_and_searches_against_sql(quicksort):
+    store, _ = quicksort
+    quick = [r["seq"] for r in _sql(store, "SELECT seq FROM instructions WHERE pc = 0x8038 ORDER BY seq")]
+    blr = [r["seq"] for r in _sql(store, "SELECT seq FROM instructions WHERE NOT executed ORDER BY seq")]
+    app = _browser(quicksort, seq=400)
+
+    async def script(pilot):
+        seen = []
+        for keys in (("p", *"quicksort", "enter"), ("n",), ("N",), ("P", *"quicksort", "enter"),
+                     ("slash", *"NOT executed", "enter"), ("n",), ("backslash", *"NOT executed", "enter")):
+            await pilot.press(*keys)
+            await pilot.pause()
+            seen.append(int(_place(app)["seq"]))
+        return seen
+
+    seen = drive(app, script)
+    first = next(s for s in quick if s > 400)
+    assert seen[0] == first
+    assert seen[1] == next(s for s in quick if s > first)
+    assert seen[2] == first
+    assert seen[3] == max(s for s in quick if s < first)
+    failed = next(s for s in blr if s > seen[3])
+    assert seen[4] == failed
+    assert seen[5] == next(s for s in blr if s > failed)
+    assert seen[6] == failed
+
+
+def test_bad_sql_and_nothing_found_are_messages(quicksort):
+    app = _browser(quicksort, seq=5)
+
+    async def script(pilot):
+        said = []
+        for keys in (("slash", *"pc = = 1"), ("slash", *"pc = 0x1"), ("slash", *"1; DROP TABLE x")):
+            await pilot.press(*keys, "enter")
+            await pilot.pause()
+            said.append(app.status.message)
+        return said, _place(app)["seq"]
+
+    said, seq = drive(app, script)
+    assert all(said) and seq == "5"
+    assert "0x1" in said[1]
+
+
+def test_exceptions_step_over_call_tree_and_bookmarks(quicksort):
+    store, elf = quicksort
+    frames = _frames(store, elf)
+    marks = _sql(store, "SELECT seq FROM events WHERE kind IN ('exception', 'trace_gap') ORDER BY seq")
+    first_call = next(f for f in frames if f["depth"] == "1")
+    app = _browser(quicksort)
+
+    async def script(pilot):
+        seen = {}
+        await pilot.press("end", "E")
+        seen["E"] = _place(app)["seq"]
+        await pilot.press("g", *first_call["call_seq"], "enter", "o")
+        await pilot.pause()
+        seen["o"] = _place(app)["seq"]
+        await pilot.press("f")
+        await pilot.pause()
+        tree = isinstance(app.screen, CallTreeScreen)
+        view = app.screen.query_one(Tree)
+        line = next(i for i in range(view.last_line + 1) if view.get_node_at_line(i).data.name == "quicksort")
+        await pilot.press(*["down"] * (line - view.cursor_line), "enter")
+        await pilot.pause()
+        seen["tree"] = (tree, _place(app)["seq"])
+        await pilot.press("b", "g", *"1000", "enter", "b", "home", "apostrophe")
+        await pilot.pause()
+        seen["bookmark"] = _place(app)["seq"]
+        await pilot.press("apostrophe")
+        seen["bookmark 2"] = _place(app)["seq"]
+        return seen
+
+    seen = drive(app, script)
+    assert seen["E"] == str(max(m["seq"] for m in marks))
+    assert seen["o"] == first_call["resume_seq"]  # over the call the cursor's instruction makes
+    assert seen["tree"] == (True, first_call["entry_seq"])  # the first call of the first callee
+    assert seen["bookmark"] == first_call["entry_seq"] and seen["bookmark 2"] == "1000"

@@ -19,17 +19,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 
 from ..errors import CputraceError
+from .calls import Frame
 from .keys import KEYS, bindings
+from .panes.calls import CallsPane, StackRow
 from .panes.memory import MemoryPane
 from .panes.registers import RegistersPane
 from .panes.status import StatusLine
 from .panes.trace import TracePane, rendered
-from .screens import HelpScreen, PromptScreen
+from .screens import CallTreeScreen, HelpScreen, PromptScreen
 from .session import Session
 
 if TYPE_CHECKING:
@@ -82,6 +85,7 @@ class BrowseApp(App[None]):
     #left { width: 1fr; }
     #right { width: 56; }
     RegistersPane { height: 2fr; border: round $secondary; }
+    CallsPane { height: 1fr; border: round $secondary; }
     #memories { height: auto; max-height: 50%; }
     """
     BINDINGS = bindings()
@@ -96,7 +100,11 @@ class BrowseApp(App[None]):
         self.top: dict[int, int] = dict.fromkeys(session.cores, 0)
         """Each core's first line on screen."""
         self._on_screen = 1
-        """Instructions on screen, whole or cut (a page moves by one less)."""
+        """Lines of instructions on screen, whole or cut (a page moves by one less)."""
+        self.bookmarks: list[int] = []
+        """Seqs marked with `b`, ascending."""
+        self._repeat: tuple[str, str] | None = None
+        """The last pc visit or search (`p`, `/`): ("pc" or "sql", what was typed), for `n` `N`."""
 
     @classmethod
     def open(
@@ -119,6 +127,7 @@ class BrowseApp(App[None]):
                 yield Vertical(id="memories")
             with Vertical(id="right"):
                 yield RegistersPane(id="registers")
+                yield CallsPane(id="calls")
         yield StatusLine(id="status")
 
     @property
@@ -128,6 +137,10 @@ class BrowseApp(App[None]):
     @property
     def registers_pane(self) -> RegistersPane:
         return self.query_one("#registers", RegistersPane)
+
+    @property
+    def calls_pane(self) -> CallsPane:
+        return self.query_one("#calls", CallsPane)
 
     @property
     def status(self) -> StatusLine:
@@ -158,11 +171,16 @@ class BrowseApp(App[None]):
 
     @property
     def seq(self) -> int:
-        """The cursor's point: after this instruction."""
-        return self.session.seq_of(self.cpu, self.cursors[self.cpu])
+        """The cursor's point: after this instruction (the last of a folded call)."""
+        return self._point(self.cpu, self.cursors[self.cpu])
+
+    def _point(self, cpu: int, index: int) -> int:
+        folded = self.session.folds.folded_at(cpu, index)
+        return self.session.seq_of(cpu, index if folded is None else folded.last_index)
 
     def go_to_seq(self, seq: int) -> None:
-        """Move the cursor to instruction `seq` (on its own core)."""
+        """Move the cursor to instruction `seq` (on its own core; the line of the folded call
+        holding it, if one does)."""
         cpu = self.session.cpu_of(seq)
         index = self.session.index_of(cpu, seq)
         if index is None:
@@ -170,46 +188,59 @@ class BrowseApp(App[None]):
         self._go(cpu, index)
 
     def _go(self, cpu: int, index: int) -> None:
-        """Put core `cpu`'s cursor at `index` (clamped to its instructions), show that core,
-        and re-read every pane at the new point."""
-        count = self.session.count(cpu)
-        index = max(0, min(index, count - 1))
+        """Put core `cpu`'s cursor at `index` (clamped to its instructions, on the line showing
+        it), show that core, and re-read every pane at the new point."""
+        session = self.session
+        index = session.folds.shown(cpu, max(0, min(index, session.count(cpu) - 1)))
         self.cpu = cpu
         self.cursors[cpu] = index
-        seq = self.session.seq_of(cpu, index)
+        seq = self._point(cpu, index)
         self._show_trace(cpu, index)
-        self.registers_pane.show(self.session.register_names(cpu), self.session.registers(cpu, seq))
+        self.registers_pane.show(session.register_names(cpu), session.registers(cpu, seq))
         for pane in self.memory_panes:
             self._show_memory(pane)
+        self.calls_pane.show([self._stack_row(frame) for frame in session.stack(cpu, seq)])
         self._show_place(cpu, index, seq)
 
+    def _stack_row(self, frame: Frame) -> StackRow:
+        site = "" if frame.call_pc is None else self.session.symbol(frame.call_pc) or f"0x{frame.call_pc:x}"
+        return StackRow(frame.name, site, frame.entry_seq, frame.call_seq)
+
     def _show_trace(self, cpu: int, index: int) -> None:
-        """The screenful of lines with the cursor's instruction on it: the screen scrolls only
-        when the cursor leaves it, and then just enough to show the cursor's lines."""
-        pane = self.trace_pane
+        """The screenful of lines with the cursor's line on it: the screen scrolls only when
+        the cursor leaves it, and then just enough to show the cursor's line and records."""
+        pane, session, folds = self.trace_pane, self.session, self.session.folds
         rows = pane.rows
-        multicore = len(self.session.cores) > 1
-        top = min(max(self.top[cpu], index - rows + 1), index)
-        above = [rendered(line, multicore) for line in self.session.lines(cpu, top, index - top + 1)]
-        while len(above) > 1 and sum(map(len, above)) > rows:  # the cursor's lines end the screen
-            above.pop(0)
-            top += 1
-        texts = [text for block in above for text in block]
-        cursor = range(len(texts) - len(above[-1]), len(texts))
-        below = 0
-        if len(texts) < rows:
-            for line in self.session.lines(cpu, index + 1, rows - len(texts)):
-                texts.extend(rendered(line, multicore))
-                below += 1
-                if len(texts) >= rows:
-                    break
-        self.top[cpu] = top
-        self._on_screen = len(above) + below
+        multicore = len(session.cores) > 1
+        top = min(self.top[cpu], index)
+        lines = session.lines(cpu, top, rows, folds)
+        blocks = [rendered(line, multicore) for line in lines]
+        at = next((i for i, line in enumerate(lines) if line.index == index), None)
+        if at is None or sum(map(len, blocks[: at + 1])) > rows:  # scroll: the cursor ends the screen
+            lines = session.lines(cpu, session.move(cpu, index, -(rows - 1), folds), 2 * rows, folds)
+            blocks = [rendered(line, multicore) for line in lines]
+            at = next(i for i, line in enumerate(lines) if line.index == index)
+            drop = 0
+            while drop < at and sum(map(len, blocks[drop : at + 1])) > rows:
+                drop += 1
+            lines, blocks, at = lines[drop:], blocks[drop:], at - drop
+        texts: list[Text] = []
+        shown = 0
+        for i, block in enumerate(blocks):
+            if i == at:
+                cursor = range(len(texts), len(texts) + len(block))
+            if len(texts) >= rows:
+                break
+            texts.extend(block)
+            shown += 1
+        self.top[cpu] = lines[0].index
+        self._on_screen = shown
         pane.show(texts[:rows], cursor)
 
     def _show_place(self, cpu: int, index: int, seq: int) -> None:
-        line = self.session.lines(cpu, index, 1)[0]
-        count = self.session.count(cpu)
+        session = self.session
+        line = session.line(seq)
+        count = session.count(cpu)
         where = [f"seq {seq}"]
         if line.time is not None:
             where.append(f"time {line.time}")
@@ -218,6 +249,12 @@ class BrowseApp(App[None]):
         if line.symbol:
             where.append(line.symbol)
         where.append(f"{index + 1:,}/{count:,} ({100 * (index + 1) / count:.0f}%)")
+        if len(session.cores) > 1:
+            others = [(c, s) for c, s in session.positions_at(seq).items() if c != cpu]
+            where.append("others: " + ", ".join(f"cpu {c} " + ("not started" if s is None else f"seq {s}")
+                                                for c, s in others))  # fmt: skip
+        if self.bookmarks:
+            where.append(f"bookmarks {len(self.bookmarks)}")
         self.status.show_place("  ".join(where))
 
     def say(self, message: str, error: bool = True) -> None:
@@ -266,12 +303,13 @@ class BrowseApp(App[None]):
     @_reported
     def action_step(self, delta: int) -> None:
         self.status.clear()
-        self._go(self.cpu, self.cursors[self.cpu] + delta)
+        self._go(self.cpu, self.session.move(self.cpu, self.cursors[self.cpu], delta, self.session.folds))
 
     @_reported
     def action_page(self, direction: int) -> None:
         self.status.clear()
-        self._go(self.cpu, self.cursors[self.cpu] + direction * max(1, self._on_screen - 1))
+        rows = direction * max(1, self._on_screen - 1)
+        self._go(self.cpu, self.session.move(self.cpu, self.cursors[self.cpu], rows, self.session.folds))
 
     @_reported
     def action_first(self) -> None:
@@ -280,6 +318,17 @@ class BrowseApp(App[None]):
     @_reported
     def action_last(self) -> None:
         self._go(self.cpu, self.session.count(self.cpu) - 1)
+
+    @_reported
+    def action_step_over(self) -> None:
+        """To the instruction a call made by the next instruction returns to (a step if the next
+        instruction makes no call)."""
+        cpu, index = self.cpu, self.cursors[self.cpu]
+        if index + 1 >= self.session.count(cpu):
+            return
+        stack = self.session.stack(cpu, self.session.seq_of(cpu, index + 1))
+        entered = stack[-1] if stack and stack[-1].index == index + 1 and stack[-1].depth > 0 else None
+        self._go(cpu, index + 1 if entered is None else entered.last_index + 1)
 
     def action_prompt(self, what: str) -> None:
         question, answer = _PROMPTS[what]
@@ -293,6 +342,123 @@ class BrowseApp(App[None]):
     def _go_to_time(self, text: str) -> None:
         time = self.session.evaluate(text, self.cpu, self.seq)
         self.go_to_seq(self.session.seq_at_time(time, self.cpu))
+
+    def _visit_next(self, text: str) -> None:
+        self._repeat = ("pc", text)
+        self.action_repeat(1)
+
+    def _visit_previous(self, text: str) -> None:
+        self._repeat = ("pc", text)
+        self.action_repeat(-1)
+
+    def _search_next(self, text: str) -> None:
+        self._repeat = ("sql", text)
+        self.action_repeat(1)
+
+    def _search_previous(self, text: str) -> None:
+        self._repeat = ("sql", text)
+        self.action_repeat(-1)
+
+    @_reported
+    def action_repeat(self, direction: int) -> None:
+        """The next (1) or previous (-1) visit of the last pc, or match of the last search."""
+        if self._repeat is None:
+            self.say("no pc visit or search to repeat yet (p, P, / or \\ first)")
+            return
+        kind, text = self._repeat
+        forward = direction > 0
+        way = "later" if forward else "earlier"
+        if kind == "pc":
+            address = self.session.evaluate(text, self.cpu, self.seq)
+            found = self.session.next_visit(self.cpu, self.seq, forward, pc=address)
+            missing = f"no {way} visit of {text} (0x{address:x}) on cpu {self.cpu}"
+        else:
+            found = self.session.search(text, self.cpu, self.seq, forward)
+            missing = f"no {way} instruction where {text}"
+        if found is None:
+            self.say(missing)
+            return
+        self.go_to_seq(found)
+        self.say(f"{kind} {text}: seq {found}", error=False)
+
+    @_reported
+    def action_event(self, direction: int) -> None:
+        """The next (1) or previous (-1) exception or trace gap."""
+        found = self.session.next_mark(self.cpu, self.seq, direction > 0)
+        if found is None:
+            self.say(f"no {'later' if direction > 0 else 'earlier'} exception or trace gap on cpu {self.cpu}")
+            return
+        seq, kind = found
+        self.go_to_seq(seq)
+        self.say(f"{kind} at seq {seq}", error=False)
+
+    @_reported
+    def action_fold(self, how: str) -> None:
+        """Fold or unfold calls (the reference browser's - + [ ] { } keys)."""
+        session, cpu, seq = self.session, self.cpu, self.seq
+        if how == "call":
+            frame = session.fold_call(cpu, seq)
+            said = "no call holds the cursor" if frame is None else f"folded {frame.name}"
+        elif how == "unfold":
+            frame = session.unfold(cpu, seq)
+            said = "no folded call at the cursor" if frame is None else f"unfolded {frame.name}"
+        elif how == "inner":
+            frame = session.fold_callees(cpu, seq)
+            said = "no function holds the cursor" if frame is None else f"folded the calls of {frame.name}"
+        elif how == "unfold_inner":
+            frame = unfold_inside(session, cpu, self.cursors[cpu])
+            said = "no function holds the cursor" if frame is None else f"unfolded all inside {frame.name}"
+        elif how == "unfold_all":
+            session.unfold_all()
+            said = "unfolded every call"
+        else:
+            fold_everything(session)
+            said = "folded every call"
+        self._go(cpu, self.cursors[cpu])
+        self.say(said, error=False)
+
+    @_reported
+    def action_next_core(self) -> None:
+        """Show the next core, at its own cursor."""
+        cores = self.session.cores
+        if len(cores) == 1:
+            self.say(f"the trace has one core (cpu {cores[0]})")
+            return
+        cpu = cores[(cores.index(self.cpu) + 1) % len(cores)]
+        self._go(cpu, self.cursors[cpu])
+
+    @_reported
+    def on_calls_pane_jump_to_call(self, event: CallsPane.JumpToCall) -> None:
+        self.go_to_seq(event.seq)
+
+    def action_call_tree(self) -> None:
+        self.push_screen(CallTreeScreen(self.session.call_tree(self.cpu)), self._open_call)
+
+    @_reported
+    def _open_call(self, index: int | None) -> None:
+        if index is not None:
+            self._go(self.cpu, index)
+
+    @_reported
+    def action_bookmark(self) -> None:
+        seq = self.seq
+        if seq in self.bookmarks:
+            self.bookmarks.remove(seq)
+            self.say(f"bookmark at seq {seq} cleared", error=False)
+        else:
+            self.bookmarks = sorted([*self.bookmarks, seq])
+            self.say(f"bookmark at seq {seq}", error=False)
+        self._go(self.cpu, self.cursors[self.cpu])
+
+    @_reported
+    def action_next_bookmark(self) -> None:
+        if not self.bookmarks:
+            self.say("no bookmarks (b sets one)")
+            return
+        later = [b for b in self.bookmarks if b > self.seq]
+        seq = later[0] if later else self.bookmarks[0]
+        self.go_to_seq(seq)
+        self.say(f"bookmark {self.bookmarks.index(seq) + 1} of {len(self.bookmarks)}: seq {seq}", error=False)
 
     def action_focus_pane(self, name: str) -> None:
         self.query_one(f"#{name}", Widget).focus()
@@ -331,8 +497,41 @@ class BrowseApp(App[None]):
         self.run(headless=True, size=SCREENSHOT_SIZE, auto_pilot=shoot)
 
 
+def unfold_inside(session: Session, cpu: int, index: int) -> Frame | None:
+    """Unfold every call inside the function holding line `index` (the reference browser's
+    `]`); that function's frame, or None."""
+    frames = session.stack(cpu, session.seq_of(cpu, index))
+    folded = session.folds.folded_at(cpu, index)
+    inside = [f for f in frames if folded is None or f.depth < folded.depth]
+    if not inside:
+        return None
+    function = inside[-1]
+    folds = session.folds
+    for table in (folds.folded, folds.callees_of):
+        ids = table.get(cpu, set())
+        for frame_id in list(ids):
+            frame = session.calls.frame(frame_id)
+            if function.contains(frame.index):
+                ids.discard(frame_id)
+    return function
+
+
+def fold_everything(session: Session) -> None:
+    """Fold every call of every core as far as it goes, into the calls its outermost function
+    makes (the reference browser's `}`)."""
+    for cpu in session.cores:
+        outermost = session.stack(cpu, session.seq_of(cpu, 0))[:1]
+        if outermost:
+            session.folds.callees_of.setdefault(cpu, set()).add(outermost[0].id)
+
+
 _PROMPTS: dict[str, tuple[str, Callable[[BrowseApp, str], Any]]] = {
     "goto": ("Go to seq (an expression: 1200, 0x4b0):", BrowseApp._go_to_expression),
     "time": ("Go to time:", BrowseApp._go_to_time),
+    "pc_next": ("Next visit of pc (an expression: main, main+0x10, 0x8000):", BrowseApp._visit_next),
+    "pc_previous": ("Previous visit of pc (an expression):", BrowseApp._visit_previous),
+    "search_next": ("Search forward: an SQL condition over instructions (pc = 0x8000 AND NOT executed):",
+                    BrowseApp._search_next),
+    "search_previous": ("Search backward: an SQL condition over instructions:", BrowseApp._search_previous),
     "memory": ("Memory at (an expression: sp+16, buffer, 0x8000):", BrowseApp.open_memory),
 }

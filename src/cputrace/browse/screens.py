@@ -11,8 +11,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Input, Label, Static
+from textual.widgets import Input, Label, Static, Tree
 
+from .calls import TreeNode
 from .keys import Key
 
 
@@ -73,4 +74,42 @@ class PromptScreen(ModalScreen[str | None]):
         self.dismiss(event.value.strip() or None)
 
     def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class CallTreeScreen(ModalScreen[int | None]):
+    """The calling contexts of the cursor's core as a tree, each with its calls and inclusive
+    instructions and time; Enter on one gives the index of its first call's entry (the app
+    goes there), Escape nothing."""
+
+    DEFAULT_CSS = """
+    CallTreeScreen { align: center middle; }
+    CallTreeScreen > Tree { width: 90%; height: 90%; border: round $accent; background: $surface; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss_none", show=False)]
+
+    def __init__(self, nodes: Sequence[TreeNode]) -> None:
+        super().__init__()
+        self.nodes = nodes
+
+    def compose(self) -> ComposeResult:
+        tree: Tree[TreeNode] = Tree("calls", id="tree")
+        tree.border_title = "Call tree: calls, inclusive instructions (and time); Enter opens a call"
+        tree.show_root = False
+        shown = {}
+        for node in self.nodes:
+            parent = shown.get(node.parent, tree.root)
+            time = "" if node.time is None else f"  time {node.time:,}"
+            label = f"{node.name}  calls {node.calls:,}  insns {node.insns:,}{time}"
+            shown[node.id] = parent.add(label, data=node, expand=node.parent < 0 or len(self.nodes) < 200)
+        yield tree
+
+    def on_mount(self) -> None:
+        self.query_one(Tree).focus()
+
+    def on_tree_node_selected(self, event: Tree.NodeSelected[TreeNode]) -> None:
+        if event.node.data is not None:
+            self.dismiss(event.node.data.first_index)
+
+    def action_dismiss_none(self) -> None:
         self.dismiss(None)
