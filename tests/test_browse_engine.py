@@ -16,6 +16,7 @@ from elftools.elf.elffile import ELFFile
 from paths import DATA, SHARED, shared
 
 from cputrace.analysis.state import FROM_IMAGE, READ_BEFORE_WRITE, UNKNOWN
+from cputrace.browse.diffview import Difference, DiffView
 from cputrace.browse.session import Session
 from cputrace.cli import cli
 from cputrace.errors import BrowseError, CputraceError
@@ -453,3 +454,43 @@ def test_timeline_against_sql(quicksort: Session, columns: int, rows: int) -> No
     for column in (0, columns // 2, columns - 1):
         first = _sql(trace, f"SELECT min(seq) AS s FROM instructions WHERE time >= {starts[column]}")[0]["s"]
         assert quicksort.timeline_seq(strip, column) == first
+
+
+def test_diff_against_the_diff_command(quicksort: Session, tmp_path: Path) -> None:
+    """Quicksort against a copy with one register value changed and one instruction left out."""
+    text = (EXAMPLES / "quicksort.tarmac").read_text().splitlines(keepends=True)
+    changed = text.index("1427 clk R X20 000000000000810A\n")
+    dropped = text.index("1433 clk IT (1433) 00008080 f100067f O EL3h_s : CMP      x19,#1\n")
+    assert text[dropped + 1].startswith("1433 clk R cpsr")
+    text[changed] = "1427 clk R X20 000000000000810F\n"
+    del text[dropped : dropped + 2]
+    (tmp_path / "b.tarmac").write_text("".join(text))
+    other = Session.open(Trace(ingest([tmp_path / "b.tarmac"], tmp_path / "b.ctrace").store))
+    view = DiffView.open(quicksort, other)
+
+    result = CliRunner().invoke(
+        cli, ["diff", str(quicksort.trace.path), str(other.trace.path), "--format", "json", "--max", "1000"]
+    )
+    listed = json.loads(result.output)["listed"]
+    walked, seq = [], -1
+    while (divergence := view.next_divergence(0, seq)) is not None:
+        walked.append(divergence)
+        seq = divergence.position
+    assert [
+        {"cpu": d.cpu, "kinds": list(d.kinds), "a_seq": d.a_seq, "b_seq": d.b_seq, "a_count": d.a_count,
+         "b_count": d.b_count} for d in walked
+    ] == listed  # fmt: skip
+    assert view.next_divergence(0, walked[-1].position + 1, forward=False) == walked[-1]
+    assert view.summary["divergences"] == len(listed)
+
+    seqs = {r["src"]: r["seq"] for r in _sql(quicksort.trace, "SELECT src, seq FROM instructions")}
+    at_change = seqs[changed]  # the instruction line just above the register line (lines count from 1)
+    assert quicksort.line(at_change).disasm.startswith("ADD")
+    gone = seqs[dropped + 1]
+    assert view.aligned(0, at_change) == (at_change, True)
+    assert view.aligned(0, gone) == (gone - 1, False)
+    assert view.aligned(0, gone + 1) == (gone, True)
+    assert [k for d in view.divergences_at(0, at_change) for k in d.kinds] == ["registers"]
+    assert view.differences(at_change, at_change) == [Difference("x20", 0x810A, 0x810F)]
+    assert view.differences(gone + 1, gone) == []
+    other.close()
