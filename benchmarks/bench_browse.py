@@ -3,8 +3,10 @@
     python benchmarks/bench_browse.py --lines 20000000
 
 Generates the Fast-Models-style AArch64 trace (gen_tarmac.py) and ingests it unless both exist
-(bench_state.prepared_store), removes its indexes, then measures:
-- the index builds (`Session.open` on a store without them): time and size on disk;
+(bench_state.prepared_store), and a copy of it with one register value in `CHANGE_EVERY`
+lines changed (trace B of the diff), removes their indexes, then measures:
+- the index builds (`Session.open` on a store without them, then `DiffView.open` against
+  B): time and size on disk;
 - `Session.open` again (indexes there): what the browser waits for before its first screen;
 - random actions of each kind (`engine_actions`): the store and index work the browser does
   for the action alone, without Textual: the move itself, then what the screen shows after
@@ -23,17 +25,42 @@ import random
 import resource
 import shutil
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from bench_state import prepared_store
+from measure import OUT, run_measured
 
 import cputrace
+from cputrace.browse.diffview import DiffView
 from cputrace.browse.session import Session
 
 SCREEN = 40  # lines of the trace pane
 MEMORY_BYTES = 128
+CHANGE_EVERY = 10_007
+"""Trace B differs from A in one `R X0` value every this many lines."""
+
+
+def prepared_other(lines: int, trace: Path) -> Path:
+    """Trace B's store: the generated trace with an `R X0` value changed now and then."""
+    store = OUT / f"bench-{lines}-b.ctrace"
+    if (store / "manifest.json").exists():
+        return store
+    text = OUT / f"bench-{lines}-b.tarmac"
+    with open(trace) as source, open(text, "w") as out:
+        pending = False  # a change is due: at the next `R X0` line
+        for number, line in enumerate(source):
+            pending = pending or number % CHANGE_EVERY == 0
+            if pending and " R X0 " in line:
+                line = line[:-2] + ("1" if line[-2] == "0" else "0") + "\n"
+                pending = False
+            out.write(line)
+    run_measured([sys.executable, "-m", "cputrace", "ingest", str(text), "-o", str(store)])
+    text.unlink()
+    return store
 
 
 @dataclass
@@ -55,9 +82,11 @@ def show(session: Session, cursor: Cursor) -> None:
     session.stack(cpu, seq)
 
 
-def engine_actions(session: Session, rng: random.Random) -> dict[str, Callable[[Cursor], None]]:
+def engine_actions(
+    session: Session, rng: random.Random, diff: DiffView | None = None
+) -> dict[str, Callable[[Cursor], None]]:
     """Each kind of action as a function moving the cursor as its key would, and showing the
-    screen after it."""
+    screen after it (with `diff`, trace B's lines beside it too)."""
 
     def seq(cursor: Cursor) -> int:
         return session.seq_of(cursor.cpu, cursor.index)
@@ -114,6 +143,14 @@ def engine_actions(session: Session, rng: random.Random) -> dict[str, Callable[[
         session.timeline_column(strip, seq(cursor))
         to_seq(cursor, session.timeline_seq(strip, rng.randrange(strip.columns)))
 
+    def next_divergence(cursor: Cursor) -> None:
+        assert diff is not None
+        found = diff.next_divergence(cursor.cpu, seq(cursor), forward=rng.random() < 0.5)
+        if found is not None:
+            to_seq(cursor, found.position)
+            if found.a_seq is not None and found.b_seq is not None:
+                diff.differences(found.a_seq, found.b_seq)
+
     def search(cursor: Cursor) -> None:
         to_seq(cursor, session.search("NOT executed", cursor.cpu, seq(cursor), forward=rng.random() < 0.5))
 
@@ -132,11 +169,17 @@ def engine_actions(session: Session, rng: random.Random) -> dict[str, Callable[[
     }
     if not session.has_time:
         del kinds["go to time"]
+    if diff is not None:
+        kinds["next divergence"] = next_divergence
 
     def with_screen(move: Callable[[Cursor], None]) -> Callable[[Cursor], None]:
         def action(cursor: Cursor) -> None:
             move(cursor)
             show(session, cursor)
+            if diff is not None:
+                beside, _ = diff.aligned(cursor.cpu, seq(cursor))
+                if beside is not None:
+                    diff.b.lines(cursor.cpu, diff.b.index_of(cursor.cpu, beside) or 0, SCREEN)
 
         return action
 
@@ -149,23 +192,32 @@ def main() -> None:
     parser.add_argument("--actions", type=int, default=100, help="Random actions of each kind.")
     args = parser.parse_args()
     store = prepared_store(args.lines)
-    trace = cputrace.open(store)
-    shutil.rmtree(trace.data / "index", ignore_errors=True)
+    other = prepared_other(args.lines, OUT / f"bench-{args.lines}.tarmac")
+    trace, trace_b = cputrace.open(store), cputrace.open(other)
+    for held in (trace, trace_b):
+        shutil.rmtree(held.data / "index", ignore_errors=True)
 
     start = time.perf_counter()
     session = Session.open(trace)
     build = time.perf_counter() - start
+    session_b = Session.open(trace_b)
+    start = time.perf_counter()
+    diff = DiffView.open(session, session_b)
+    diff_build = time.perf_counter() - start
     sizes = {
         name: sum(f.stat().st_size for f in directory.rglob("*") if f.is_file())
-        for name, directory in (("browse", session.index.directory), ("calls", session.calls.directory))
-    }
+        for name, directory in (
+            ("browse", session.index.directory), ("calls", session.calls.directory), ("diff", diff.directory)
+        )
+    }  # fmt: skip
     session.close()
     start = time.perf_counter()
     session = Session.open(cputrace.open(store))
     reopen = time.perf_counter() - start
+    diff = DiffView.open(session, session_b)
 
     rng = random.Random(1)
-    actions = engine_actions(session, rng)
+    actions = engine_actions(session, rng, diff)
     cursor = Cursor(session.cpu, session.count(session.cpu) // 2)
     show(session, cursor)
     times: dict[str, list[float]] = {name: [] for name in actions}
@@ -180,6 +232,8 @@ def main() -> None:
     instructions = trace.manifest["counts"]["instructions"]
     print(f"trace               {args.lines:,} lines, {instructions:,} instructions ({store.name})")
     print(f"index builds        {build:.1f} s (browse and calls indexes, first Session.open)")
+    divergences = diff.summary["divergences"]
+    print(f"diff build          {diff_build:.1f} s (first DiffView.open; {divergences:,} divergences)")
     for name, size in sizes.items():
         print(f"  {name:<17} {size / 1e6:,.1f} MB")
     print(f"Session.open        {reopen * 1e3:.0f} ms with the indexes built")

@@ -82,6 +82,7 @@ class DiffView:
 
     def __init__(self, a: Session, b: Session, directory: Path) -> None:
         self.a, self.b = a, b
+        self.directory = directory
         self.pairs = KeyedFile(directory / "pairs.arrow", PAIR_KEY)
         self.divergences = KeyedFile(directory / "divergences.arrow", DIVERGENCE_KEY)
         self.summary = json.loads((directory / "meta.json").read_text())["summary"]
