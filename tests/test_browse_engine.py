@@ -206,6 +206,19 @@ def test_bad_positions(quicksort: Session) -> None:
         quicksort.registers(7, 0)
     with pytest.raises(BrowseError, match="1, 2, 4 or 8"):
         quicksort.memory_writer(0, 3, 0)
+    last = count - 1
+    for ask in (
+        lambda: quicksort.registers(0, last + 1),
+        lambda: quicksort.memory(0x8000, 16, last + 1),
+        lambda: quicksort.memory_writer(0x8000, 4, last + 1),
+        lambda: quicksort.evaluate("sp", 0, last + 1),
+        lambda: quicksort.stack(0, last + 1),
+    ):
+        with pytest.raises(BrowseError, match=f"seq {last + 1} is past the end of the trace"):
+            ask()
+    with pytest.raises(BrowseError, match="outside the 64-bit address space"):
+        quicksort.memory((1 << 64) - 4, 16, 0)
+    assert quicksort.registers(0, -1) == []  # before the first instruction: nothing written
     assert issubclass(BrowseError, CputraceError)
 
 

@@ -151,6 +151,18 @@ class Session:
     def cores(self) -> list[int]:
         return sorted(self.index.cores)
 
+    @property
+    def last_seq(self) -> int:
+        """The trace's last instruction."""
+        return max(core.last_seq for core in self.index.cores.values())
+
+    def _check_point(self, seq: int) -> None:
+        """BrowseError for a point past the trace's end."""
+        if seq > self.last_seq:
+            raise BrowseError(
+                f"seq {seq} is past the end of the trace (its last instruction is {self.last_seq})"
+            )
+
     def core(self, cpu: int) -> Core:
         core = self.index.cores.get(cpu)
         if core is None:
@@ -361,6 +373,7 @@ class Session:
     def stack(self, cpu: int, seq: int) -> list[Frame]:
         """The call stack at instruction `seq` of core `cpu`, outermost first (each frame's
         function, call site and entry seq); empty before the core's first instruction."""
+        self._check_point(seq)
         index = self.index_of(cpu, seq)
         return [] if index is None else self.calls.stack(cpu, index)
 
@@ -453,6 +466,9 @@ class Session:
 
     def _read_registers(self, cpu: int, seq: int) -> list[RegisterValue]:
         self.core(cpu)
+        self._check_point(seq)
+        if seq < 0:
+            return []
         checkpoint = (seq + 1) // self.index.checkpoint
         parts = [
             self.index.tables["registers"].between(
@@ -481,6 +497,7 @@ class Session:
     def memory(self, address: int, length: int, seq: int) -> MemoryBytes:
         """Bytes [address, address+length) after instruction `seq`, each with its origin
         (analysis/state.py's meanings; the image's bytes where the trace shows none)."""
+        self._check_point(seq)
         return memory_at(self.index, address, length, seq, self.image)
 
     def memory_writer(self, address: int, size: int, seq: int) -> int | None:
