@@ -309,8 +309,8 @@ class Session:
             return max(0, min(core.count - 1, index + rows))
         index = folds.shown(cpu, max(0, min(core.count - 1, index)))
         if rows >= 0:
-            below = self.lines(cpu, index, rows + 1, folds)
-            return below[-1].index
+            last = folds.segments(cpu, index, rows + 1, core.count)[-1]
+            return last.start if last.call is not None else last.stop - 1
         for _ in range(-rows):
             if index == 0:
                 break
