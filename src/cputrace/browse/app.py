@@ -30,10 +30,13 @@ from .keys import KEYS, bindings
 from .panes.calls import CallsPane, StackRow
 from .panes.memory import MemoryPane
 from .panes.registers import RegistersPane
+from .panes.source import SourcePane
 from .panes.status import StatusLine
+from .panes.timeline import TimelinePane
 from .panes.trace import TracePane, rendered
 from .screens import CallTreeScreen, HelpScreen, PromptScreen
 from .session import Session
+from .timeline import Strip
 
 if TYPE_CHECKING:
     from ..store.trace import Trace
@@ -101,6 +104,8 @@ class BrowseApp(App[None]):
         """Each core's first line on screen."""
         self._on_screen = 1
         """Lines of instructions on screen, whole or cut (a page moves by one less)."""
+        self._strips: dict[tuple[int, int, int], Strip] = {}
+        """Timeline strips by (core, columns, rows)."""
         self.bookmarks: list[int] = []
         """Seqs marked with `b`, ascending."""
         self._repeat: tuple[str, str] | None = None
@@ -112,11 +117,12 @@ class BrowseApp(App[None]):
         trace: Trace,
         images: Sequence[str] = (),
         start: Start = Start(),
+        source_dirs: Sequence[str] = (),
     ) -> BrowseApp:
         """The browser on `trace` with the images `images` (`PATH[@ADDR]` specs)."""
         from ..cli.params import load_images
 
-        return cls(Session.open(trace, load_images(images), start.cpu), start)
+        return cls(Session.open(trace, load_images(images), start.cpu, source_dirs=source_dirs), start)
 
     # -- layout --------------------------------------------------------------------------
 
@@ -124,11 +130,20 @@ class BrowseApp(App[None]):
         with Horizontal(id="main"):
             with Vertical(id="left"):
                 yield TracePane(id="trace")
+                yield TimelinePane(id="timeline")
+                source = SourcePane(id="source")
+                source.display = self._has_sources
+                yield source
                 yield Vertical(id="memories")
             with Vertical(id="right"):
                 yield RegistersPane(id="registers")
                 yield CallsPane(id="calls")
         yield StatusLine(id="status")
+
+    @property
+    def _has_sources(self) -> bool:
+        """The image has line tables (a Source pane can show something)."""
+        return self.session.sources is not None and bool(self.session.sources.lines.files)
 
     @property
     def trace_pane(self) -> TracePane:
@@ -141,6 +156,14 @@ class BrowseApp(App[None]):
     @property
     def calls_pane(self) -> CallsPane:
         return self.query_one("#calls", CallsPane)
+
+    @property
+    def timeline_pane(self) -> TimelinePane:
+        return self.query_one("#timeline", TimelinePane)
+
+    @property
+    def source_pane(self) -> SourcePane:
+        return self.query_one("#source", SourcePane)
 
     @property
     def status(self) -> StatusLine:
@@ -200,6 +223,10 @@ class BrowseApp(App[None]):
         for pane in self.memory_panes:
             self._show_memory(pane)
         self.calls_pane.show([self._stack_row(frame) for frame in session.stack(cpu, seq)])
+        self._show_timeline(cpu, seq)
+        if self.source_pane.display:
+            pc = session.line(seq).pc
+            self.source_pane.show(session.source(pc), pc)
         self._show_place(cpu, index, seq)
 
     def _stack_row(self, frame: Frame) -> StackRow:
@@ -236,6 +263,41 @@ class BrowseApp(App[None]):
         self.top[cpu] = lines[0].index
         self._on_screen = shown
         pane.show(texts[:rows], cursor)
+
+    def _show_timeline(self, cpu: int, seq: int) -> None:
+        """The strip of core `cpu` at the pane's size (summed once per core and size)."""
+        pane = self.timeline_pane
+        key = (cpu, pane.columns, pane.rows)
+        if key not in self._strips:
+            self._strips[key] = self.session.timeline(*key)
+        strip = self._strips[key]
+        pane.show(strip, self.session.timeline_column(strip, seq))
+
+    @_reported
+    def on_timeline_pane_clicked(self, event: TimelinePane.Clicked) -> None:
+        strip = self.timeline_pane.strip
+        if strip is not None:
+            self.go_to_seq(self.session.timeline_seq(strip, event.column))
+
+    @_reported
+    def action_timeline(self, direction: int) -> None:
+        """To the next (1) or previous (-1) stretch of the timeline strip."""
+        pane = self.timeline_pane
+        if pane.strip is None:
+            return
+        column = pane.cursor + direction
+        if not 0 <= column < pane.strip.columns:
+            return
+        self.go_to_seq(self.session.timeline_seq(pane.strip, column))
+
+    @_reported
+    def action_toggle_source(self) -> None:
+        pane = self.source_pane
+        if not self._has_sources:
+            self.say("no source lines: give the program's ELF, with its line tables, with --image")
+            return
+        pane.display = not pane.display
+        self._go(self.cpu, self.cursors[self.cpu])
 
     def _show_place(self, cpu: int, index: int, seq: int) -> None:
         session = self.session

@@ -32,6 +32,10 @@ if importlib.util.find_spec("textual") is None:
 @click.option("--cpu", type=click.IntRange(min=0), help="Start on this core (default: the first one).")
 @click.option("--at", "seq", type=click.IntRange(min=0), help="Start after instruction SEQ.")
 @click.option("--time", type=int, help="Start after the last instruction at or before time T.")
+@click.option(
+    "--source-dir", "source_dirs", multiple=True, type=click.Path(exists=True, file_okay=False),
+    help="Where to look for the source files the image's line tables name (repeatable).",
+)  # fmt: skip
 @click.option("--serve", is_flag=True, help="Serve the browser to web browsers instead of this terminal.")
 @click.option(
     "--host", default="127.0.0.1", show_default=True, help="With --serve: the address to listen on."
@@ -50,6 +54,7 @@ def browse_cmd(
     cpu: int | None,
     seq: int | None,
     time: int | None,
+    source_dirs: tuple[str, ...],
     serve: bool,
     host: str,
     port: int,
@@ -68,10 +73,10 @@ def browse_cmd(
 
     opened = open_trace_arg(trace)
     with _index_bar() as hook:  # the indexes are built here once, before any app or server starts
-        session = Session.open(opened, load_images(images), cpu, hook)
+        session = Session.open(opened, load_images(images), cpu, hook, source_dirs)
     if serve:
         session.close()
-        _serve(opened.path, images, cpu, seq, time, host, port)
+        _serve(opened.path, images, cpu, seq, time, source_dirs, host, port)
         return
     from ..browse.app import BrowseApp, Start
 
@@ -107,6 +112,7 @@ def _serve(
     cpu: int | None,
     seq: int | None,
     time: int | None,
+    source_dirs: tuple[str, ...],
     host: str,
     port: int,
 ) -> None:
@@ -121,6 +127,8 @@ def _serve(
     for name, value in (("--cpu", cpu), ("--at", seq), ("--time", time)):
         if value is not None:
             command += [name, str(value)]
+    for directory in source_dirs:
+        command += ["--source-dir", str(Path(directory).resolve())]
     server = Server(shlex.join(command), host=host, port=port, title=f"cputrace browse {store.name}")
     server.serve()
 

@@ -113,10 +113,13 @@ def rendered(line: Line, multicore: bool) -> list[Text]:
     indent = " " * 20
     for r in line.registers:
         lines.append(Text.assemble(indent, ("R ", REGISTER), (f"{r.name} {r.hex()}", REGISTER), no_wrap=True))
-    for m in line.memory:
-        value = f"{m.value:0{2 * m.size}x}" if m.value is not None else bytes(reversed(m.wide or b"")).hex()
+    for m in line.memory:  # a trace buffer may give no address, size or value: shown as ?
+        digits = 2 * (m.size or 1)
+        wide = bytes(reversed(m.wide or b"")).hex() or "?"
+        value = f"{m.value:0{digits}x}" if m.value is not None else wide
+        address = "?" if m.address is None else f"{m.address:08x}"
         style = WRITE if m.op in ("W", "U") else READ
-        lines.append(Text.assemble(indent, (f"M{m.op}{m.size} {m.address:08x} {value}", style), no_wrap=True))
+        lines.append(Text.assemble(indent, (f"M{m.op}{m.size or ''} {address} {value}", style), no_wrap=True))
     for e in line.events:
         style = TEXT if e.kind == "text" else EVENT
         words = [e.kind, e.name or "", "" if e.number is None else str(e.number), e.text or ""]
