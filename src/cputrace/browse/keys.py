@@ -16,7 +16,8 @@ class Key:
     group: str
 
 
-MOVING, FOLDING, PANES, OTHER = "Moving", "Folding calls (as the reference Tarmac browser)", "Panes", "Other"
+MOVING, FOLDING, PANES, OTHER = "Moving", "Folding", "Panes", "Other"
+"""Groups of keys; the folding keys are the reference Tarmac browser's (tarmac-browser)."""
 
 KEYS: tuple[Key, ...] = (
     Key("up", "Up", "step(-1)", "previous instruction (a folded call is one step)", MOVING),
@@ -42,6 +43,7 @@ KEYS: tuple[Key, ...] = (
     Key("right_square_bracket", "]", "fold('unfold_inner')", "unfold all in the current function", FOLDING),
     Key("left_curly_bracket", "{", "fold('unfold_all')", "unfold the whole trace", FOLDING),
     Key("right_curly_bracket", "}", "fold('all')", "fold the whole trace as far as it goes", FOLDING),
+    Key("escape", "Esc", "focus_pane('trace')", "back to the Trace pane", PANES),
     Key("tab", "Tab", "app.focus_next", "next pane (Enter in Registers, Memory, Calls jumps)", PANES),
     Key("r", "r", "focus_pane('registers')", "Registers: Enter goes to the writer of the value", PANES),
     Key("m", "m", "prompt('memory')", "open a Memory pane at an expression (sp+16, buffer)", PANES),
