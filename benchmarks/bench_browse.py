@@ -8,11 +8,11 @@ lines changed (trace B of the diff), removes their indexes, then measures:
 - the index builds (`Session.open` on a store without them, then `DiffView.open` against
   B): time and size on disk;
 - `Session.open` again (indexes there): what the browser waits for before its first screen;
-- random actions of each kind (`engine_actions`): the store and index work the browser does
-  for the action alone, without Textual: the move itself, then what the screen shows after
-  it (a screen of lines, the registers, 128 bytes of memory at sp, the call stack);
-  p50, p95 and max per kind;
-- the process's peak resident memory.
+- random actions of each kind (`engine_actions`), in a process of their own: the store and
+  index work the browser does for the action alone, without Textual: the move itself, then
+  what the screen shows after it (a screen of lines, the registers, 128 bytes of memory at
+  sp, the call stack, B's lines beside A's); p50, p95 and max per kind;
+- peak resident memory of the builds, and of the browsing process.
 
 `engine_actions` is the boundary with the app's benchmark: it names the actions, and each
 returns the engine calls behind one key press.
@@ -25,6 +25,7 @@ import random
 import resource
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -37,6 +38,7 @@ from measure import OUT, run_measured
 import cputrace
 from cputrace.browse.diffview import DiffView
 from cputrace.browse.session import Session
+from cputrace.errors import BrowseError
 
 SCREEN = 40  # lines of the trace pane
 MEMORY_BYTES = 128
@@ -78,8 +80,16 @@ def show(session: Session, cursor: Cursor) -> None:
     lines = session.lines(cpu, cursor.index, SCREEN, session.folds)
     seq = lines[0].seq
     session.registers(cpu, seq)
-    session.memory(session.evaluate("sp", cpu, seq), MEMORY_BYTES, seq)
+    session.memory(stack_pointer(session, cpu, seq), MEMORY_BYTES, seq)
     session.stack(cpu, seq)
+
+
+def stack_pointer(session: Session, cpu: int, seq: int) -> int:
+    """sp at the point, or 0 before the trace writes it."""
+    try:
+        return session.evaluate("sp", cpu, seq)
+    except BrowseError:
+        return 0
 
 
 def engine_actions(
@@ -119,7 +129,7 @@ def engine_actions(
 
     def memory_writer(cursor: Cursor) -> None:
         at = seq(cursor)
-        address = session.evaluate("sp", cursor.cpu, at) + rng.randrange(MEMORY_BYTES)
+        address = stack_pointer(session, cursor.cpu, at) + rng.randrange(MEMORY_BYTES)
         to_seq(cursor, session.memory_writer(address, rng.choice((1, 2, 4, 8)), at))
 
     def fold(cursor: Cursor) -> None:
@@ -186,66 +196,97 @@ def engine_actions(
     return {name: with_screen(move) for name, move in kinds.items()}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--lines", type=int, default=20_000_000)
-    parser.add_argument("--actions", type=int, default=100, help="Random actions of each kind.")
-    args = parser.parse_args()
-    store = prepared_store(args.lines)
-    other = prepared_other(args.lines, OUT / f"bench-{args.lines}.tarmac")
+def build(lines: int) -> None:
+    """Remove both stores' indexes, build them again, and print what that took."""
+    store = prepared_store(lines)
+    other = prepared_other(lines, OUT / f"bench-{lines}.tarmac")
     trace, trace_b = cputrace.open(store), cputrace.open(other)
     for held in (trace, trace_b):
         shutil.rmtree(held.data / "index", ignore_errors=True)
-
     start = time.perf_counter()
     session = Session.open(trace)
-    build = time.perf_counter() - start
+    seconds = time.perf_counter() - start
     session_b = Session.open(trace_b)
     start = time.perf_counter()
     diff = DiffView.open(session, session_b)
-    diff_build = time.perf_counter() - start
-    sizes = {
-        name: sum(f.stat().st_size for f in directory.rglob("*") if f.is_file())
-        for name, directory in (
-            ("browse", session.index.directory), ("calls", session.calls.directory), ("diff", diff.directory)
-        )
-    }  # fmt: skip
-    session.close()
-    start = time.perf_counter()
-    session = Session.open(cputrace.open(store))
-    reopen = time.perf_counter() - start
-    diff = DiffView.open(session, session_b)
+    diff_seconds = time.perf_counter() - start
+    instructions = trace.manifest["counts"]["instructions"]
+    print(f"trace               {lines:,} lines, {instructions:,} instructions ({store.name})")
+    print(f"index builds        {seconds:.1f} s (browse and calls indexes, first Session.open)")
+    divergences = diff.summary["divergences"]
+    print(f"diff build          {diff_seconds:.1f} s (first DiffView.open; {divergences:,} divergences)")
+    folders = (
+        ("browse", session.index.directory),
+        ("calls", session.calls.directory),
+        ("diff", diff.directory),
+    )
+    for name, directory in folders:
+        size = sum(f.stat().st_size for f in directory.rglob("*") if f.is_file())
+        print(f"  {name:<17} {size / 1e6:,.1f} MB")
+    print(
+        f"peak RSS            {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10:,.0f} MiB (builds)"
+    )
 
+
+def browse(lines: int, count: int) -> None:
+    """Open the stores (indexes built), run `count` random actions of each kind, print timings."""
+    start = time.perf_counter()
+    session = Session.open(cputrace.open(OUT / f"bench-{lines}.ctrace"))
+    opened = time.perf_counter() - start
+    diff = DiffView.open(session, Session.open(cputrace.open(OUT / f"bench-{lines}-b.ctrace")))
     rng = random.Random(1)
     actions = engine_actions(session, rng, diff)
     cursor = Cursor(session.cpu, session.count(session.cpu) // 2)
     show(session, cursor)
     times: dict[str, list[float]] = {name: [] for name in actions}
-    order = [name for name in actions for _ in range(args.actions)]
+    order = [name for name in actions for _ in range(count)]
     rng.shuffle(order)
     for name in order:
         start = time.perf_counter()
         actions[name](cursor)
         times[name].append(time.perf_counter() - start)
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-    instructions = trace.manifest["counts"]["instructions"]
-    print(f"trace               {args.lines:,} lines, {instructions:,} instructions ({store.name})")
-    print(f"index builds        {build:.1f} s (browse and calls indexes, first Session.open)")
-    divergences = diff.summary["divergences"]
-    print(f"diff build          {diff_build:.1f} s (first DiffView.open; {divergences:,} divergences)")
-    for name, size in sizes.items():
-        print(f"  {name:<17} {size / 1e6:,.1f} MB")
-    print(f"Session.open        {reopen * 1e3:.0f} ms with the indexes built")
-    print(f"actions             {args.actions} of each kind, random order; engine work and screen (ms):")
+    print(f"Session.open        {opened * 1e3:.0f} ms with the indexes built")
+    print(f"actions             {count} of each kind, random order; engine work and screen (ms):")
     print(f"  {'kind':<17} {'p50':>6} {'p95':>6} {'max':>6}")
     for name, values in times.items():
         ordered = sorted(values)
         p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-        print(
-            f"  {name:<17} {statistics.median(ordered) * 1e3:6.1f} {p95 * 1e3:6.1f} {ordered[-1] * 1e3:6.1f}"
-        )
-    print(f"peak RSS            {rss / 2**20:,.0f} MiB (the whole run, builds included)")
+        median = statistics.median(ordered)
+        print(f"  {name:<17} {median * 1e3:6.1f} {p95 * 1e3:6.1f} {ordered[-1] * 1e3:6.1f}")
+    print(
+        f"peak RSS            {peak_rss() / 2**20:,.0f} MiB (the browsing process: both stores, the actions)"
+    )
+
+
+def peak_rss() -> int:
+    """This process's peak resident memory since it started (VmHWM: getrusage's would count
+    what the parent held before the fork)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--lines", type=int, default=20_000_000)
+    parser.add_argument("--actions", type=int, default=100, help="Random actions of each kind.")
+    parser.add_argument("--browse-only", action="store_true", help=argparse.SUPPRESS)  # the child's part
+    args = parser.parse_args()
+    if args.browse_only:
+        browse(args.lines, args.actions)
+        return
+    build(args.lines)
+    child = [
+        sys.executable,
+        __file__,
+        "--lines",
+        str(args.lines),
+        "--actions",
+        str(args.actions),
+        "--browse-only",
+    ]
+    sys.stdout.write(subprocess.run(child, stdout=subprocess.PIPE, text=True, check=True).stdout)
 
 
 if __name__ == "__main__":
