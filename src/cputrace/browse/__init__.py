@@ -9,7 +9,8 @@ The engine imports no Textual, so it is tested and measured alone:
 - expressions.py: address expressions (`main+0x10`, `sp+16`).
 - navigate.py: next/previous visits, exceptions, trace gaps, SQL search matches.
 - calls.py: stacks, the calls holding a point, the call tree; folds.py: folded calls.
-- memory.py: memory at a point; source.py: source lines of a pc.
+- registers.py, memory.py: registers and memory at a point; source.py: source lines of a pc.
+- timeline.py: the timeline strip; diffview.py: two traces aligned as `cputrace diff` does.
 
 The app (app.py, panes/, screens) shows a Session in a terminal or, served, in a web browser.
 """

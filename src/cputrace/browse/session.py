@@ -67,10 +67,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-import pyarrow as pa
-
-from ..analysis.state import MemoryBytes, RegisterValue, merge_registers
+from ..analysis.state import MemoryBytes, RegisterValue
 from ..errors import BrowseError
 from ..isa.disasm import Disassembler, fill_disasm
 from .calls import CallIndex, Frame, TreeNode
@@ -80,6 +77,7 @@ from .index import MARK_KINDS, BrowseIndex, Core, Progress
 from .lines import FoldedCall, Line, records_by_seq
 from .memory import memory_at
 from .navigate import Navigator
+from .registers import registers_at
 from .source import Sources, SourceView
 from .targets import BranchTargets
 from .timeline import Band, Strip, strip_of
@@ -89,7 +87,6 @@ if TYPE_CHECKING:
     from ..store.trace import Trace
 
 _SEQ_LIMIT = (1 << 63) - 1
-_REGISTER_COLUMNS = ("reg", "mask", "size", "value", "wide", "seq")
 _ALIASES = {"lr": ("x30", "r14"), "fp": ("x29", "r11"), "ip": ("r12",), "sp": ("r13", "sp_el")}
 """Other names of registers, tried in order; `sp_el` is the AArch64 stack pointer of the mode."""
 _HANDLER_MODE = re.compile(r"el([0-3])h")
@@ -469,20 +466,7 @@ class Session:
         self._check_point(seq)
         if seq < 0:
             return []
-        checkpoint = (seq + 1) // self.index.checkpoint
-        parts = [
-            self.index.tables["registers"].between(
-                (cpu, checkpoint * self.index.checkpoint), (cpu, _clip(seq))
-            )
-        ]
-        if checkpoint >= 1:
-            parts.insert(0, self.index.snapshots.between((cpu, checkpoint), (cpu, checkpoint)))
-        rows = pa.concat_tables([part.select(_REGISTER_COLUMNS) for part in parts]).unify_dictionaries()
-        last = _last_per_register(rows)
-        merged = [
-            (cpu, r["reg"], r["mask"], r["size"], r["value"], r["wide"], r["seq"]) for r in last.to_pylist()
-        ]
-        return merge_registers(merged, self.index.widths)
+        return registers_at(self.index, cpu, seq)
 
     def register_writer(self, cpu: int, name: str, seq: int) -> int | None:
         for register in self.registers(cpu, seq):
@@ -533,13 +517,6 @@ class Session:
             return None
 
         return evaluate(text, resolve)
-
-
-def _last_per_register(rows: pa.Table) -> pa.Table:
-    """The last row (in table order) of each (register, byte mask)."""
-    numbered = rows.append_column("row", pa.array(np.arange(rows.num_rows)))
-    last = numbered.group_by(["reg", "mask"], use_threads=False).aggregate([("row", "max")])
-    return rows.take(np.sort(last.column("row_max").to_numpy()))
 
 
 def _stack_pointer(mode: str | None) -> str:
