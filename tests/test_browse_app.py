@@ -19,8 +19,12 @@ from click.testing import CliRunner
 from textual.widgets import Tree
 
 from cputrace.browse.app import BrowseApp, Start
+from cputrace.browse.diffview import DiffView
+from cputrace.browse.panes.trace import TracePane
 from cputrace.browse.screens import CallTreeScreen, HelpScreen
+from cputrace.browse.session import Session
 from cputrace.cli import cli, exits
+from cputrace.image import load_elf
 from cputrace.store.trace import Trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -384,3 +388,35 @@ def test_exceptions_step_over_call_tree_and_bookmarks(quicksort):
     assert seen["o"] == first_call["resume_seq"]  # over the call the cursor's instruction makes
     assert seen["tree"] == (True, first_call["entry_seq"])  # the first call of the first callee
     assert seen["bookmark"] == first_call["entry_seq"] and seen["bookmark 2"] == "1000"
+
+
+def test_diff_side_by_side_goes_from_divergence_to_divergence(quicksort, tmp_path):
+    """Trace B: the example with two x9 writes changed; `cputrace diff` lists where they are."""
+    store, elf = quicksort
+    lines = (ROOT / "examples" / "quicksort.tarmac").read_text().splitlines(keepends=True)
+    writes = [i for i, line in enumerate(lines) if " R X9 " in line]
+    for i in (writes[19], writes[59]):
+        lines[i] = lines[i].rsplit(" ", 1)[0] + " 00000000DEADBEEF\n"
+    (tmp_path / "b.tarmac").write_text("".join(lines))
+    other = tmp_path / "b.ctrace"
+    _cputrace("ingest", str(tmp_path / "b.tarmac"), "-o", str(other))
+    listed = json.loads(_cputrace("diff", str(store), str(other), "--format", "json"))["listed"]
+    image = load_elf(elf)
+    a, b = Session.open(Trace(store), image), Session.open(Trace(other), image)
+    app = BrowseApp(a, Start(seq=0), DiffView.open(a, b))
+
+    async def script(pilot):
+        seen = []
+        for key in ("d", "d", "D", "d", "d"):
+            await pilot.press(key)
+            await pilot.pause()
+            other_pane = app.query_one("#trace-b", TracePane)
+            seen.append((_place(app)["seq"], other_pane.border_title, app.status.message, _cursor_line(app)))
+        return seen
+
+    seen = drive(app, script)
+    first, second = (str(d["a_seq"]) for d in listed)
+    assert [s[0] for s in seen] == [first, second, first, second, second]
+    assert seen[0][1] == f"Trace B: seq {listed[0]['b_seq']}"
+    assert "x9" in seen[0][2] and "0xdeadbeef" in seen[0][2]
+    assert "no later divergence" in seen[4][2]

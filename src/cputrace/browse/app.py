@@ -26,6 +26,7 @@ from textual.widget import Widget
 
 from ..errors import CputraceError
 from .calls import Frame
+from .diffview import DiffView
 from .keys import KEYS, bindings
 from .panes.calls import CallsPane, StackRow
 from .panes.memory import MemoryPane
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
 
 SCREENSHOT_SIZE = (132, 40)
 """Columns and lines of a `--screenshot`."""
+DIVERGENT = "on dark_red"
+"""Lines of an instruction that differs from trace B's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +88,7 @@ class BrowseApp(App[None]):
     TITLE = "cputrace browse"
     CSS = """
     #main { height: 1fr; }
+    #traces { height: 1fr; }
     #left { width: 1fr; }
     #right { width: 56; }
     RegistersPane { height: 2fr; border: round $secondary; }
@@ -93,10 +97,14 @@ class BrowseApp(App[None]):
     """
     BINDINGS = bindings()
 
-    def __init__(self, session: Session, start: Start = Start()) -> None:
+    def __init__(self, session: Session, start: Start = Start(), diff: DiffView | None = None) -> None:
         super().__init__()
         self.session = session
         self.start = start
+        self.diff = diff
+        """Trace B beside this one (--diff), aligned as `cputrace diff` aligns them."""
+        self.top_b: dict[int, int] = {}
+        """Trace B's first line on screen, per core."""
         self.cpu = session.cpu
         self.cursors: dict[int, int] = dict.fromkeys(session.cores, 0)
         """Each core's cursor: its position among the core's instructions."""
@@ -129,7 +137,15 @@ class BrowseApp(App[None]):
     def compose(self) -> ComposeResult:
         with Horizontal(id="main"):
             with Vertical(id="left"):
-                yield TracePane(id="trace")
+                if self.diff is None:
+                    yield TracePane(id="trace")
+                else:
+                    with Horizontal(id="traces"):
+                        yield TracePane(id="trace")
+                        other = TracePane(id="trace-b")
+                        other.border_title = "Trace B"
+                        other.can_focus = False
+                        yield other
                 yield TimelinePane(id="timeline")
                 source = SourcePane(id="source")
                 source.display = self._has_sources
@@ -234,35 +250,43 @@ class BrowseApp(App[None]):
         return StackRow(frame.name, site, frame.entry_seq, frame.call_seq)
 
     def _show_trace(self, cpu: int, index: int) -> None:
-        """The screenful of lines with the cursor's line on it: the screen scrolls only when
-        the cursor leaves it, and then just enough to show the cursor's line and records."""
-        pane, session, folds = self.trace_pane, self.session, self.session.folds
-        rows = pane.rows
-        multicore = len(session.cores) > 1
-        top = min(self.top[cpu], index)
-        lines = session.lines(cpu, top, rows, folds)
-        blocks = [rendered(line, multicore) for line in lines]
-        at = next((i for i, line in enumerate(lines) if line.index == index), None)
-        if at is None or sum(map(len, blocks[: at + 1])) > rows:  # scroll: the cursor ends the screen
-            lines = session.lines(cpu, session.move(cpu, index, -(rows - 1), folds), 2 * rows, folds)
-            blocks = [rendered(line, multicore) for line in lines]
-            at = next(i for i, line in enumerate(lines) if line.index == index)
-            drop = 0
-            while drop < at and sum(map(len, blocks[drop : at + 1])) > rows:
-                drop += 1
-            lines, blocks, at = lines[drop:], blocks[drop:], at - drop
-        texts: list[Text] = []
-        shown = 0
-        for i, block in enumerate(blocks):
-            if i == at:
-                cursor = range(len(texts), len(texts) + len(block))
-            if len(texts) >= rows:
-                break
-            texts.extend(block)
-            shown += 1
-        self.top[cpu] = lines[0].index
-        self._on_screen = shown
-        pane.show(texts[:rows], cursor)
+        pane, session = self.trace_pane, self.session
+        diff = self.diff
+        divergent = None if diff is None else (lambda seq: bool(diff.divergences_at(cpu, seq)))
+        self._on_screen = _show_lines(pane, session, cpu, index, self.top, divergent)
+        if diff is not None:
+            self._show_other(cpu, self._point(cpu, index))
+
+    def _show_other(self, cpu: int, seq: int) -> None:
+        """Trace B's lines beside A's cursor: the instruction paired with it, or B's last
+        paired one before it."""
+        diff, pane = self.diff, self.query_one("#trace-b", TracePane)
+        assert diff is not None
+        b_seq, paired = diff.aligned(cpu, seq)
+        b_index = None if b_seq is None else diff.b.index_of(cpu, b_seq)
+        if b_index is None:
+            pane.show([Text("(trace B has nothing here)", style="dim")], range(0))
+            return
+        _show_lines(pane, diff.b, cpu, b_index, self.top_b, None)
+        pane.border_title = f"Trace B: seq {b_seq}" + ("" if paired else " (A's instruction is only in A)")
+        differences = diff.differences(seq, b_seq) if paired else []
+        if differences:
+            shown = ", ".join(f"{d.what} {_value(d.a)} | {_value(d.b)}" for d in differences[:4])
+            self.say(f"A | B differ: {shown}")
+
+    @_reported
+    def action_divergence(self, direction: int) -> None:
+        """To the next (1) or previous (-1) divergence from trace B (--diff)."""
+        if self.diff is None:
+            self.say("no trace to compare with: give one with --diff")
+            return
+        found = self.diff.next_divergence(self.cpu, self.seq, direction > 0)
+        if found is None:
+            self.say(f"no {'later' if direction > 0 else 'earlier'} divergence on cpu {self.cpu}")
+            return
+        self.go_to_seq(found.a_seq if found.a_seq is not None else found.position)
+        if not self.status.message:
+            self.say(f"divergence: {', '.join(found.kinds)} (A seq {found.a_seq}, B seq {found.b_seq})")
 
     def _show_timeline(self, cpu: int, seq: int) -> None:
         """The strip of core `cpu` at the pane's size (summed once per core and size)."""
@@ -557,6 +581,56 @@ class BrowseApp(App[None]):
             self.exit()
 
         self.run(headless=True, size=SCREENSHOT_SIZE, auto_pilot=shoot)
+
+
+def _show_lines(
+    pane: TracePane,
+    session: Session,
+    cpu: int,
+    index: int,
+    tops: dict[int, int],
+    divergent: Callable[[int], bool] | None,
+) -> int:
+    """Show the screenful of `session`'s lines with the line of instruction `index` on it in
+    `pane`: the screen (its first line in `tops[cpu]`) scrolls only when the cursor leaves it,
+    and then just enough to show the cursor's line and records; lines for which `divergent`
+    holds are marked. The number of lines of instructions shown (whole or cut)."""
+    folds = session.folds
+    rows = pane.rows
+    multicore = len(session.cores) > 1
+    top = min(tops.get(cpu, 0), index)
+    lines = session.lines(cpu, top, rows, folds)
+    blocks = [rendered(line, multicore) for line in lines]
+    at = next((i for i, line in enumerate(lines) if line.index == index), None)
+    if at is None or sum(map(len, blocks[: at + 1])) > rows:  # scroll: the cursor ends the screen
+        lines = session.lines(cpu, session.move(cpu, index, -(rows - 1), folds), 2 * rows, folds)
+        blocks = [rendered(line, multicore) for line in lines]
+        at = next(i for i, line in enumerate(lines) if line.index == index)
+        drop = 0
+        while drop < at and sum(map(len, blocks[drop : at + 1])) > rows:
+            drop += 1
+        lines, blocks, at = lines[drop:], blocks[drop:], at - drop
+    texts: list[Text] = []
+    cursor = range(0)
+    shown = 0
+    for i, (line, block) in enumerate(zip(lines, blocks, strict=True)):
+        if len(texts) >= rows:
+            break
+        if i == at:
+            cursor = range(len(texts), len(texts) + len(block))
+        if divergent is not None and divergent(line.seq):
+            block[0].stylize(DIVERGENT)
+        texts.extend(block)
+        shown += 1
+    tops[cpu] = lines[0].index
+    pane.show(texts[:rows], cursor)
+    return shown
+
+
+def _value(value: object) -> str:
+    if isinstance(value, bytes):
+        return "0x" + value[::-1].hex()
+    return f"0x{value:x}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
 
 
 def unfold_inside(session: Session, cpu: int, index: int) -> Frame | None:

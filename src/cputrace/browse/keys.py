@@ -54,6 +54,8 @@ KEYS: tuple[Key, ...] = (
     Key("less_than_sign", "<", "timeline(-1)", "Timeline: the previous stretch (or click on it)", PANES),
     Key("greater_than_sign", ">", "timeline(1)", "Timeline: the next stretch", PANES),
     Key("x", "x", "next_core", "switch to the next core (each keeps its cursor)", PANES),
+    Key("d", "d", "divergence(1)", "next divergence from the --diff trace (B, beside)", PANES),
+    Key("D", "D", "divergence(-1)", "previous divergence from the --diff trace", PANES),
     Key("b", "b", "bookmark", "set or clear a bookmark at the cursor", OTHER),
     Key("apostrophe", "'", "next_bookmark", "go to the next bookmark", OTHER),
     Key("y", "y", "copy", "copy the registers and the visible memory as text", OTHER),

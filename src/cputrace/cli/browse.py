@@ -32,6 +32,7 @@ if importlib.util.find_spec("textual") is None:
 @click.option("--cpu", type=click.IntRange(min=0), help="Start on this core (default: the first one).")
 @click.option("--at", "seq", type=click.IntRange(min=0), help="Start after instruction SEQ.")
 @click.option("--time", type=int, help="Start after the last instruction at or before time T.")
+@click.option("--diff", "other", help="A second trace, shown beside, aligned as by `cputrace diff`.")
 @click.option(
     "--source-dir", "source_dirs", multiple=True, type=click.Path(exists=True, file_okay=False),
     help="Where to look for the source files the image's line tables name (repeatable).",
@@ -54,6 +55,7 @@ def browse_cmd(
     cpu: int | None,
     seq: int | None,
     time: int | None,
+    other: str | None,
     source_dirs: tuple[str, ...],
     serve: bool,
     host: str,
@@ -72,15 +74,26 @@ def browse_cmd(
     from ..browse.session import Session
 
     opened = open_trace_arg(trace)
+    compared = open_trace_arg(other) if other is not None else None
+    image = load_images(images)
     with _index_bar() as hook:  # the indexes are built here once, before any app or server starts
-        session = Session.open(opened, load_images(images), cpu, hook, source_dirs)
+        session = Session.open(opened, image, cpu, hook, source_dirs)
+        diff = None
+        if compared is not None:
+            from ..browse.diffview import DiffView
+
+            other_session = Session.open(compared, image, cpu, hook, source_dirs)
+            diff = DiffView.open(session, other_session, progress=hook)
     if serve:
         session.close()
-        _serve(opened.path, images, cpu, seq, time, source_dirs, host, port)
+        if diff is not None:
+            diff.b.close()
+        served = (opened.path, compared.path if compared else None)
+        _serve(*served, images, cpu, seq, time, source_dirs, host, port)
         return
     from ..browse.app import BrowseApp, Start
 
-    app = BrowseApp(session, Start(cpu=cpu, seq=seq, time=time))
+    app = BrowseApp(session, Start(cpu=cpu, seq=seq, time=time), diff)
     try:
         if screenshot is None:
             app.run()
@@ -89,6 +102,8 @@ def browse_cmd(
         err.print(f"wrote {screenshot}")
     finally:
         session.close()
+        if diff is not None:
+            diff.b.close()
 
 
 @contextlib.contextmanager
@@ -108,6 +123,7 @@ def _index_bar() -> Iterator[Callable[[str, float], None] | None]:
 
 def _serve(
     store: Path,
+    other: Path | None,
     images: tuple[str, ...],
     cpu: int | None,
     seq: int | None,
@@ -127,6 +143,8 @@ def _serve(
     for name, value in (("--cpu", cpu), ("--at", seq), ("--time", time)):
         if value is not None:
             command += [name, str(value)]
+    if other is not None:
+        command += ["--diff", str(other.resolve())]
     for directory in source_dirs:
         command += ["--source-dir", str(Path(directory).resolve())]
     server = Server(shlex.join(command), host=host, port=port, title=f"cputrace browse {store.name}")
