@@ -239,23 +239,30 @@ def browse(lines: int, count: int) -> None:
     cursor = Cursor(session.cpu, session.count(session.cpu) // 2)
     show(session, cursor)
     times: dict[str, list[float]] = {name: [] for name in actions}
+    cpu_times: dict[str, list[float]] = {name: [] for name in actions}
     order = [name for name in actions for _ in range(count)]
     rng.shuffle(order)
     for name in order:
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         actions[name](cursor)
         times[name].append(time.perf_counter() - start)
+        cpu_times[name].append(time.process_time() - cpu_start)
     print(f"Session.open        {opened * 1e3:.0f} ms with the indexes built")
     print(f"actions             {count} of each kind, random order; engine work and screen (ms):")
-    print(f"  {'kind':<17} {'p50':>6} {'p95':>6} {'max':>6}")
+    print(f"  {'kind':<17} {'p50':>6} {'p95':>6} {'max':>6}   {'CPU p50':>7} {'p95':>6}")
     for name, values in times.items():
-        ordered = sorted(values)
-        p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-        median = statistics.median(ordered)
-        print(f"  {name:<17} {median * 1e3:6.1f} {p95 * 1e3:6.1f} {ordered[-1] * 1e3:6.1f}")
+        wall, cpu = _percentiles(values), _percentiles(cpu_times[name])
+        print(f"  {name:<17} {wall[0]:6.1f} {wall[1]:6.1f} {wall[2]:6.1f}   {cpu[0]:7.1f} {cpu[1]:6.1f}")
     print(
         f"peak RSS            {peak_rss() / 2**20:,.0f} MiB (the browsing process: both stores, the actions)"
     )
+
+
+def _percentiles(seconds: list[float]) -> tuple[float, float, float]:
+    """p50, p95 and max in milliseconds."""
+    ordered = sorted(seconds)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return statistics.median(ordered) * 1e3, p95 * 1e3, ordered[-1] * 1e3
 
 
 def peak_rss() -> int:

@@ -173,7 +173,7 @@ def build(trace: Trace, directory: Path, progress: Progress | None = None) -> No
     db = duckdb.connect()
     try:
         db.execute("SET threads TO 2")
-        db.execute("SET memory_limit = '512MB'")
+        db.execute("SET memory_limit = '256MB'")  # sorts past it spill to the index folder
         db.execute(f"SET temp_directory = {quoted(directory / 'spill')}")
         trace.add_views(db)
         cores = db.execute(

@@ -159,8 +159,8 @@ class KeyedFile:
         if groups != len(bounds):
             raise StoreError(f"damaged browse index: {path}: {groups} groups, {len(bounds)} key bounds")
         self.schema = self._file.schema
-        self._firsts: list[Key] = [tuple(int(v) for v in b[0]) for b in bounds]
-        self._lasts: list[Key] = [tuple(int(v) for v in b[1]) for b in bounds]
+        self._firsts: list[Key] = list(map(tuple, bounds[:, 0].tolist())) if groups else []
+        self._lasts: list[Key] = list(map(tuple, bounds[:, 1].tolist())) if groups else []
         sizes = np.load(_sizes_path(path)) if groups else np.zeros(0, np.int64)
         self.starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
         self.num_rows = int(self.starts[-1])
