@@ -20,6 +20,7 @@ from textual.widgets import Tree
 
 from cputrace.browse.app import BrowseApp, Start
 from cputrace.browse.diffview import DiffView
+from cputrace.browse.keys import KEYS
 from cputrace.browse.panes.trace import TracePane
 from cputrace.browse.screens import CallTreeScreen, HelpScreen
 from cputrace.browse.session import Session
@@ -420,3 +421,23 @@ def test_diff_side_by_side_goes_from_divergence_to_divergence(quicksort, tmp_pat
     assert seen[0][1] == f"Trace B: seq {listed[0]['b_seq']}"
     assert "x9" in seen[0][2] and "0xdeadbeef" in seen[0][2]
     assert "no later divergence" in seen[4][2]
+
+
+def test_readme_lists_every_key_of_the_help():
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("### browse\n", 1)[1].split("\n### ", 1)[0]
+    rows = [line.split(" | ")[:2] for line in section.splitlines() if line.startswith("| `")]
+    listed = [(keys.strip("| ").replace("`", ""), does.rstrip(" |")) for keys, does in rows]
+    assert listed == [(key.shown, key.help) for key in KEYS]
+
+
+def test_screenshot_without_colours(quicksort, tmp_path):
+    """NO_COLOR (as test_readme runs the README's commands) once failed every pane that drew
+    blank cells without a style; a browser that fails writes no screenshot."""
+    store, elf = quicksort
+    svg = tmp_path / "browse.svg"
+    result = CliRunner(env={"NO_COLOR": "1"}).invoke(
+        cli, ["browse", str(store), "--image", str(elf), "--at", "700", "--screenshot", str(svg)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "wrote" in result.output and "quicksort" in svg.read_text()

@@ -577,10 +577,13 @@ class BrowseApp(App[None]):
 
         async def shoot(pilot: Any) -> None:
             await pilot.pause()
-            self.save_screenshot(path.name, str(path.parent))
-            self.exit()
+            if self.return_code is None:  # not ended by an error
+                self.save_screenshot(path.name, str(path.parent))
+                self.exit()
 
         self.run(headless=True, size=SCREENSHOT_SIZE, auto_pilot=shoot)
+        if self.return_code:
+            raise RuntimeError(f"the browser failed before its screenshot (status {self.return_code})")
 
 
 def _show_lines(

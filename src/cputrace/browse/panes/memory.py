@@ -114,10 +114,10 @@ class MemoryPane(Widget, can_focus=True):
     def render_line(self, y: int) -> Strip:
         memory = self._memory
         if memory is None:
-            return Strip.blank(self.size.width)
+            return Strip.blank(self.size.width, self.rich_style)
         row = memory.address + y * ROW
         if y * ROW >= len(memory.data):
-            return Strip.blank(self.size.width)
+            return Strip.blank(self.size.width, self.rich_style)
         segments = [Segment(f"{row:016x}  ", ADDRESS)]
         chars = []
         for i in range(ROW):
@@ -131,10 +131,10 @@ class MemoryPane(Widget, can_focus=True):
                 style = style + SELECTED
             known = origin != UNKNOWN
             segments.append(Segment(f"{byte:02x}" if known else "??", style))
-            segments.append(Segment("  " if i == 7 else " "))
+            segments.append(Segment("  " if i == 7 else " ", self.rich_style))
             char = chr(byte) if known and 32 <= byte < 127 else "." if known else " "
             chars.append(Segment(char, style))
-        segments.append(Segment(" "))
+        segments.append(Segment(" ", self.rich_style))
         segments.extend(chars)
         return Strip(segments).crop(0, self.size.width)
 

@@ -69,7 +69,7 @@ class TimelinePane(Widget):
         width = self.size.width
         strip = self.strip
         if strip is None or y >= len(strip.bands):
-            return Line.blank(width)
+            return Line.blank(width, self.rich_style)
         band = len(strip.bands) - 1 - y  # high addresses on top
         name = strip.bands[band].name or f"0x{strip.bands[band].lo:x}"
         segments = [Segment(f"{name[: LABEL - 1]:<{LABEL}}", NAME)]

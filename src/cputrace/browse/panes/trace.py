@@ -58,7 +58,7 @@ class TracePane(Widget, can_focus=True):
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         if y >= len(self._lines):
-            return Strip.blank(width)
+            return Strip.blank(width, self.rich_style)
         text = self._lines[y]
         segments = list(text.render(self.app.console))
         strip = Strip(segments).crop(0, width)
