@@ -28,13 +28,14 @@ from ..errors import CputraceError
 from .calls import Frame
 from .diffview import DiffView
 from .keys import KEYS, bindings
+from .lines import Line
 from .panes.calls import CallsPane, StackRow
 from .panes.memory import MemoryPane
 from .panes.registers import RegistersPane
 from .panes.source import SourcePane
 from .panes.status import StatusLine
 from .panes.timeline import TimelinePane
-from .panes.trace import TracePane, rendered
+from .panes.trace import TracePane
 from .screens import CallTreeScreen, HelpScreen, PromptScreen
 from .session import Session
 from .timeline import Strip
@@ -111,6 +112,8 @@ class BrowseApp(App[None]):
         self.top: dict[int, int] = dict.fromkeys(session.cores, 0)
         """Each core's first line on screen."""
         self._on_screen = 1
+        self._cursor_line: Line | None = None
+        """The cursor's line as the Trace pane shows it."""
         """Lines of instructions on screen, whole or cut (a page moves by one less)."""
         self._strips: dict[tuple[int, int, int], Strip] = {}
         """Timeline strips by (core, columns, rows)."""
@@ -253,7 +256,7 @@ class BrowseApp(App[None]):
         pane, session = self.trace_pane, self.session
         diff = self.diff
         divergent = None if diff is None else (lambda seq: bool(diff.divergences_at(cpu, seq)))
-        self._on_screen = _show_lines(pane, session, cpu, index, self.top, divergent)
+        self._on_screen, self._cursor_line = _show_lines(pane, session, cpu, index, self.top, divergent)
         if diff is not None:
             self._show_other(cpu, self._point(cpu, index))
 
@@ -325,7 +328,9 @@ class BrowseApp(App[None]):
 
     def _show_place(self, cpu: int, index: int, seq: int) -> None:
         session = self.session
-        line = session.line(seq)
+        line = self._cursor_line
+        if line.folded is not None:  # the point is after the call: its last instruction
+            line = session.line(seq)
         count = session.count(cpu)
         where = [f"seq {seq}"]
         if line.time is not None:
@@ -593,26 +598,32 @@ def _show_lines(
     index: int,
     tops: dict[int, int],
     divergent: Callable[[int], bool] | None,
-) -> int:
+) -> tuple[int, Line]:
     """Show the screenful of `session`'s lines with the line of instruction `index` on it in
     `pane`: the screen (its first line in `tops[cpu]`) scrolls only when the cursor leaves it,
     and then just enough to show the cursor's line and records; lines for which `divergent`
-    holds are marked. The number of lines of instructions shown (whole or cut)."""
+    holds are marked. The number of lines of instructions shown (whole or cut), and the
+    cursor's line."""
     folds = session.folds
     rows = pane.rows
     multicore = len(session.cores) > 1
     top = min(tops.get(cpu, 0), index)
     lines = session.lines(cpu, top, rows, folds)
-    blocks = [rendered(line, multicore) for line in lines]
+    blocks = [pane.rendered(line, multicore) for line in lines]
     at = next((i for i, line in enumerate(lines) if line.index == index), None)
     if at is None or sum(map(len, blocks[: at + 1])) > rows:  # scroll: the cursor ends the screen
-        lines = session.lines(cpu, session.move(cpu, index, -(rows - 1), folds), 2 * rows, folds)
-        blocks = [rendered(line, multicore) for line in lines]
+        lines = session.lines(cpu, session.move(cpu, index, -(rows - 1), folds), rows, folds)
+        blocks = [pane.rendered(line, multicore) for line in lines]
         at = next(i for i, line in enumerate(lines) if line.index == index)
         drop = 0
         while drop < at and sum(map(len, blocks[drop : at + 1])) > rows:
             drop += 1
         lines, blocks, at = lines[drop:], blocks[drop:], at - drop
+        used = sum(map(len, blocks))
+        if used < rows:  # fill the screen below the cursor
+            more = session.lines(cpu, lines[-1].index, rows - used + 1, folds)[1:]
+            lines += more
+            blocks += [pane.rendered(line, multicore) for line in more]
     texts: list[Text] = []
     cursor = range(0)
     shown = 0
@@ -622,12 +633,13 @@ def _show_lines(
         if i == at:
             cursor = range(len(texts), len(texts) + len(block))
         if divergent is not None and divergent(line.seq):
+            block = [block[0].copy(), *block[1:]]
             block[0].stylize(DIVERGENT)
         texts.extend(block)
         shown += 1
     tops[cpu] = lines[0].index
     pane.show(texts[:rows], cursor)
-    return shown
+    return shown, lines[at]
 
 
 def _value(value: object) -> str:

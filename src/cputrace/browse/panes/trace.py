@@ -8,6 +8,7 @@ the size of the trace.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 
 from rich.segment import Segment
@@ -19,6 +20,8 @@ from textual.widget import Widget
 
 from ..lines import Line
 
+RENDERED_KEPT = 1024
+"""Lines whose rendering a pane keeps: a few screens."""
 CURSOR = Style(reverse=True, bold=True)
 CURSOR_RECORDS = Style(bgcolor="grey23")
 
@@ -36,6 +39,20 @@ class TracePane(Widget, can_focus=True):
         self.border_title = "Trace"
         self._lines: list[Text] = []
         self._cursor: range = range(0)
+        self._rendered: OrderedDict[tuple, list[Text]] = OrderedDict()
+
+    def rendered(self, line: Line, multicore: bool) -> list[Text]:
+        """`rendered(line, multicore)`, kept for the lines seen last (a step re-shows a screen
+        of them); the Texts are shared: copy one before changing it."""
+        key = (line.seq, line.folded, multicore)
+        found = self._rendered.get(key)
+        if found is None:
+            found = self._rendered[key] = rendered(line, multicore)
+            if len(self._rendered) > RENDERED_KEPT:
+                self._rendered.popitem(last=False)
+        else:
+            self._rendered.move_to_end(key)
+        return found
 
     @property
     def rows(self) -> int:
