@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import random
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -17,11 +18,13 @@ from paths import DATA, SHARED, shared
 
 from cputrace.analysis.state import FROM_IMAGE, READ_BEFORE_WRITE, UNKNOWN
 from cputrace.browse.diffview import Difference, DiffView
+from cputrace.browse.index import build
 from cputrace.browse.session import Session
 from cputrace.cli import cli
 from cputrace.errors import BrowseError, CputraceError
 from cputrace.image import load_elf
 from cputrace.ingest import ingest
+from cputrace.model import TABLES
 from cputrace.store.trace import Trace
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -416,6 +419,8 @@ def test_source_lines_against_addr2line(tmp_path: Path) -> None:
     """A program recorded under unicorn, its pcs' files and lines as binutils' addr2line
     gives them, and the text from the corpus sources."""
     pytest.importorskip("unicorn")
+    if shutil.which("addr2line") is None:
+        pytest.skip("binutils' addr2line is not installed")
     from cputrace.record import record
 
     elf = ROOT / "tests" / "corpus" / "calls-a64.elf"
@@ -507,3 +512,11 @@ def test_diff_against_the_diff_command(quicksort: Session, tmp_path: Path) -> No
     assert view.differences(at_change, at_change) == [Difference("x20", 0x810A, 0x810F)]
     assert view.differences(gone + 1, gone) == []
     other.close()
+
+
+def test_index_build_reports_its_progress(quicksort: Session, tmp_path: Path) -> None:
+    seen: list[tuple[str, float]] = []
+    build(quicksort.trace, tmp_path, lambda what, done: seen.append((what, done)))
+    fractions = [done for _, done in seen]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0 and len(seen) > len(TABLES)
+    assert {what for what, _ in seen} >= {"copying instructions", "register snapshots", "visits", "timeline"}

@@ -167,9 +167,27 @@ class BrowseIndex:
 # -- building ------------------------------------------------------------------------------
 
 
+class _Steps:
+    """The build's progress: each step counts as many rows as it goes through."""
+
+    def __init__(self, progress: Progress | None, total: int) -> None:
+        self.progress = progress
+        self.total = max(total, 1)
+        self.done = 0
+
+    def advance(self, what: str, rows: int) -> None:
+        self.done += rows
+        if self.progress is not None:
+            self.progress(what, min(self.done / self.total, 1.0))
+
+
+_LOOKUP_ROWS = {"visits": "instructions", "times": "instructions", "marks": "events", "writes": "memory",
+                "places": "memory", "initial": "memory"}  # fmt: skip
+"""The table whose rows each lookup file's query goes through (for the progress)."""
+
+
 def build(trace: Trace, directory: Path, progress: Progress | None = None) -> None:
-    """Write the browse index of `trace` into `directory`."""
-    report = progress or (lambda what, done: None)
+    """Write the browse index of `trace` into `directory`, telling `progress` how far it is."""
     db = duckdb.connect()
     try:
         db.execute("SET threads TO 2")
@@ -187,27 +205,32 @@ def build(trace: Trace, directory: Path, progress: Progress | None = None) -> No
             0
         ]
         cpus = [cpu for cpu, *_ in cores]
-        steps = len(TABLES) + 2 + len(_LOOKUPS)
-        for step, table in enumerate(TABLES):
-            report(f"copying {table}", step / steps)
-            _copy_by_core(trace, table, cpus, directory / f"{table}.arrow")
-        report("register snapshots", len(TABLES) / steps)
+        rows = {table: int(trace.manifest.get("counts", {}).get(table, 0)) for table in TABLES}
+        copies, snapshots_and_timeline = (
+            len(cpus) * sum(rows.values()),
+            rows["registers"] + rows["instructions"],
+        )
+        lookups = sum(rows[table] for table in _LOOKUP_ROWS.values())
+        steps = _Steps(progress, copies + snapshots_and_timeline + lookups)
+        for table in TABLES:
+            _copy_by_core(trace, table, cpus, directory / f"{table}.arrow", steps)
         last_seq = max((last for *_, last in cores), default=-1)
         snapshots = snapshot_query(CHECKPOINT, last_seq + 1, "l.cpu, s.checkpoint, l.reg")
         write_keyed(
             directory / "snapshots.arrow", _snapshot_schema(), SNAPSHOT_KEY, GROUP_ROWS,
             _batches(db.sql(snapshots).to_arrow_reader(_READ_ROWS), _snapshot_schema()),
         )  # fmt: skip
-        for step, (name, lookup) in enumerate(_LOOKUPS.items(), len(TABLES) + 1):
-            report(name, step / steps)
+        steps.advance("register snapshots", rows["registers"])
+        for name, lookup in _LOOKUPS.items():
             schema = pa.schema([(column, _TYPES[column]) for column in (*lookup.key, *lookup.more)])
             reader = db.sql(lookup.query).to_arrow_reader(_READ_ROWS)
             write_keyed(
                 directory / f"{name}.arrow", schema, lookup.key, GROUP_ROWS, _batches(reader, schema),
                 lookup.by_core,
             )  # fmt: skip
-        report("timeline", (steps - 1) / steps)
+            steps.advance(name, rows[_LOOKUP_ROWS[name]])
         timeline = _build_timeline(db, directory) if cores else None
+        steps.advance("timeline", rows["instructions"])
     finally:
         db.close()
     first_row = 0
@@ -229,7 +252,6 @@ def build(trace: Trace, directory: Path, progress: Progress | None = None) -> No
         "cores": meta_cores,
     }
     (directory / "meta.json").write_text(json.dumps(meta) + "\n")
-    report("done", 1.0)
 
 
 def _build_timeline(db: duckdb.DuckDBPyConnection, directory: Path) -> dict:
@@ -256,22 +278,19 @@ def _snapshot_schema() -> pa.Schema:
     return pa.schema([("checkpoint", pa.int64())] + [registers.field(name) for name in SNAPSHOT_COLUMNS])
 
 
-def _copy_by_core(trace: Trace, table: str, cpus: list[int], out: Path) -> None:
+def _copy_by_core(trace: Trace, table: str, cpus: list[int], out: Path, steps: _Steps) -> None:
     """Copy `table` sorted by (cpu, seq): one pass over it per core (a core's rows come in seq
     order), so memory stays bounded without a sort."""
     schema = STORED_SCHEMAS[table]
-    parts = (
-        part
-        for cpu in cpus
-        for part in _core_rows(read_batches(trace, table, schema.names, rows=_READ_ROWS), cpu, len(cpus) > 1)
-    )
-    write_keyed(out, schema, CORE_KEY, GROUP_ROWS, parts)
 
+    def parts() -> Iterator[pa.Table]:
+        for cpu in cpus:
+            for batch in read_batches(trace, table, schema.names, rows=_READ_ROWS):
+                steps.advance(f"copying {table}", batch.num_rows)
+                part = pa.Table.from_batches([batch])
+                if len(cpus) > 1:
+                    part = part.filter(pc.equal(part.column("cpu"), cpu))
+                if part.num_rows:
+                    yield part
 
-def _core_rows(batches: Iterator[pa.RecordBatch], cpu: int, filtered: bool) -> Iterator[pa.Table]:
-    for batch in batches:
-        table = pa.Table.from_batches([batch])
-        if filtered:
-            table = table.filter(pc.equal(table.column("cpu"), cpu))
-        if table.num_rows:
-            yield table
+    write_keyed(out, schema, CORE_KEY, GROUP_ROWS, parts())
