@@ -520,3 +520,11 @@ def test_index_build_reports_its_progress(quicksort: Session, tmp_path: Path) ->
     fractions = [done for _, done in seen]
     assert fractions == sorted(fractions) and fractions[-1] == 1.0 and len(seen) > len(TABLES)
     assert {what for what, _ in seen} >= {"copying instructions", "register snapshots", "visits", "timeline"}
+
+
+def test_a_trace_without_instructions(tmp_path: Path) -> None:
+    (tmp_path / "t.tarmac").write_text("not a trace line\n")
+    trace = Trace(ingest([tmp_path / "t.tarmac"], tmp_path / "t.ctrace", format="tarmac").store)
+    assert trace.manifest["counts"]["instructions"] == 0
+    with pytest.raises(BrowseError, match="no instructions to browse"):
+        Session.open(trace)

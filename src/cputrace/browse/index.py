@@ -146,12 +146,13 @@ class BrowseIndex:
         self.visits, self.times, self.marks = lookups["visits"], lookups["times"], lookups["marks"]
         self.writes, self.places, self.initial = lookups["writes"], lookups["places"], lookups["initial"]
         self.widest_write: int = meta["widest_write"]
-        self.timeline = Axis(
-            **{"name": meta["timeline"]["axis"], **{k: meta["timeline"][k] for k in ("lo", "hi")}}
+        timeline = meta["timeline"]  # None for a trace without instructions: nothing to show
+        self.timeline = (
+            Axis(timeline["axis"], timeline["lo"], timeline["hi"]) if timeline else Axis("seq", 0, 1)
         )
-        self.timeline_cells = pq.read_table(directory / "timeline.parquet")
-        bands = pq.read_table(directory / "bands.parquet")
-        self.bands = list(zip(bands.column("lo").to_pylist(), bands.column("hi").to_pylist(), strict=True))
+        self.timeline_cells = pq.read_table(directory / "timeline.parquet") if timeline else _NO_CELLS
+        bands = pq.read_table(directory / "bands.parquet").to_pydict() if timeline else {"lo": [], "hi": []}
+        self.bands: list[tuple[int, int]] = list(zip(bands["lo"], bands["hi"], strict=True))
 
     @classmethod
     def open(cls, trace: Trace, progress: Progress | None = None) -> BrowseIndex:
@@ -165,6 +166,10 @@ class BrowseIndex:
 
 
 # -- building ------------------------------------------------------------------------------
+
+
+_NO_CELLS = pa.table({"cpu": pa.array([], pa.uint16()), "bin": pa.array([], pa.int32()),
+                      "band": pa.array([], pa.int32()), "count": pa.array([], pa.int64())})  # fmt: skip
 
 
 class _Steps:

@@ -9,7 +9,8 @@ its records. Each core's instructions are also numbered 0..count-1 in seq order 
 the position among the core's instructions, for scrolling); `seq_of` and `index_of` convert.
 
 API (stable; the UI builds on it). Every error for bad input is a CputraceError subclass
-(BrowseError, or UsageError for SQL) whose message fits a status line.
+(BrowseError, or UsageError for SQL) whose message fits a status line. A Session keeps
+decoded groups and a DuckDB connection: use it from one thread at a time.
 
     session = Session.open(trace, image=None, cpu=None, progress=None, source_dirs=())
     session.cores                       cores with instructions, ascending
