@@ -222,6 +222,9 @@ def test_bad_positions(quicksort: Session) -> None:
     with pytest.raises(BrowseError, match="outside the 64-bit address space"):
         quicksort.memory((1 << 64) - 4, 16, 0)
     assert quicksort.registers(0, -1) == []  # before the first instruction: nothing written
+    assert quicksort.index_of(0, -5) is None and quicksort.stack(0, -5) == []
+    assert quicksort.index_of(0, 1 << 70) == last and quicksort.next_mark(0, 1 << 70) is None
+    assert quicksort.lines(0, 1 << 70, 5) == [] and quicksort.move(0, 1 << 70, 1 << 70) == last
     assert issubclass(BrowseError, CputraceError)
 
 

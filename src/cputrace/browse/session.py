@@ -527,4 +527,5 @@ def _stack_pointer(mode: str | None) -> str:
 
 
 def _clip(value: int) -> int:
-    return max(0, min(int(value), _SEQ_LIMIT))
+    """A seq or time as a key the index's int64 columns can be searched for (-1: before all)."""
+    return max(-1, min(int(value), _SEQ_LIMIT))
