@@ -1,8 +1,10 @@
 """The browse index: what the browser reads, laid out so that any action reads a few small groups.
 
 Built once per store (store/indexes.py keeps it in the store's version folder, and rebuilds it
-only when the store changes), beside the state index (analysis/state.py), whose memory
-answers the browser uses as they are. Its files are keyed files (keyed.py):
+only when the store changes). It extends the state index (analysis/state.py): the same
+meaning of registers and memory at a point, built with its snapshot and first-read queries,
+laid out for lookups of a few rows instead of DuckDB queries (tens of milliseconds each on
+a large trace). Its files are keyed files (keyed.py):
 
 - `instructions`, `registers`, `memory`, `events`: the store's tables sorted by (cpu, seq),
   core after core, in groups of a thousand rows. A core's instructions are consecutive,
@@ -20,7 +22,7 @@ answers the browser uses as they are. Its files are keyed files (keyed.py):
   core, for the timeline strip (timeline.py).
 
 `meta.json` holds per core its instruction count, first row and seq range, and the registers
-it writes.
+it writes; the registers' widths, the widest memory write, and the timeline's axis.
 """
 
 from __future__ import annotations
@@ -206,17 +208,12 @@ def build(trace: Trace, directory: Path, progress: Progress | None = None) -> No
         for cpu, reg in db.execute("SELECT DISTINCT cpu, reg::VARCHAR FROM registers").fetchall():
             names.setdefault(cpu, []).append(reg)
         widths = dict(db.execute("SELECT reg::VARCHAR, max(size) FROM registers GROUP BY 1").fetchall())
-        widest = db.execute(f"SELECT coalesce(max(size), 1) FROM memory WHERE {KNOWN_WRITES}").fetchall()[0][
-            0
-        ]
+        [(widest,)] = db.execute(f"SELECT coalesce(max(size), 1) FROM memory WHERE {KNOWN_WRITES}").fetchall()
         cpus = [cpu for cpu, *_ in cores]
         rows = {table: int(trace.manifest.get("counts", {}).get(table, 0)) for table in TABLES}
-        copies, snapshots_and_timeline = (
-            len(cpus) * sum(rows.values()),
-            rows["registers"] + rows["instructions"],
-        )
+        copies = len(cpus) * sum(rows.values())  # a pass over each table per core
         lookups = sum(rows[table] for table in _LOOKUP_ROWS.values())
-        steps = _Steps(progress, copies + snapshots_and_timeline + lookups)
+        steps = _Steps(progress, copies + rows["registers"] + lookups + rows["instructions"])
         for table in TABLES:
             _copy_by_core(trace, table, cpus, directory / f"{table}.arrow", steps)
         last_seq = max((last for *_, last in cores), default=-1)
