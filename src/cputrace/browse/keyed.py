@@ -68,6 +68,7 @@ class KeyedWriter:
             table = pa.Table.from_batches([table])
         if not table.num_rows:
             return
+        table = table.cast(self.schema).combine_chunks()  # once here, not once per group
         if not self.split:
             self._hold(table)
             return
@@ -92,7 +93,7 @@ class KeyedWriter:
     def _flush(self) -> None:
         if not self._held:
             return
-        group = pa.concat_tables(self._held).cast(self.schema).combine_chunks()
+        group = self._held[0] if len(self._held) == 1 else pa.concat_tables(self._held).combine_chunks()
         self._writer.write_table(group, max_chunksize=group.num_rows)
         self._bounds.append((self._key_of(group, 0), self._key_of(group, group.num_rows - 1)))
         self._sizes.append(group.num_rows)
