@@ -21,6 +21,7 @@ from textual.widgets import Tree
 from cputrace.browse.app import BrowseApp, Start
 from cputrace.browse.diffview import DiffView
 from cputrace.browse.keys import KEYS
+from cputrace.browse.panes.registers import CHANGED
 from cputrace.browse.panes.trace import TracePane
 from cputrace.browse.screens import CallTreeScreen, HelpScreen
 from cputrace.browse.session import Session
@@ -441,3 +442,44 @@ def test_screenshot_without_colours(quicksort, tmp_path):
     )
     assert result.exit_code == 0, result.output
     assert "wrote" in result.output and "quicksort" in svg.read_text()
+
+
+def test_a_locked_memory_pane_stays_at_its_point(quicksort):
+    store, elf = quicksort
+    at_50 = _state(store, 50, "--mem", "0x8100", "16", "--image", str(elf))["memory"][0]["hex"]
+    at_900 = _state(store, 900, "--mem", "0x8100", "16", "--image", str(elf))["memory"][0]["hex"]
+    assert at_50 != at_900  # the sort has changed these bytes in between
+    app = _browser(quicksort, seq=50)
+
+    async def script(pilot):
+        await pilot.press("m", *"0x8100", "enter", "l", "escape", "g", *"900", "enter")
+        await pilot.pause()
+        locked = app.memory_panes[0].text()
+        await pilot.press("m", *"0x8100", "enter")
+        await pilot.pause()
+        return locked, app.memory_panes[1].text()
+
+    locked, following = drive(app, script)
+    assert "".join(locked.splitlines()[1].split()[1:]) == at_50 and "seq 50" in locked
+    assert "".join(following.splitlines()[1].split()[1:]) == at_900 and "seq 900" in following
+
+
+def test_registers_changed_by_a_step_are_highlighted(quicksort):
+    store, _ = quicksort
+    before = {r["name"]: r["hex"] for r in _state(store, 102)["registers"]}
+    after = {r["name"]: r["hex"] for r in _state(store, 103)["registers"]}
+    changed = {name for name in after if before.get(name) != after[name]}
+    assert changed  # LDRB then a flag-setting CMP: something changes
+    app = _browser(quicksort, seq=101)
+
+    async def script(pilot):
+        seen = []
+        for _ in range(2):
+            await pilot.press("down")
+            pane = app.registers_pane
+            seen.append({str(pane.get_row_at(i)[0]) for i in range(pane.row_count)
+                         if pane.get_row_at(i)[0].style == CHANGED})  # fmt: skip
+        return seen
+
+    at_102, at_103 = drive(app, script)
+    assert at_103 == changed and at_102 != at_103

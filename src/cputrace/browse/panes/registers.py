@@ -40,34 +40,43 @@ class RegistersPane(DataTable):
         self._shown: dict[str, str] = {}
         self._writers: dict[str, int] = {}
         self._names: list[str] = []
+        self._changed: set[str] = set()
 
     def on_mount(self) -> None:
-        self.add_columns("register", "value", "written at")
+        self._columns = self.add_columns("register", "value", "written at")
 
     def show(self, names: Sequence[str], values: Sequence[RegisterValue]) -> None:
         """The registers `names`, in that order, with the `values` known at the cursor; those
-        whose text differs from the previous `show` are highlighted."""
+        whose text differs from the previous `show` are highlighted. The same registers as
+        before are updated in place, only the rows that change (a step changes a few)."""
         by_name = {v.name: v for v in values}
         texts = {name: ("0x" + by_name[name].hex() if name in by_name else "?") for name in names}
+        writers = {v.name: v.seq for v in values}
         previous = self._shown
-        row = self.cursor_row
-        self.clear()
-        for name in names:
-            text = texts[name]
-            changed = bool(previous) and previous.get(name) != text
-            style = CHANGED if changed else (UNKNOWN if name not in by_name else "")
-            writer = by_name[name].seq if name in by_name else None
-            self.add_row(
-                Text(name, style=style),
-                Text(text, style=style),
-                Text("" if writer is None else str(writer), style="dim"),
-                key=name,
-            )
+        changed = {name for name in names if previous and previous.get(name) != texts[name]}
+        if list(names) != self._names:
+            row = self.cursor_row
+            self.clear()
+            for name in names:
+                self.add_row(*self._cells(name, texts[name], writers.get(name), name in changed), key=name)
+            if names:
+                self.move_cursor(row=min(row, len(names) - 1), animate=False)
+        else:
+            redraw = changed | self._changed | {n for n in names if writers.get(n) != self._writers.get(n)}
+            for name in redraw:
+                cells = self._cells(name, texts[name], writers.get(name), name in changed)
+                for column, cell in zip(self._columns, cells, strict=True):
+                    self.update_cell(name, column, cell)
         self._shown = texts
-        self._writers = {v.name: v.seq for v in values}
+        self._writers = writers
+        self._changed = changed
         self._names = list(names)
-        if names:
-            self.move_cursor(row=min(row, len(names) - 1), animate=False)
+
+    @staticmethod
+    def _cells(name: str, text: str, writer: int | None, changed: bool) -> tuple[Text, Text, Text]:
+        style = CHANGED if changed else (UNKNOWN if writer is None else "")
+        seq = Text("" if writer is None else str(writer), style="dim")
+        return Text(name, style=style), Text(text, style=style), seq
 
     def text(self) -> str:
         """The pane as plain text (`name value`), for copying."""
