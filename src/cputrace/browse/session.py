@@ -56,7 +56,12 @@ decoded groups and a DuckDB connection: use it from one thread at a time.
     session.timeline_column(strip, seq) / timeline_seq(strip, column)   cursor <-> column
     session.source(pc, context=8)       SourceView (source.py): file, line and the text around
                                         it (files found as named or under `source_dirs`)
+    session.has_time, session.last_seq
     session.close()
+
+Two traces side by side: `DiffView.open(session_a, session_b)` (diffview.py): `aligned(cpu,
+seq)`, `next_divergence(cpu, seq, forward)`, `divergences_at(cpu, seq)`, `differences(a_seq,
+b_seq)`.
 """
 
 from __future__ import annotations
