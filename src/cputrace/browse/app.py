@@ -554,6 +554,16 @@ class BrowseApp(App[None]):
     def action_focus_pane(self, name: str) -> None:
         self.query_one(f"#{name}", Widget).focus()
 
+    def action_lock_memory(self) -> None:
+        panes = self.memory_panes
+        if not panes:
+            self.say("no Memory pane (m opens one)")
+            return
+        pane = self.focused if isinstance(self.focused, MemoryPane) else panes[-1]
+        pane.action_toggle_lock()
+        state = "unlocked" if pane.locked is None else f"locked at seq {pane.locked}"
+        self.say(f"Memory {pane.expression}: {state}", error=False)
+
     def action_close_memory(self) -> None:
         focused = self.focused
         if isinstance(focused, MemoryPane):

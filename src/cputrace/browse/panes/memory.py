@@ -1,9 +1,9 @@
 """A Memory pane: hex and ASCII of memory at an address expression, each byte styled by where
 its value comes from (a write, a read before any write, the image, or unknown).
 
-The pane follows the cursor unless locked to a point. It selects one byte; Enter or `1`
-asks for the last write to that byte, `2` `4` `8` to the aligned halfword, word or
-doubleword around it. The app evaluates the expression and reads the bytes (`show`).
+The pane follows the cursor unless locked to a point (`toggle_lock`, the app's `l`). It
+selects one byte; Enter or `1` asks for the last write to that byte, `2` `4` `8` to the
+aligned halfword, word or doubleword around it. The app evaluates the expression and reads the bytes (`show`).
 """
 
 from __future__ import annotations
@@ -48,7 +48,6 @@ class MemoryPane(Widget, can_focus=True):
         Binding("2", "last_write(2)", show=False),
         Binding("4", "last_write(4)", show=False),
         Binding("8", "last_write(8)", show=False),
-        Binding("l", "toggle_lock", "lock", show=False),
     ]
 
     class LastWrite(Message):
