@@ -55,7 +55,10 @@ class TimelinePane(Widget):
         return max(1, self.content_region.height)
 
     def show(self, strip: Strip, cursor: int) -> None:
-        """`strip` (one of this pane's size), the cursor in column `cursor`."""
+        """`strip` (one of this pane's size), the cursor in column `cursor` (repainted only
+        when one of them changes)."""
+        if strip is self.strip and cursor == self.cursor:
+            return
         if strip is not self.strip:
             self.strip = strip
             counts = strip.counts.astype(np.float64)
