@@ -2,8 +2,8 @@
 
 The app holds where each core's cursor is (its position among the core's instructions) and
 which core is shown; every move goes through `_go`, which re-reads what the panes show at
-the new point (a screenful of lines, the registers, the memory panes, the call stack) from
-the session. The session does all trace work; the panes only draw. The same app runs in a
+the new point (a screenful of lines, the registers, the memory panes, the call stack, the
+timeline's cursor, the source line) from the session. The session does all trace work; the panes only draw. The same app runs in a
 terminal and, through textual-serve, in a web browser (cli/browse.py).
 
 Requests typed into the app that cannot be answered (an unknown symbol, a malformed
@@ -84,7 +84,8 @@ def _is_sql_error(exc: Exception) -> bool:
 
 
 class BrowseApp(App[None]):
-    """Trace, Registers, Memory and Calls panes, a status line, and the keys of keys.py."""
+    """Trace (and trace B with --diff), Timeline, Source, Memory, Registers and Calls panes, a
+    status line, and the keys of keys.py."""
 
     TITLE = "cputrace browse"
     CSS = """
@@ -112,9 +113,9 @@ class BrowseApp(App[None]):
         self.top: dict[int, int] = dict.fromkeys(session.cores, 0)
         """Each core's first line on screen."""
         self._on_screen = 1
+        """Lines of instructions on screen, whole or cut (a page moves by one less)."""
         self._cursor_line: Line | None = None
         """The cursor's line as the Trace pane shows it."""
-        """Lines of instructions on screen, whole or cut (a page moves by one less)."""
         self._strips: dict[tuple[int, int, int], Strip] = {}
         """Timeline strips by (core, columns, rows)."""
         self.bookmarks: list[int] = []
