@@ -3,8 +3,9 @@
 The app holds where each core's cursor is (its position among the core's instructions) and
 which core is shown; every move goes through `_go`, which re-reads what the panes show at
 the new point (a screenful of lines, the registers, the memory panes, the call stack, the
-timeline's cursor, the source line) from the session. The session does all trace work; the panes only draw. The same app runs in a
-terminal and, through textual-serve, in a web browser (cli/browse.py).
+timeline's cursor, the source line) from the session. The session does all trace work; the
+panes only draw. The same app runs in a terminal and, through textual-serve, in a web
+browser (cli/browse.py).
 
 Requests typed into the app that cannot be answered (an unknown symbol, a malformed
 expression or SQL, a seq past the end) end as a message in the status line: the
