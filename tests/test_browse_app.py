@@ -483,3 +483,16 @@ def test_registers_changed_by_a_step_are_highlighted(quicksort):
 
     at_102, at_103 = drive(app, script)
     assert at_103 == changed and at_102 != at_103
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--at", "1", "--time", "1"], "at most one of --at SEQ and --time T"),
+        (["--serve", "--screenshot", "x.svg"], "cannot go with --serve"),
+        (["--port", "0", "--serve"], "0 is not in the range"),
+    ],
+)
+def test_bad_usage_is_exit_2(quicksort, args, said):
+    result = CliRunner().invoke(cli, ["browse", str(quicksort[0]), *args])
+    assert result.exit_code == exits.USAGE and said in result.output
