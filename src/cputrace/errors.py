@@ -71,3 +71,8 @@ class MissingExtra(UsageError, ImportError):
     def __init__(self, part: str, package: str, extra: str) -> None:
         super().__init__(f"{part} needs {package}, the {extra} extra: pip install 'cputrace[{extra}]'")
         self.name = package
+
+
+class BrowseError(UsageError):
+    """A browser request that cannot be answered as typed (an unknown symbol, a malformed
+    expression, a seq past the end): its message is shown in the browser's status line."""

@@ -24,7 +24,7 @@ import fnmatch
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import numba
 import numpy as np
@@ -251,10 +251,26 @@ def _cpus(trace: Trace) -> set[int]:
     return set(cpus.to_pylist())
 
 
+class AlignmentFollower(Protocol):
+    """Sees the whole alignment as the comparison makes it (the browser keeps it): per batch
+    of a core, the seqs of the pairs (A's and B's, in order) and every divergence among
+    them, in A's order."""
+
+    def follow(
+        self, cpu: int, a_seqs: np.ndarray, b_seqs: np.ndarray, divergences: list[Divergence]
+    ) -> None: ...
+
+
 def diff_traces(
-    a: Trace, b: Trace, options: DiffOptions = DiffOptions(), limit: int = 100, rows: int = CHUNK_ROWS
+    a: Trace,
+    b: Trace,
+    options: DiffOptions = DiffOptions(),
+    limit: int = 100,
+    rows: int = CHUNK_ROWS,
+    follower: AlignmentFollower | None = None,
 ) -> DiffResult:
-    """Align and compare every core the two traces have; keep the first `limit` divergences.
+    """Align and compare every core the two traces have; keep the first `limit` divergences
+    (a `follower` sees them all, with the pairs).
 
     Each core is one pass over both traces, `rows` instructions at a time, so memory stays
     bounded however long the traces are and however their cores interleave.
@@ -267,14 +283,20 @@ def diff_traces(
             _Side(_core_chunks(trace, cpu, options, rows) if cpu in cpus else iter(()))
             for trace, cpus in ((a, cpus_a), (b, cpus_b))
         )
-        found.extend(_compare(cpu, side_a, side_b, options, result, limit))
+        found.extend(_compare(cpu, side_a, side_b, options, result, limit, follower))
     found.sort(key=lambda d: (d.position, d.cpu))
     result.divergences = found[:limit]
     return result
 
 
 def _compare(
-    cpu: int, a: _Side, b: _Side, options: DiffOptions, result: DiffResult, limit: int
+    cpu: int,
+    a: _Side,
+    b: _Side,
+    options: DiffOptions,
+    result: DiffResult,
+    limit: int,
+    follower: AlignmentFollower | None = None,
 ) -> list[Divergence]:
     """Divergences of one core (the first `limit` in A's order), counting all of them.
 
@@ -296,9 +318,13 @@ def _compare(
         j += b.base
         if len(pairs_a):
             room = limit - len(found)
-            runs = _runs(cpu, a, b, (last_a, last_b), pairs_a, pairs_b, result, room)
-            paired = _paired(cpu, a, b, pairs_a, pairs_b, options, result, room)
-            found.extend(sorted(runs + paired, key=lambda d: d.position)[:room])
+            listed = room if follower is None else len(pairs_a)  # a divergence at most per pair
+            runs = _runs(cpu, a, b, (last_a, last_b), pairs_a, pairs_b, result, listed)
+            paired = _paired(cpu, a, b, pairs_a, pairs_b, options, result, listed)
+            divergences = sorted(runs + paired, key=lambda d: d.position)
+            if follower is not None:
+                follower.follow(cpu, a.rows.seq[pairs_a - a.base], b.rows.seq[pairs_b - b.base], divergences)
+            found.extend(divergences[:room])
             last_a, last_b = int(pairs_a[-1]), int(pairs_b[-1])
         if finished:
             break
@@ -314,12 +340,13 @@ def _compare(
         result.total += 1
         result.only_a += na - last_a - 1
         result.only_b += nb - last_b - 1
+        end = a.last_seq + 1 if na else 0
+        position = a_seq if a_seq is not None else end
+        tail = Divergence(cpu, ("unaligned",), a_seq, b_seq, na - last_a - 1, nb - last_b - 1, position)
         if len(found) < limit:
-            end = a.last_seq + 1 if na else 0
-            position = a_seq if a_seq is not None else end
-            found.append(
-                Divergence(cpu, ("unaligned",), a_seq, b_seq, na - last_a - 1, nb - last_b - 1, position)
-            )
+            found.append(tail)
+        if follower is not None:
+            follower.follow(cpu, np.zeros(0, np.int64), np.zeros(0, np.int64), [tail])
     return found
 
 

@@ -48,6 +48,10 @@ READ_BEFORE_WRITE = -1  # origins >= 0 are the seq of the write that set the byt
 FROM_IMAGE = -2
 UNKNOWN = -3
 
+KNOWN_WRITES = "op::VARCHAR IN ('W', 'U') AND (value IS NOT NULL OR wide IS NOT NULL) AND addr IS NOT NULL"
+"""The memory rows that set bytes: writes (and atomic updates) whose address and data the trace
+shows."""
+
 _MEMORY_ROW_GROUP = 1 << 16
 _SNAPSHOT_ROW_GROUP = 1 << 13
 _LAST_ADDRESS = (1 << 64) - 1
@@ -181,7 +185,7 @@ class StateIndex:
             """,
             {"snapshot": snapshot, "first": first, "seq": seq},
         ).fetchall()
-        return _merge_registers(rows, self.widths)
+        return merge_registers(rows, self.widths)
 
     # -- memory --------------------------------------------------------------------------
 
@@ -221,9 +225,9 @@ class StateIndex:
             ((addr, size, w["value"], w["wide"], w["seq"], w["src"]) for addr, size, w in last),
             key=lambda r: (r[4], r[5]),
         )
-        _paint(writes, address, data, origin)
+        paint_writes(writes, address, data, origin)
         if image is not None:
-            _fill_from_image(image, address, data, origin)
+            fill_from_image(image, address, data, origin)
         return MemoryBytes(address, data.tobytes(), origin)
 
 
@@ -231,7 +235,7 @@ def _quote(path: Path) -> str:
     return str(path).replace("'", "''")
 
 
-def _merge_registers(rows: list[tuple], widths: dict[str, int]) -> list[RegisterValue]:
+def merge_registers(rows: list[tuple], widths: dict[str, int]) -> list[RegisterValue]:
     """Replay each register's last write per byte mask, oldest first, into its bytes.
 
     A write without a mask sets the whole register, zero-extended to its widest write.
@@ -260,7 +264,7 @@ def _merge_registers(rows: list[tuple], widths: dict[str, int]) -> list[Register
     return result
 
 
-def _paint(writes: list[tuple], address: int, data: np.ndarray, origin: np.ndarray) -> None:
+def paint_writes(writes: list[tuple], address: int, data: np.ndarray, origin: np.ndarray) -> None:
     """Apply writes (oldest first) to the bytes of [address, address+len(data)) they overlap."""
     end = address + len(data)
     for addr, size, value, wide, seq, _ in writes:
@@ -271,7 +275,7 @@ def _paint(writes: list[tuple], address: int, data: np.ndarray, origin: np.ndarr
             origin[lo - address : hi - address] = seq
 
 
-def _fill_from_image(image: Image, address: int, data: np.ndarray, origin: np.ndarray) -> None:
+def fill_from_image(image: Image, address: int, data: np.ndarray, origin: np.ndarray) -> None:
     """Bytes still unknown take the image's contents where it has any."""
     end = address + len(data)
     for region in image.regions:
@@ -320,28 +324,30 @@ def _copy(db: duckdb.DuckDBPyConnection, query: str, out: Path, row_group: int) 
 
 
 def _build_snapshots(db: duckdb.DuckDBPyConnection, out: Path, instructions: int) -> None:
-    """Snapshot c: the last write per (cpu, register, mask) among seq < c * CHECKPOINT."""
-    db.execute(
-        f"""
-        CREATE TEMP TABLE last AS
-        SELECT cpu, reg::VARCHAR AS reg, coalesce(mask, ''::BLOB) AS key,
-               seq // {CHECKPOINT} + 1 AS interval,
-               arg_max(struct_pack(mask, size, value, wide, seq, src), (seq, src)) AS w
-        FROM registers GROUP BY ALL
-        """
-    )
-    snapshots = instructions // CHECKPOINT
-    query = f"""
+    query = snapshot_query(CHECKPOINT, instructions, "s.checkpoint, l.cpu, l.reg")
+    _copy(db, query, out, _SNAPSHOT_ROW_GROUP)
+
+
+def snapshot_query(checkpoint: int, instructions: int, order: str) -> str:
+    """Snapshot c of every core: the last write per (cpu, register, mask) among seq < c * checkpoint,
+    for c from 1 while c * checkpoint <= instructions; the rows ordered by `order` (columns of
+    `s`, the snapshot, and `l`, the write). Reads the view `registers`."""
+    return f"""
+        WITH last AS (
+            SELECT cpu, reg::VARCHAR AS reg, coalesce(mask, ''::BLOB) AS key,
+                   seq // {checkpoint} + 1 AS interval,
+                   arg_max(struct_pack(mask, size, value, wide, seq, src), (seq, src)) AS w
+            FROM registers GROUP BY ALL
+        )
         SELECT s.checkpoint, l.cpu, l.reg, l.w.mask, l.w.size, l.w.value, l.w.wide, l.w.seq, l.w.src
         FROM (
             SELECT k.cpu, k.reg, k.key, c.range AS checkpoint
-            FROM (SELECT DISTINCT cpu, reg, key FROM last) k, range(1, {snapshots + 1}) c
+            FROM (SELECT DISTINCT cpu, reg, key FROM last) k, range(1, {instructions // checkpoint + 1}) c
         ) s
         ASOF JOIN last l
         ON l.cpu = s.cpu AND l.reg = s.reg AND l.key = s.key AND l.interval <= s.checkpoint
-        ORDER BY s.checkpoint, l.cpu, l.reg
+        ORDER BY {order}
     """
-    _copy(db, query, out, _SNAPSHOT_ROW_GROUP)
 
 
 def _build_writes(db: duckdb.DuckDBPyConnection, out: Path, thinned: Path) -> int:
@@ -351,11 +357,9 @@ def _build_writes(db: duckdb.DuckDBPyConnection, out: Path, thinned: Path) -> in
     its own interval, so an address written millions of times costs a few thousand rows.
     Returns the widest write's size.
     """
-    query = """
-        SELECT addr, size, seq, src, value, wide FROM memory
-        WHERE op::VARCHAR IN ('W', 'U') AND (value IS NOT NULL OR wide IS NOT NULL)
-        ORDER BY addr, seq, src
-    """
+    query = (
+        f"SELECT addr, size, seq, src, value, wide FROM memory WHERE {KNOWN_WRITES} ORDER BY addr, seq, src"
+    )
     _copy(db, query, out, _MEMORY_ROW_GROUP)
     query = f"""
         SELECT addr, size, interval, w.value, w.wide, w.seq, w.src FROM (
@@ -370,12 +374,17 @@ def _build_writes(db: duckdb.DuckDBPyConnection, out: Path, thinned: Path) -> in
 
 
 def _build_initial(db: duckdb.DuckDBPyConnection, out: Path) -> None:
-    """Bytes whose first access is a read (or fetch), with the value it saw.
+    _copy(db, initial_query(), out, _MEMORY_ROW_GROUP)
+
+
+def initial_query() -> str:
+    """Bytes whose first access is a read (or fetch), with the value it saw, by address: (addr,
+    byte). Reads the view `memory`.
 
     The first access to a byte is the first access of one of the (address, size, read or
     write) groups that cover it, so only those few first accesses are split into bytes.
     """
-    query = f"""
+    return f"""
         WITH firsts AS (
             SELECT addr, size, op::VARCHAR IN ('W', 'U') AS write, min((seq, src)) AS first_at,
                    arg_min(struct_pack(value, wide), (seq, src)) AS data
@@ -392,4 +401,3 @@ def _build_initial(db: duckdb.DuckDBPyConnection, out: Path) -> None:
             SELECT addr, arg_min(struct_pack(byte, write), first_at) AS first FROM bytes GROUP BY addr
         ) WHERE NOT first.write ORDER BY addr
     """
-    _copy(db, query, out, _MEMORY_ROW_GROUP)

@@ -121,7 +121,7 @@ class _Group(click.Group):
         "ingest": "ingest", "formats": "ingest", "info": "store", "list": "store", "sql": "store",
         "calls": "analysis", "profile": "analysis", "export": "export",
         "state": "state", "diff": "diff", "coverage": "coverage",
-        "record": "record", "etm": "etm", "verify": "verify", "batch": "batch",
+        "record": "record", "etm": "etm", "verify": "verify", "batch": "batch", "browse": "browse",
     }  # fmt: skip
 
     def list_commands(self, ctx: click.Context) -> list[str]:

@@ -50,6 +50,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "cputrace record tests/corpus/calls-t32.elf --flow-only --max-insns 5000 -o calls.flow.tarmac",
     ),
     "verify": (f"cputrace ingest {QUICKSORT} -o quicksort.ctrace", "cputrace verify quicksort.ctrace"),
+    "browse": (
+        f"cputrace browse {QUICKSORT} {IMAGE} --at 100 --screenshot quicksort.svg",
+        "cputrace browse tests/data/state/indextest.tarmac --screenshot indextest.svg",
+    ),
     "etm": ("cputrace etm packets tests/data/etmv3/tc2 --limit 14",),
     "batch": (f"cputrace batch ingest {QUICKSORT} examples/armulator.trc --workers 2",),
     "batch ingest": (f"cputrace batch ingest {QUICKSORT} examples/armulator.trc -d stores --workers 2",),

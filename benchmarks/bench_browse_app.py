@@ -1,0 +1,189 @@
+"""The browser app on a large trace, driven through Textual's headless pilot: its first screen,
+and what each kind of key press costs beyond the pilot's own waits.
+
+    python benchmarks/bench_browse_app.py --lines 20000000 --actions 240
+
+Uses bench_browse.py's stores (the generated trace, and trace B for --diff; made on first use,
+their indexes built by the first `Session.open`). Measures:
+- the first screen: `cputrace browse STORE --screenshot` run as a command, from its start to
+  the SVG written (it includes the interpreter's start, the imports, the SVG export), and
+  `--screenshot` of the app already open;
+- `--actions` random actions through the pilot, kinds in turn (step, page, go to a seq or a
+  time, next or previous pc visit, the writer of a register, the last write to a memory
+  word, fold or unfold, next divergence, next exception, core switch): each counted as the
+  pilot's time for the action's keys minus the time for as many presses of a key bound to
+  nothing, timed right after it (the pilot waits for the screen after every key); p50, p95
+  and max per kind, and over all;
+- peak resident memory of the process.
+
+The engine's work per action alone (without Textual) is bench_browse.py's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from bench_browse import prepared_other
+from bench_state import prepared_store
+from measure import generated_trace
+
+import cputrace
+from cputrace.browse.app import BrowseApp, Start
+from cputrace.browse.diffview import DiffView
+from cputrace.browse.panes.memory import MemoryPane
+from cputrace.browse.session import Session
+
+SIZE = (160, 50)
+NOTHING = "z"
+"""A key bound to nothing: what the pilot costs for a key press by itself."""
+
+
+def first_screen(store: Path) -> float:
+    """Seconds from the command's start to its first screen written as SVG."""
+    with tempfile.TemporaryDirectory() as scratch:
+        start = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "cputrace", "browse", str(store), "--screenshot", f"{scratch}/first.svg"],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        return time.perf_counter() - start
+
+
+Action = Callable[[object], Awaitable[int]]
+"""Presses one action's keys through the pilot; returns how many keys it pressed."""
+
+
+def actions(app: BrowseApp, rng: random.Random, memory: MemoryPane) -> dict[str, Action]:
+    session = app.session
+
+    def count() -> int:
+        return session.count(app.cpu)
+
+    async def keys(pilot, *pressed: str) -> int:
+        await pilot.press(*pressed)
+        return len(pressed)
+
+    async def step(pilot) -> int:
+        return await keys(pilot, rng.choice(("down", "up")))
+
+    async def page(pilot) -> int:
+        return await keys(pilot, rng.choice(("pagedown", "pageup")))
+
+    async def goto_seq(pilot) -> int:
+        return await keys(pilot, "g", *str(session.seq_of(app.cpu, rng.randrange(count()))), "enter")
+
+    async def goto_time(pilot) -> int:
+        line = session.lines(app.cpu, rng.randrange(count()), 1)[0]
+        return await keys(pilot, "t", *str(line.time), "enter")
+
+    async def pc_visit(pilot) -> int:
+        return await keys(pilot, rng.choice(("n", "N")))
+
+    async def register_writer(pilot) -> int:
+        app.registers_pane.focus()
+        app.registers_pane.move_cursor(row=rng.randrange(max(1, app.registers_pane.row_count)))
+        pressed = await keys(pilot, "enter")
+        app.trace_pane.focus()
+        return pressed
+
+    async def memory_writer(pilot) -> int:
+        memory.focus()
+        pressed = await keys(pilot, rng.choice(("1", "2", "4", "8")))
+        app.trace_pane.focus()
+        return pressed
+
+    async def fold(pilot) -> int:
+        return await keys(pilot, rng.choice(("minus", "plus", "left_square_bracket", "left_curly_bracket")))
+
+    async def divergence(pilot) -> int:
+        return await keys(pilot, rng.choice(("d", "D")))
+
+    async def exception(pilot) -> int:
+        return await keys(pilot, rng.choice(("e", "E")))
+
+    async def core(pilot) -> int:
+        return await keys(pilot, "x")
+
+    found = {
+        "step": step, "page": page, "go to seq": goto_seq, "go to time": goto_time,
+        "pc visit": pc_visit, "register writer": register_writer, "memory writer": memory_writer,
+        "fold/unfold": fold, "exception": exception, "core switch": core,
+    }  # fmt: skip
+    if app.diff is not None:
+        found["divergence"] = divergence
+    return found
+
+
+async def drive(app: BrowseApp, count: int, seed: int) -> tuple[dict[str, list[float]], list[float]]:
+    """Per kind, each action's seconds beyond the pilot's; and the unbound key's own seconds."""
+    rng = random.Random(seed)
+    costs: dict[str, list[float]] = {}
+    nothing: list[float] = []
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("m", "s", "p", "enter")  # a memory pane at sp
+        memory = app.memory_panes[0]
+        app.trace_pane.focus()
+        pc = f"0x{app.session.line(app.seq).pc:x}"
+        await pilot.press("p", *pc, "enter")  # the pc `n` and `N` look for
+        kinds = actions(app, rng, memory)
+        names = list(kinds)
+        for number in range(count):
+            name = names[number % len(names)]
+            start = time.perf_counter()
+            pressed = await kinds[name](pilot)
+            spent = time.perf_counter() - start
+            start = time.perf_counter()
+            await pilot.press(*[NOTHING] * pressed)
+            baseline = time.perf_counter() - start
+            nothing.append(baseline / pressed)
+            costs.setdefault(name, []).append(spent - baseline)
+    return costs, nothing
+
+
+def _ms(values: list[float]) -> str:
+    ordered = sorted(values)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return f"{1000 * statistics.median(ordered):8.1f} {1000 * p95:8.1f} {1000 * ordered[-1]:8.1f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--lines", type=int, default=20_000_000)
+    parser.add_argument("--actions", type=int, default=240)
+    parser.add_argument("--no-diff", action="store_true", help="Without trace B beside (no divergences).")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    store = prepared_store(args.lines)
+    a = Session.open(cputrace.open(store))
+    diff = None
+    if not args.no_diff:
+        b = Session.open(cputrace.open(prepared_other(args.lines, generated_trace(args.lines))))
+        diff = DiffView.open(a, b)
+    print(f"store: {store} ({a.count(a.cpu):,} instructions on cpu {a.cpu})")
+    runs = [first_screen(store) for _ in range(3)]
+    print(f"first screen, `cputrace browse --screenshot`: median {statistics.median(runs):.2f} s "
+          f"(runs: {', '.join(f'{r:.2f}' for r in runs)})")  # fmt: skip
+    app = BrowseApp(a, Start(seq=a.count(a.cpu) // 2), diff)
+    costs, nothing = asyncio.run(drive(app, args.actions, args.seed))
+    print(f"a key bound to nothing (the pilot's own time): median {1000 * statistics.median(nothing):.1f} ms")
+    print(f"{'action (ms beyond the pilot)':<30} {'n':>4} {'p50':>8} {'p95':>8} {'max':>8}")
+    for name, values in costs.items():
+        print(f"{name:<30} {len(values):>4} {_ms(values)}")
+    every = [v for values in costs.values() for v in values]
+    print(f"{'all':<30} {len(every):>4} {_ms(every)}")
+    print(f"peak resident memory: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()

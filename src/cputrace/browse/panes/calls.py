@@ -1,0 +1,60 @@
+"""The Calls pane: the call stack at the cursor, outermost first; Enter jumps to a call."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.widgets import DataTable
+
+
+@dataclass(frozen=True, slots=True)
+class StackRow:
+    """A frame of the stack as the pane shows it."""
+
+    function: str
+    call_site: str  # where it was called from ("" for the outermost frame)
+    entry_seq: int  # the frame's first instruction
+    call_seq: int | None  # the call instruction (None for the outermost frame)
+
+
+class CallsPane(DataTable):
+    """Frames as rows (depth, function, call site, seq of the call); Enter goes to the call
+    instruction (the outermost frame: its first instruction)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "jump", "go to call", show=False)]
+
+    class JumpToCall(Message):
+        """Go to instruction `seq`, the entry of a call."""
+
+        def __init__(self, seq: int) -> None:
+            super().__init__()
+            self.seq = seq
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(cursor_type="row", **kwargs)
+        self.border_title = "Calls"
+        self._rows: list[StackRow] = []
+
+    def on_mount(self) -> None:
+        self.add_columns("#", "function", "called from", "call seq")
+
+    def show(self, rows: Sequence[StackRow]) -> None:
+        if list(rows) == self._rows:
+            return
+        self.clear()
+        for depth, row in enumerate(rows):
+            seq = row.entry_seq if row.call_seq is None else row.call_seq
+            self.add_row(str(depth), Text(row.function, style="bold"), row.call_site, str(seq))
+        self._rows = list(rows)
+        if rows:
+            self.move_cursor(row=len(rows) - 1, animate=False)
+
+    def action_jump(self) -> None:
+        if self._rows:
+            row = self._rows[self.cursor_row]
+            self.post_message(self.JumpToCall(row.entry_seq if row.call_seq is None else row.call_seq))

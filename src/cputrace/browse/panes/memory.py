@@ -1,0 +1,192 @@
+"""A Memory pane: hex and ASCII of memory at an address expression, each byte styled by where
+its value comes from (a write, a read before any write, the image, or unknown).
+
+The pane follows the cursor unless locked to a point (`toggle_lock`, the app's `l`). It
+selects one byte; Enter or `1` asks for the last write to that byte, `2` `4` `8` to the
+aligned halfword, word or doubleword around it. The app evaluates the expression and reads the bytes (`show`).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.segment import Segment
+from rich.style import Style
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.strip import Strip
+from textual.widget import Widget
+
+from ...analysis.state import FROM_IMAGE, READ_BEFORE_WRITE, UNKNOWN, MemoryBytes
+
+ROW = 16
+"""Bytes per line."""
+
+ORIGIN_STYLES = {
+    UNKNOWN: Style(dim=True),
+    READ_BEFORE_WRITE: Style(color="cyan"),
+    FROM_IMAGE: Style(color="magenta"),
+}
+WRITTEN = Style(color="green")
+CHANGED = Style(color="black", bgcolor="yellow")
+SELECTED = Style(reverse=True)
+ADDRESS = Style(color="bright_blue")
+
+
+class MemoryPane(Widget, can_focus=True):
+    """ROW bytes a line from the 16-byte boundary at or below the expression's address."""
+
+    DEFAULT_CSS = "MemoryPane { height: 8; border: round $secondary; }"
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("left", "move(-1)", show=False),
+        Binding("right", "move(1)", show=False),
+        Binding("up", "move(-16)", show=False),
+        Binding("down", "move(16)", show=False),
+        Binding("enter", "last_write(1)", "last write", show=False),
+        Binding("1", "last_write(1)", show=False),
+        Binding("2", "last_write(2)", show=False),
+        Binding("4", "last_write(4)", show=False),
+        Binding("8", "last_write(8)", show=False),
+    ]
+
+    class LastWrite(Message):
+        """Go to the last write to any byte of [address, address + size) before the pane's point."""
+
+        def __init__(self, pane: MemoryPane, address: int, size: int) -> None:
+            super().__init__()
+            self.pane = pane
+            self.address = address
+            self.size = size
+
+    class Moved(Message):
+        """The selection left the bytes shown: the app reads the pane again."""
+
+        def __init__(self, pane: MemoryPane) -> None:
+            super().__init__()
+            self.pane = pane
+
+    def __init__(self, expression: str, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.expression = expression
+        self.locked: int | None = None
+        """The seq the pane is locked to, or None to follow the cursor."""
+        self.seq: int | None = None
+        """The point shown."""
+        self.base = 0
+        """The address of the first byte shown (a multiple of ROW)."""
+        self.selected = 0
+        """The address of the selected byte."""
+        self._memory: MemoryBytes | None = None
+        self._changed: set[int] = set()
+        self._title()
+
+    @property
+    def rows(self) -> int:
+        """Lines of bytes that fit in the pane."""
+        return max(1, self.content_region.height or 4)
+
+    def place(self, address: int) -> None:
+        """Select `address` (the expression's value), its line first in the pane."""
+        self.selected = address
+        self.base = min(address - address % ROW, (1 << 64) - self.rows * ROW)
+        self._title()
+
+    def wanted(self) -> tuple[int, int]:
+        """The (address, length) the pane shows: the app reads these bytes for `show`."""
+        return self.base, self.rows * ROW
+
+    def show(self, seq: int, memory: MemoryBytes) -> None:
+        """The bytes at point `seq`; bytes whose value differs from the previous `show` of the
+        same addresses are highlighted."""
+        old = self._memory
+        self._changed = set()
+        if old is not None and old.address == memory.address and len(old.data) == len(memory.data):
+            for i, (a, b) in enumerate(zip(old.data, memory.data, strict=True)):
+                if a != b or old.origin[i] != memory.origin[i]:
+                    self._changed.add(memory.address + i)
+        self.seq = seq
+        self._memory = memory
+        self._title()
+        self.refresh()
+
+    def render_line(self, y: int) -> Strip:
+        memory = self._memory
+        if memory is None:
+            return Strip.blank(self.size.width, self.rich_style)
+        row = memory.address + y * ROW
+        if y * ROW >= len(memory.data):
+            return Strip.blank(self.size.width, self.rich_style)
+        segments = [Segment(f"{row:016x}  ", ADDRESS)]
+        chars = []
+        for i in range(ROW):
+            at = y * ROW + i
+            origin = int(memory.origin[at])
+            byte = memory.data[at]
+            style = ORIGIN_STYLES.get(origin, WRITTEN)
+            if row + i in self._changed:
+                style = CHANGED
+            if row + i == self.selected and self.has_focus:
+                style = style + SELECTED
+            known = origin != UNKNOWN
+            segments.append(Segment(f"{byte:02x}" if known else "??", style))
+            segments.append(Segment("  " if i == 7 else " ", self.rich_style))
+            char = chr(byte) if known and 32 <= byte < 127 else "." if known else " "
+            chars.append(Segment(char, style))
+        segments.append(Segment(" ", self.rich_style))
+        segments.extend(chars)
+        return Strip(segments).crop(0, self.size.width)
+
+    def text(self) -> str:
+        """The bytes shown, as text (`??` for unknown)."""
+        memory = self._memory
+        if memory is None:
+            return ""
+        lines = [f"memory at {self.expression} (seq {self.seq}):"]
+        for y in range(0, len(memory.data), ROW):
+            cells = [
+                f"{memory.data[i]:02x}" if memory.origin[i] != UNKNOWN else "??"
+                for i in range(y, min(y + ROW, len(memory.data)))
+            ]
+            lines.append(f"{memory.address + y:016x}  {' '.join(cells)}")
+        return "\n".join(lines) + "\n"
+
+    def action_move(self, delta: int) -> None:
+        self.selected = max(0, min((1 << 64) - 1, self.selected + delta))
+        before = self.base
+        self._scroll_to_selected()
+        if self.base != before:
+            self.post_message(self.Moved(self))
+        self.refresh()
+
+    def action_last_write(self, size: int) -> None:
+        self.post_message(self.LastWrite(self, self.selected - self.selected % size, size))
+
+    def action_toggle_lock(self) -> None:
+        self.locked = None if self.locked is not None else self.seq
+        self._title()
+        self.post_message(self.Moved(self))
+
+    def on_focus(self) -> None:
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self.refresh()
+
+    def on_resize(self) -> None:
+        self._scroll_to_selected()
+        self.post_message(self.Moved(self))
+
+    def _scroll_to_selected(self) -> None:
+        line = self.selected - self.selected % ROW
+        last = self.base + (self.rows - 1) * ROW
+        if line < self.base:
+            self.base = line
+        elif line > last:
+            self.base = line - (self.rows - 1) * ROW
+        self.base = max(0, min(self.base, (1 << 64) - self.rows * ROW))
+
+    def _title(self) -> None:
+        lock = f" locked at seq {self.locked}" if self.locked is not None else ""
+        self.border_title = f"Memory {self.expression}{lock}"
+        self.border_subtitle = f"0x{self.selected:x}"
