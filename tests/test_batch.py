@@ -495,6 +495,7 @@ def test_without_distributed_the_batch_commands_say_which_extra_to_install() -> 
     "args",
     [
         ["profile", "x.tarmac", "--workers", "2", "--scheduler", "tcp://127.0.0.1:8786"],
+        ["profile", "x.tarmac", "--format", "csv", "--by", "functions", "--by", "lines"],
         ["diff", "--pairs", __file__, "a", "b"],
         ["diff", "only-a"],
         ["ingest", __file__, "--workers", "0"],

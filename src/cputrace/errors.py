@@ -1,7 +1,8 @@
-"""The error types users see: bad input (exit 1) versus everything else."""
+"""The error types users see (bad input, exit 1, versus everything else); how an OSError reads."""
 
 from __future__ import annotations
 
+import os
 import unicodedata
 
 SHOWN_BYTES = 16
@@ -76,3 +77,11 @@ class MissingExtra(UsageError, ImportError):
 class BrowseError(UsageError):
     """A browser request that cannot be answered as typed (an unknown symbol, a malformed
     expression, a seq past the end): its message is shown in the browser's status line."""
+
+
+def os_error_text(exc: OSError) -> str:
+    """`PATH: reason` (both paths of a rename or copy), or the reason alone when it names no file."""
+    reason = exc.strerror or str(exc)
+    paths = [os.fsdecode(p) if isinstance(p, bytes) else str(p) for p in (exc.filename, exc.filename2)
+             if p is not None]  # fmt: skip
+    return f"{' -> '.join(paths)}: {reason}" if paths else reason

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
-from ..errors import CputraceError, UsageError
+from ..errors import CputraceError, UsageError, os_error_text
 
 if TYPE_CHECKING:
     from ..image import Image
@@ -108,8 +108,6 @@ def reported(task: Callable[P, R]) -> Callable[P, R | Failed]:
         except CputraceError as exc:
             return Failed("", str(exc), usage=isinstance(exc, UsageError))
         except OSError as exc:
-            from ..cli.common import os_error_text
-
             return Failed("", os_error_text(exc))
 
     return run

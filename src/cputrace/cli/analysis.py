@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import wraps
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -195,19 +196,36 @@ def print_profile(result: Profile, tables: Sequence[str], fmt: str, top: int, ha
             plain_table(shown.slice(0, top), out, _HEX.get(name, ()))
 
 
+def profile_table_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Which tables of a profile, how many rows and in what format, as `profile` and `batch
+    profile` take it (--by, --top, --format); more than one table in CSV is refused before any
+    work."""
+
+    @click.option(
+        "--by", "tables", type=click.Choice(PROFILE_TABLES), multiple=True,
+        help="Which tables (repeatable; default all in text and JSON, functions in CSV).",
+    )  # fmt: skip
+    @click.option(
+        "--top", type=click.IntRange(min=1), default=20, show_default=True, help="Rows per table in text."
+    )
+    @click.option(
+        "--format", "fmt", type=click.Choice(["text", "csv", "json"]), default="text", show_default=True
+    )
+    @wraps(command)
+    def wrapper(*args: Any, tables: tuple[str, ...], fmt: str, **kwargs: Any) -> Any:
+        if fmt == "csv" and len(tables) > 1:
+            raise click.UsageError("CSV holds one table: give one --by")
+        return command(*args, tables=tables, fmt=fmt, **kwargs)
+
+    return wrapper
+
+
 @cli.command("profile")
 @click.argument("trace")
 @image_option()
 @method_option
 @window_options
-@click.option("--by", "tables", type=click.Choice(PROFILE_TABLES), multiple=True,
-              help="Which tables (repeatable; default all in text and JSON, functions in CSV).")  # fmt: skip
-@click.option(
-    "--top", type=click.IntRange(min=1), default=20, show_default=True, help="Rows per table in text."
-)
-@click.option(
-    "--format", "fmt", type=click.Choice(["text", "csv", "json"]), default="text", show_default=True
-)
+@profile_table_options
 @click.option(
     "--plot",
     type=click.Path(dir_okay=False),
@@ -220,8 +238,6 @@ def profile_cmd(
     fmt: str, plot: str | None,
 ) -> None:  # fmt: skip
     """Flat profile: by function, source line (DWARF) and address; instruction mix; hot blocks."""
-    if fmt == "csv" and len(tables) > 1:
-        raise click.UsageError("CSV holds one table: give one --by")
     t = open_trace_arg(trace)
     image = load_images(images)
     window = resolve_window(t, window_spec)

@@ -11,16 +11,14 @@ import contextlib
 import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, TextIO
 
 import click
 import pyarrow as pa
 from rich.console import Console
 
 from ..analysis.calls.log import Method
-from ..analysis.coverage import LISTING, listing_beside
 from ..analysis.diff import DiffOptions
-from ..analysis.profile import TABLES as PROFILE_TABLES
 from ..batch.cluster import connect
 from ..batch.coverage import UNITS, TraceShare, merged_coverage
 from ..batch.diff import PairDiff, diff_pairs, pairs_by_name, pairs_from_csv
@@ -30,11 +28,12 @@ from ..batch.tasks import SHARED_STORAGE, Failed
 from ..image import parse_image_spec
 from ..model import Isa
 from . import exits
-from .analysis import method_option, print_profile
+from .analysis import method_option, print_profile, profile_table_options
 from .common import cli, err, plain_table, progress, write_rows
-from .coverage import print_coverage, write_reports
+from .coverage import coverage_options, listing_for, print_coverage, write_reports
+from .diff import diff_options
 from .ingest import decoder_params, say_ingested
-from .params import NUMBER, cluster_options, image_option
+from .params import cluster_options, image_option
 
 
 @cli.group("batch")
@@ -95,6 +94,15 @@ def batch_ingest_cmd(
     _report([r for r in results if isinstance(r, Failed)], len(inputs), "inputs")
 
 
+def _write_records(table: pa.Table, fmt: str, out: TextIO) -> None:
+    """A batch's table in csv (a header row) or json (one array of objects, a row each)."""
+    if fmt == "csv":
+        write_rows(table, "csv", out)
+    else:
+        json.dump(table.to_pylist(), out, indent=1)
+        out.write("\n")
+
+
 _PAIR_COLUMNS = pa.schema(
     [("status", pa.string()), ("divergences", pa.int64()), ("cpu", pa.int64()), ("a_seq", pa.int64()),
      ("b_seq", pa.int64()), ("pc", pa.uint64()), ("kinds", pa.string()), ("a", pa.string()),
@@ -123,21 +131,15 @@ def _pair_row(result: PairDiff | Failed) -> dict[str, Any]:
     "--pairs", "pairs_csv", type=click.Path(exists=True, dir_okay=False),
     help="A CSV file of pairs, `a,b` per row (paths relative to the file's folder), instead of A and B.",
 )  # fmt: skip
-@click.option(
-    "--ignore-reg", "ignore_registers", multiple=True, metavar="GLOB",
-    help="Do not compare these registers (canonical names, globs: cpsr, 'sp_*'). Repeatable.",
-)  # fmt: skip
-@click.option("--ignore-time", is_flag=True, help="Do not compare timestamps.")
-@click.option("--window", type=click.IntRange(min=1), default=4096, show_default=True,
-              help="Instructions looked ahead on each side to resynchronise.")  # fmt: skip
+@diff_options
 @click.option("--exit-code", is_flag=True, help="Exit with status 3 when any pair differs.")
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "csv", "json"]), default="text", show_default=True
 )
 @cluster_options
 def batch_diff_cmd(
-    a: str | None, b: str | None, pairs_csv: str | None, ignore_registers: tuple[str, ...], ignore_time: bool,
-    window: int, exit_code: bool, fmt: str, cluster: dict[str, Any],
+    a: str | None, b: str | None, pairs_csv: str | None, options: DiffOptions, exit_code: bool, fmt: str,
+    cluster: dict[str, Any],
 ) -> None:  # fmt: skip
     """Compare many pairs of traces (RTL against model): A and B are two folders or globs whose
     traces are paired by name, or --pairs names the pairs.
@@ -153,18 +155,14 @@ def batch_diff_cmd(
     else:
         assert a is not None and b is not None
         pairs, unmatched = pairs_by_name(a, b)
-    options = DiffOptions(tuple(ignore_registers), ignore_time, window)
     with _cluster(cluster, len(pairs), "comparing") as (client, hook):
         results: list[PairDiff | Failed] = diff_pairs(client, pairs, options, on_done=hook) if pairs else []
     rank = {"divergent": 0, "failed": 1, "identical": 2}
     rows = sorted((_pair_row(r) for r in [*results, *unmatched]), key=lambda row: rank[row["status"]])
     table = pa.Table.from_pylist(rows, schema=_PAIR_COLUMNS)
     out = sys.stdout
-    if fmt == "csv":
-        write_rows(table, "csv", out)
-    elif fmt == "json":
-        json.dump(table.to_pylist(), out, indent=1)
-        out.write("\n")
+    if fmt != "text":
+        _write_records(table, fmt, out)
     else:
         plain_table(table.drop_columns(["paired", "only_a", "only_b"]), out, hex_columns=("pc",))
         counts = {status: sum(1 for row in rows if row["status"] == status) for status in rank}
@@ -179,22 +177,7 @@ def batch_diff_cmd(
 @click.argument("traces", nargs=-1, required=True)
 @image_option("The program image the traces ran (ELF with symbols; DWARF gives lines). Repeatable.",
               required=True)  # fmt: skip
-@click.option(
-    "--range", "address_range", type=(NUMBER, NUMBER), metavar="ADDR LEN",
-    help="Object-code coverage of LEN bytes from ADDR instead of every function.",
-)  # fmt: skip
-@click.option(
-    "--isa", type=click.Choice(["A32", "T32", "A64", "SPARC"]),
-    help="Instruction set of range bytes that no mapping symbol describes.",
-)  # fmt: skip
-@click.option("--cpu", "cpus", type=int, multiple=True, help="Only these cores (default all).")
-@click.option("--lcov", "lcov_path", type=click.Path(dir_okay=False), help="Write an lcov tracefile (.info).")
-@click.option("--cobertura", "cobertura_path", type=click.Path(dir_okay=False), help="Write Cobertura XML.")
-@click.option(
-    "--listing", "listing_path", type=click.Path(dir_okay=False),
-    help="Where to write the object-code listing for code without DWARF lines (default: the first "
-    "report's name + .lst).",
-)  # fmt: skip
+@coverage_options
 @click.option("--functions/--no-functions", default=False, help="Show the per-function table.")
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "csv", "json"]), default="text", show_default=True,
@@ -212,8 +195,7 @@ def batch_coverage_cmd(
 
     --lcov and --cobertura write the suite's coverage as `coverage` writes one trace's.
     """
-    reports = [p for p in (lcov_path, cobertura_path) if p]
-    listing = listing_path or (str(listing_beside(reports[0])) if reports else LISTING)
+    listing = listing_for(lcov_path, cobertura_path, listing_path)
     image_name = parse_image_spec(images[0])[0].name
     with _cluster(cluster, len(traces), "covering") as (client, hook):
         merged = merged_coverage(
@@ -224,11 +206,8 @@ def batch_coverage_cmd(
         write_reports(merged.coverage, lcov_path, cobertura_path, "batch")
     shares = _shares_table(merged.shares)
     out = sys.stdout
-    if fmt == "csv":
-        write_rows(shares, "csv", out)
-    elif fmt == "json":
-        json.dump(shares.to_pylist(), out, indent=1)
-        out.write("\n")
+    if fmt != "text":
+        _write_records(shares, fmt, out)
     elif merged.coverage is not None:
         print_coverage(merged.coverage, Console(file=out, highlight=False, markup=False), functions)
         out.write(f"\n{len(merged.shares):,} traces: instructions each ran, and what only it covered\n")
@@ -251,14 +230,7 @@ def _shares_table(shares: Sequence[TraceShare]) -> pa.Table:
 @click.argument("traces", nargs=-1, required=True)
 @image_option()
 @method_option
-@click.option("--by", "tables", type=click.Choice(PROFILE_TABLES), multiple=True,
-              help="Which tables (repeatable; default all in text and JSON, functions in CSV).")  # fmt: skip
-@click.option(
-    "--top", type=click.IntRange(min=1), default=20, show_default=True, help="Rows per table in text."
-)
-@click.option(
-    "--format", "fmt", type=click.Choice(["text", "csv", "json"]), default="text", show_default=True
-)
+@profile_table_options
 @cluster_options
 def batch_profile_cmd(
     traces: tuple[str, ...], images: tuple[str, ...], method: str, tables: tuple[str, ...], top: int,
@@ -266,8 +238,6 @@ def batch_profile_cmd(
 ) -> None:  # fmt: skip
     """A flat profile of many traces summed: the tables of `profile` (functions, source lines,
     addresses, instruction mix, hot blocks), each row added up over the traces."""
-    if fmt == "csv" and len(tables) > 1:
-        raise click.UsageError("CSV holds one table: give one --by")
     with _cluster(cluster, len(traces), "profiling") as (client, hook):
         summed = summed_profile(client, traces, images, Method(method), on_done=hook)
     if summed.profile is not None:

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .. import __version__
-from ..errors import CputraceError, MissingExtra, UsageError
+from ..errors import CputraceError, MissingExtra, UsageError, os_error_text
 from ..inputs import Fingerprint
 from . import exits
 from .examples import examples_epilog, with_examples
@@ -231,14 +231,6 @@ def fail(exc: BaseException) -> NoReturn:
 def _error(message: str, status: int) -> int:
     err.print(f"[red]error:[/red] {escape(message)}", markup=True)
     return status
-
-
-def os_error_text(exc: OSError) -> str:
-    """`PATH: reason` (both paths of a rename or copy), or the reason alone when it names no file."""
-    reason = exc.strerror or str(exc)
-    paths = [os.fsdecode(p) if isinstance(p, bytes) else str(p) for p in (exc.filename, exc.filename2)
-             if p is not None]  # fmt: skip
-    return f"{' -> '.join(paths)}: {reason}" if paths else reason
 
 
 def _flush_stdout() -> None:

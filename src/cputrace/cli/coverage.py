@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -73,25 +75,43 @@ def write_reports(
         err.print(f"wrote {cobertura_path}", markup=False)
 
 
+def coverage_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """What to cover and where to report it, as `coverage` and `batch coverage` take it: --range,
+    --isa, --cpu, --lcov, --cobertura and --listing."""
+    report = click.Path(dir_okay=False)
+    options = (
+        click.option(
+            "--range", "address_range", type=(NUMBER, NUMBER), metavar="ADDR LEN",
+            help="Object-code coverage of LEN bytes from ADDR instead of every function.",
+        ),
+        click.option(
+            "--isa", type=click.Choice(["A32", "T32", "A64", "SPARC"]),
+            help="Instruction set of range bytes that no mapping symbol describes.",
+        ),
+        click.option("--cpu", "cpus", type=int, multiple=True, help="Only these cores (default all)."),
+        click.option("--lcov", "lcov_path", type=report, help="Write an lcov tracefile (.info)."),
+        click.option("--cobertura", "cobertura_path", type=report, help="Write Cobertura XML."),
+        click.option(
+            "--listing", "listing_path", type=report,
+            help="Where to write the object-code listing that reports name for code without DWARF lines "
+            "(default: the first report's name + .lst).",
+        ),
+    )  # fmt: skip
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def listing_for(lcov_path: str | None, cobertura_path: str | None, listing_path: str | None) -> str:
+    """Where the object-code listing goes: --listing, else beside the first report, else LISTING."""
+    reports = [p for p in (lcov_path, cobertura_path) if p]
+    return listing_path or (str(listing_beside(reports[0])) if reports else LISTING)
+
+
 @cli.command("coverage")
 @click.argument("trace")
 @image_option("The program image (ELF with symbols; DWARF gives line coverage). Repeatable.", required=True)
-@click.option(
-    "--range", "address_range", type=(NUMBER, NUMBER), metavar="ADDR LEN",
-    help="Object-code coverage of LEN bytes from ADDR instead of every function.",
-)  # fmt: skip
-@click.option(
-    "--isa", type=click.Choice(["A32", "T32", "A64", "SPARC"]),
-    help="Instruction set of range bytes that no mapping symbol describes.",
-)  # fmt: skip
-@click.option("--cpu", "cpus", type=int, multiple=True, help="Only these cores (default all).")
-@click.option("--lcov", "lcov_path", type=click.Path(dir_okay=False), help="Write an lcov tracefile (.info).")
-@click.option("--cobertura", "cobertura_path", type=click.Path(dir_okay=False), help="Write Cobertura XML.")
-@click.option(
-    "--listing", "listing_path", type=click.Path(dir_okay=False),
-    help="Where to write the object-code listing that reports name for code without DWARF lines "
-    "(default: the first report's name + .lst).",
-)  # fmt: skip
+@coverage_options
 @click.option("--functions/--no-functions", default=True, help="Show the per-function table.")
 @window_options
 def coverage_cmd(
@@ -113,8 +133,7 @@ def coverage_cmd(
     """
     image = load_images(images)
     assert image is not None  # required=True
-    reports = [p for p in (lcov_path, cobertura_path) if p]
-    listing = listing_path or (str(listing_beside(reports[0])) if reports else LISTING)
+    listing = listing_for(lcov_path, cobertura_path, listing_path)
     t = open_trace_arg(trace)
     window = resolve_window(t, window_spec)
     with reading_bar([t], window):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
+from functools import wraps
 from typing import Any
 
 import click
@@ -56,31 +58,42 @@ def _print_context(a: Trace, b: Trace, first: Divergence, context: int, options:
             out.write(f"  {line}\n")
 
 
+def diff_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """What a comparison ignores and how far it looks to resynchronise, as `diff` and `batch diff`
+    take it (--ignore-reg, --ignore-time, --window); the command gets them as `options`."""
+
+    @click.option(
+        "--ignore-reg", "ignore_registers", multiple=True, metavar="GLOB",
+        help="Do not compare these registers (canonical names, globs: cpsr, 'sp_*'). Repeatable.",
+    )  # fmt: skip
+    @click.option("--ignore-time", is_flag=True, help="Do not compare timestamps.")
+    @click.option("--window", type=click.IntRange(min=1), default=4096, show_default=True,
+                  help="Instructions looked ahead on each side to resynchronise.")  # fmt: skip
+    @wraps(command)
+    def wrapper(*args: Any, ignore_registers: tuple[str, ...], ignore_time: bool, window: int,
+                **kwargs: Any) -> Any:  # fmt: skip
+        return command(*args, options=DiffOptions(tuple(ignore_registers), ignore_time, window), **kwargs)
+
+    return wrapper
+
+
 @cli.command("diff")
 @click.argument("trace_a")
 @click.argument("trace_b")
-@click.option(
-    "--ignore-reg", "ignore_registers", multiple=True, metavar="GLOB",
-    help="Do not compare these registers (canonical names, globs: cpsr, 'sp_*'). Repeatable.",
-)  # fmt: skip
-@click.option("--ignore-time", is_flag=True, help="Do not compare timestamps.")
+@diff_options
 @click.option("--context", type=click.IntRange(min=0), default=3, show_default=True,
               help="Instructions shown around the first divergence.")  # fmt: skip
 @click.option("--max", "limit", type=click.IntRange(min=1), default=20, show_default=True,
               help="Divergences listed in the summary.")  # fmt: skip
-@click.option("--window", type=click.IntRange(min=1), default=4096, show_default=True,
-              help="Instructions looked ahead on each side to resynchronise.")  # fmt: skip
 @click.option("--exit-code", is_flag=True,
               help="Exit with status 3 when the traces differ (1 stays bad input, 2 bad usage).")  # fmt: skip
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def diff_cmd(
     trace_a: str,
     trace_b: str,
-    ignore_registers: tuple[str, ...],
-    ignore_time: bool,
+    options: DiffOptions,
     context: int,
     limit: int,
-    window: int,
     exit_code: bool,
     fmt: str,
 ) -> None:
@@ -91,7 +104,6 @@ def diff_cmd(
     values they write. Prints the first divergence with context, then a summary.
     """
     a, b = open_trace_arg(trace_a), open_trace_arg(trace_b)
-    options = DiffOptions(tuple(ignore_registers), ignore_time, window)
     with reading_bar([a, b]):
         result = diff_traces(a, b, options, limit)
     if fmt == "json":
