@@ -70,7 +70,7 @@ class Line:
     size: int
     isa: str
     mode: str | None
-    executed: bool  # False: condition failed
+    executed: bool | None  # False: condition failed; None: unknown (the trace does not say)
     flags: int  # model.Flag bits
     disasm: str | None
     src: int  # line number or byte offset of the record in the input

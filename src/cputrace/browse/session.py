@@ -347,7 +347,7 @@ class Session:
                     row["size"],
                     row["isa"],
                     row["mode"],
-                    bool(row["executed"] if row["executed"] is not None else True),
+                    row["executed"],
                     row["flags"],
                     row["disasm"],
                     row["src"],

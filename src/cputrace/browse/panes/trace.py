@@ -89,6 +89,8 @@ PC = "bright_blue"
 OPCODE = "grey50"
 DISASM = "bold"
 FAILED = "dim strike"
+_CONDITION = {True: "IT ", False: "IS ", None: "I? "}
+"""The condition outcome as Tarmac prints it, and `I?` where the trace does not say (PTM)."""
 SYMBOL = "magenta"
 REGISTER = "green"
 READ = "cyan"
@@ -112,7 +114,8 @@ def rendered(line: Line, multicore: bool) -> list[Text]:
         folded = f"{call.instructions:,} instructions folded (seq {call.entry_seq}..{call.end_seq})"
         head.append(f"▸ {call.function}: {folded}", style=FOLDED)
         return [head]
-    head.append("IT " if line.executed else "IS ", style="" if line.executed else FAILED)
+    failed = line.executed is False
+    head.append(_CONDITION[line.executed], style=FAILED if failed else "")
     head.append(f"{line.pc:08x} ", style=PC)
     head.append(f"{line.opcode:0{2 * line.size}x} " if line.opcode is not None else "-------- ", style=OPCODE)
     head.append(f"{line.isa} {line.mode or '-'} ", style="grey62")
@@ -120,7 +123,7 @@ def rendered(line: Line, multicore: bool) -> list[Text]:
     disasm = f"{mnemonic:<7} {operands.strip()}".rstrip()
     if line.target_symbol:
         disasm = f"{disasm} <{line.target_symbol}>"
-    style = DISASM if line.executed else FAILED
+    style = FAILED if failed else DISASM
     head.append(disasm, style=f"{style} {RECONSTRUCTED}" if line.reconstructed else style)
     if line.reconstructed:
         head.append("  [reconstructed]", style=RECONSTRUCTED)
