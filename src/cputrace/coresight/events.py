@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..model import SCHEMAS
+from .packets import I_SYNC_REASONS, K_ERROR
 
 (
     E_TRACE_ON, E_OVERFLOW, E_EXCEPTION, E_EXCEPTION_RETURN, E_CONTEXT, E_TIMESTAMP, E_TRACE_GAP, E_TRIGGER,
@@ -27,6 +28,11 @@ EVENT_KINDS = pa.array(
 R_SEQ, R_KIND, R_NAME, R_NUMBER, R_VALUE, R_VALUE1, R_PRESENT, R_ROW, R_COUNT = range(9)
 HAS_NUMBER, HAS_VALUE, HAS_VALUE1 = 1, 2, 4
 NO_EVENTS = SCHEMAS["events"].empty_table()
+LABELS = ("exception_return", "context_id", "vmid", "timestamp")
+N_EXCEPTION_RETURN, N_CONTEXT_ID, N_VMID, N_TIMESTAMP = range(len(I_SYNC_REASONS), len(I_SYNC_REASONS) + 4)
+N_KINDS = len(I_SYNC_REASONS) + len(LABELS)
+"""`name` of event rows (`event_names`): an I-sync's reason, then LABELS, then the protocol's
+packet kinds from N_KINDS; the walks add their exceptions' names after these."""
 C_CONTEXT_ID, C_VMID = 0, 1
 """Slots of a walk's last context ID and VMID (-1 before the first), for `context_event`."""
 TEXTS = (
@@ -42,6 +48,20 @@ def put_event(out, n, seq, p, kind, name, number, value, value1, present) -> int
     out[R_SEQ, n], out[R_KIND, n], out[R_NAME, n], out[R_NUMBER, n] = seq, kind, name, number
     out[R_VALUE, n], out[R_VALUE1, n], out[R_PRESENT, n], out[R_ROW, n] = value, value1, present, p
     return n + 1
+
+
+def event_names(kind_names: Sequence[str]) -> tuple[str, ...]:
+    """The `name` labels of a protocol's event rows, by the N_* codes and its packet kinds."""
+    return (*I_SYNC_REASONS, *LABELS, *kind_names)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def event_seq(before, op_end, p, first_seq, source_seq) -> int:
+    """The seq of packet p's events: the last instruction's before it (before[p] ops came
+    before it; op_end[i] is the seq after op i; the batch's first instruction is first_seq), or
+    the source's first (source_seq) when there is none yet."""
+    made = before[p]
+    return max(op_end[made - 1] - 1 if made > 0 else first_seq - 1, source_seq)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -81,6 +101,22 @@ def trace_texts(kind: np.ndarray) -> Labels:
     """The text column of event rows of these kinds: overflow and trigger events' (TEXTS), the
     others null until added."""
     return Labels(TEXTS, np.select([kind == E_OVERFLOW, kind == E_TRIGGER], [0, 1], -1))
+
+
+def gap_texts(
+    texts: Labels, kind: np.ndarray, row: np.ndarray, packets: np.ndarray, error_text: dict[int, str]
+) -> None:
+    """The texts of the trace-gap rows among event rows: the bytes that broke the trace and
+    why (an error packet's reason by `error_text`, else bytes skipped to resynchronise)."""
+    gap = np.flatnonzero(kind == E_TRACE_GAP)
+    if len(gap):
+        at = row[gap]
+        texts.add(gap, *distinct(
+            lambda k, size, info: f"{size} bytes: "
+            f"{error_text.get(info, 'bytes skipped') if k == K_ERROR else 'bytes skipped'}; "
+            "no instructions until the next I-sync",
+            packets["kind"][at], packets["size"][at], packets["info"][at],
+        ))  # fmt: skip
 
 
 def event_table(rows: np.ndarray, cpu: int, names: Labels, texts: Labels, offsets: np.ndarray) -> pa.Table:

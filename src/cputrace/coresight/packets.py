@@ -39,6 +39,9 @@ K_UNSYNCED, K_ERROR = 0, 1
 """The packet kinds every protocol has, with these codes."""
 ISA_UNKNOWN = 255
 """`isa` of a packet that gives none."""
+I_SYNC_REASONS = ("periodic", "trace_on", "overflow", "debug_exit")
+"""The reasons an I-sync gives (ETMv3 and PFT alike), by their code in its `info`."""
+I_SYNC_PERIODIC, I_SYNC_OVERFLOW = I_SYNC_REASONS.index("periodic"), I_SYNC_REASONS.index("overflow")
 
 BATCH_PACKETS = 1 << 18
 MAX_ZEROS = 4096  # the longest zero run carried from one feed to the next

@@ -36,26 +36,34 @@ from ...coresight.events import (
     HAS_NUMBER,
     HAS_VALUE,
     HAS_VALUE1,
+    N_CONTEXT_ID,
+    N_EXCEPTION_RETURN,
+    N_KINDS,
+    N_TIMESTAMP,
+    N_VMID,
     NO_EVENTS,
     R_COUNT,
     Labels,
     context_event,
     distinct,
+    event_names,
+    event_seq,
     event_table,
+    gap_texts,
     in_seq_order,
     put_event,
     trace_texts,
 )
+from ...coresight.packet_ops import PacketOps
+from ...coresight.packets import I_SYNC_OVERFLOW, I_SYNC_PERIODIC
 from ...flow.program import Program
 from ...flow.walker import Walker
 from ..base import Batch
 from .capture import EtmSource
 from .data import DataMatcher
-from .ops import PacketOps, new_state, packet_ops
+from .ops import new_state, packet_ops
 from .packets import Packets
-from .protocol import ERROR_TEXT, I_SYNC_REASONS, KIND_NAMES, Flag, Kind, exception_name
-
-_OVERFLOW, _PERIODIC = I_SYNC_REASONS.index("overflow"), I_SYNC_REASONS.index("periodic")
+from .protocol import ERROR_TEXT, KIND_NAMES, Flag, Kind, exception_name
 
 
 class SourceWalk:
@@ -178,28 +186,15 @@ class SourceWalk:
                 + (" (cancels the last instruction)" if c else ""),
                 numbers, value[exception], cancels,
             ))  # fmt: skip
-        gap = np.flatnonzero(kind == E_TRACE_GAP)
-        if len(gap):
-            at = row[gap]
-            texts.add(gap, *distinct(
-                lambda k, size, info: f"{size} bytes: "
-                f"{ERROR_TEXT.get(info, 'bytes skipped') if k == Kind.ERROR else 'bytes skipped'}; "
-                "no instructions until the next I-sync",
-                t["kind"][at], t["size"][at], t["info"][at],
-            ))  # fmt: skip
+        gap_texts(texts, kind, row, t, ERROR_TEXT)
         return event_table(out[:, :n], self.source.cpu, names, texts, t["offset"])
 
 
-# `name` of event rows: an I-sync's reason, then the _N_* labels, then packet kinds;
-# exceptions get theirs after.
-_NAMES = (*I_SYNC_REASONS, "exception_return", "context_id", "vmid", "timestamp", *KIND_NAMES)
-_N_EXCEPTION_RETURN, _N_CONTEXT_ID, _N_VMID, _N_TIMESTAMP, _N_KINDS = (
-    _NAMES.index(name) for name in ("exception_return", "context_id", "vmid", "timestamp", KIND_NAMES[0])
-)
+_NAMES = event_names(KIND_NAMES)  # exceptions get theirs after
 _K_I_SYNC, _K_BRANCH, _K_EXIT = int(Kind.I_SYNC), int(Kind.BRANCH), int(Kind.EXCEPTION_EXIT)
 _K_CONTEXT_ID, _K_VMID, _K_TIMESTAMP = int(Kind.CONTEXT_ID), int(Kind.VMID), int(Kind.TIMESTAMP)
 _K_CYCLE_COUNT, _K_TRIGGER = int(Kind.CYCLE_COUNT), int(Kind.TRIGGER)
-_N_CYCLE_COUNT, _N_TRIGGER = _N_KINDS + _K_CYCLE_COUNT, _N_KINDS + _K_TRIGGER
+_N_CYCLE_COUNT, _N_TRIGGER = N_KINDS + _K_CYCLE_COUNT, N_KINDS + _K_TRIGGER
 _F_EXCEPTION = int(Flag.EXCEPTION)
 
 
@@ -217,35 +212,34 @@ def _event_rows(packets, rows, before, pending, gap, op_end, first_seq, source_s
     for i in range(len(rows)):
         p = rows[i]
         pk = packets[p]
-        made = before[p]
-        seq = max(op_end[made - 1] - 1 if made > 0 else first_seq - 1, source_seq)
+        seq = event_seq(before, op_end, p, first_seq, source_seq)
         k = pk.kind
         if k == _K_I_SYNC:
-            ends_trace_off = pk.cycles >= 0 or (cycle_accurate and pk.info != _PERIODIC)
+            ends_trace_off = pk.cycles >= 0 or (cycle_accurate and pk.info != I_SYNC_PERIODIC)
             value1 = max(pk.cycles, 0) + pending[p]
             present = HAS_NUMBER | HAS_VALUE | (HAS_VALUE1 if ends_trace_off else 0)
             n = put_event(out, n, seq, p, E_TRACE_ON, pk.info, pk.info, pk.address, value1, present)
-            if pk.info == _OVERFLOW:
-                n = put_event(out, n, seq, p, E_OVERFLOW, _OVERFLOW, 0, 0, 0, 0)
+            if pk.info == I_SYNC_OVERFLOW:
+                n = put_event(out, n, seq, p, E_OVERFLOW, I_SYNC_OVERFLOW, 0, 0, 0, 0)
             if context_on_sync:
-                n = context_event(out, n, seq, p, _N_CONTEXT_ID, pk.value, context, C_CONTEXT_ID)
+                n = context_event(out, n, seq, p, N_CONTEXT_ID, pk.value, context, C_CONTEXT_ID)
         elif k == _K_BRANCH:
             if pk.flags & _F_EXCEPTION and pk.exception > 0:
                 present = HAS_NUMBER | HAS_VALUE
                 n = put_event(out, n, seq, p, E_EXCEPTION, -1, pk.exception, pk.address, 0, present)
         elif k == _K_EXIT:
-            n = put_event(out, n, seq, p, E_EXCEPTION_RETURN, _N_EXCEPTION_RETURN, 0, 0, 0, 0)
+            n = put_event(out, n, seq, p, E_EXCEPTION_RETURN, N_EXCEPTION_RETURN, 0, 0, 0, 0)
         elif k == _K_CONTEXT_ID:
-            n = context_event(out, n, seq, p, _N_CONTEXT_ID, pk.value, context, C_CONTEXT_ID)
+            n = context_event(out, n, seq, p, N_CONTEXT_ID, pk.value, context, C_CONTEXT_ID)
         elif k == _K_VMID:
-            n = context_event(out, n, seq, p, _N_VMID, pk.value, context, C_VMID)
+            n = context_event(out, n, seq, p, N_VMID, pk.value, context, C_VMID)
         elif k == _K_TIMESTAMP:
-            n = put_event(out, n, seq, p, E_TIMESTAMP, _N_TIMESTAMP, 0, pk.value, 0, HAS_VALUE)
+            n = put_event(out, n, seq, p, E_TIMESTAMP, N_TIMESTAMP, 0, pk.value, 0, HAS_VALUE)
         elif k == _K_CYCLE_COUNT:  # a count of 0 says the counter overflowed: the time is not known
             present = HAS_VALUE1 if pk.cycles else 0
             n = put_event(out, n, seq, p, E_TRACE_ON, _N_CYCLE_COUNT, 0, 0, pk.cycles, present)
         elif k == _K_TRIGGER:
             n = put_event(out, n, seq, p, E_TRIGGER, _N_TRIGGER, 0, 0, 0, 0)
         elif gap[p]:  # an error or skipped bytes where the trace was synchronised: it breaks here
-            n = put_event(out, n, seq, p, E_TRACE_GAP, _N_KINDS + k, pk.size, 0, 0, HAS_NUMBER)
+            n = put_event(out, n, seq, p, E_TRACE_GAP, N_KINDS + k, pk.size, 0, 0, HAS_NUMBER)
     return n

@@ -32,32 +32,37 @@ from ...coresight.events import (
     HAS_NUMBER,
     HAS_VALUE,
     HAS_VALUE1,
+    N_CONTEXT_ID,
+    N_EXCEPTION_RETURN,
+    N_KINDS,
+    N_TIMESTAMP,
+    N_VMID,
     NO_EVENTS,
     R_COUNT,
     Labels,
     context_event,
     distinct,
+    event_names,
+    event_seq,
     event_table,
+    gap_texts,
     put_event,
     trace_texts,
 )
+from ...coresight.packet_ops import PacketOps
+from ...coresight.packets import I_SYNC_OVERFLOW
 from ...flow.program import Program
 from ..etmv3.capture import EtmSource
 from ..etmv3.instructions import SourceWalk
-from ..etmv3.ops import PacketOps
 from .ops import new_state, packet_ops
 from .packets import Packets
-from .protocol import ERROR_TEXT, I_SYNC_REASONS, KIND_NAMES, Kind, exception_name
+from .protocol import ERROR_TEXT, KIND_NAMES, Kind, exception_name
 
-_OVERFLOW, _PERIODIC = I_SYNC_REASONS.index("overflow"), I_SYNC_REASONS.index("periodic")
-_NAMES = (*I_SYNC_REASONS, "exception_return", "context_id", "vmid", "timestamp", *KIND_NAMES)
-_N_EXCEPTION_RETURN, _N_CONTEXT_ID, _N_VMID, _N_TIMESTAMP, _N_KINDS = (
-    _NAMES.index(name) for name in ("exception_return", "context_id", "vmid", "timestamp", KIND_NAMES[0])
-)
+_NAMES = event_names(KIND_NAMES)  # exceptions get theirs after
 _K_I_SYNC, _K_BRANCH, _K_RETURN = int(Kind.I_SYNC), int(Kind.BRANCH), int(Kind.EXCEPTION_RETURN)
 _K_CONTEXT_ID, _K_VMID, _K_TIMESTAMP = int(Kind.CONTEXT_ID), int(Kind.VMID), int(Kind.TIMESTAMP)
 _K_TRIGGER, _K_ERROR = int(Kind.TRIGGER), int(Kind.ERROR)
-_N_TRIGGER = _N_KINDS + _K_TRIGGER
+_N_TRIGGER = N_KINDS + _K_TRIGGER
 
 
 class PtmSourceWalk(SourceWalk):
@@ -93,15 +98,7 @@ class PtmSourceWalk(SourceWalk):
             texts.add(exception, *distinct(
                 lambda k, a: f"{exception_name(k)} exception to 0x{a:08x}", numbers, value[exception]
             ))  # fmt: skip
-        gap = np.flatnonzero(kind == E_TRACE_GAP)
-        if len(gap):
-            at = row[gap]
-            texts.add(gap, *distinct(
-                lambda k, size, info: f"{size} bytes: "
-                f"{ERROR_TEXT.get(info, 'bytes skipped') if k == Kind.ERROR else 'bytes skipped'}; "
-                "no instructions until the next I-sync",
-                t["kind"][at], t["size"][at], t["info"][at],
-            ))  # fmt: skip
+        gap_texts(texts, kind, row, t, ERROR_TEXT)
         return event_table(out[:, :n], self.source.cpu, names, texts, t["offset"])
 
 
@@ -117,31 +114,30 @@ def _event_rows(packets, rows, before, gap, op_end, first_seq, source_seq, conte
     for i in range(len(rows)):
         p = rows[i]
         pk = packets[p]
-        made = before[p]
-        seq = max(op_end[made - 1] - 1 if made > 0 else first_seq - 1, source_seq)
+        seq = event_seq(before, op_end, p, first_seq, source_seq)
         k = pk.kind
         counted = HAS_VALUE1 if pk.cycles >= 0 else 0
         cycles = max(pk.cycles, 0)
         if k == _K_I_SYNC:
             present = HAS_NUMBER | HAS_VALUE | counted
             n = put_event(out, n, seq, p, E_TRACE_ON, pk.info, pk.info, pk.address, cycles, present)
-            if pk.info == _OVERFLOW:
-                n = put_event(out, n, seq, p, E_OVERFLOW, _OVERFLOW, 0, 0, 0, 0)
+            if pk.info == I_SYNC_OVERFLOW:
+                n = put_event(out, n, seq, p, E_OVERFLOW, I_SYNC_OVERFLOW, 0, 0, 0, 0)
             if context_on_sync:
-                n = context_event(out, n, seq, p, _N_CONTEXT_ID, pk.value, context, C_CONTEXT_ID)
+                n = context_event(out, n, seq, p, N_CONTEXT_ID, pk.value, context, C_CONTEXT_ID)
         elif k == _K_BRANCH:
             present = HAS_NUMBER | HAS_VALUE | counted
             n = put_event(out, n, seq, p, E_EXCEPTION, -1, pk.exception, pk.address, cycles, present)
         elif k == _K_RETURN:
-            n = put_event(out, n, seq, p, E_EXCEPTION_RETURN, _N_EXCEPTION_RETURN, 0, 0, 0, 0)
+            n = put_event(out, n, seq, p, E_EXCEPTION_RETURN, N_EXCEPTION_RETURN, 0, 0, 0, 0)
         elif k == _K_CONTEXT_ID:
-            n = context_event(out, n, seq, p, _N_CONTEXT_ID, pk.value, context, C_CONTEXT_ID)
+            n = context_event(out, n, seq, p, N_CONTEXT_ID, pk.value, context, C_CONTEXT_ID)
         elif k == _K_VMID:
-            n = context_event(out, n, seq, p, _N_VMID, pk.value, context, C_VMID)
+            n = context_event(out, n, seq, p, N_VMID, pk.value, context, C_VMID)
         elif k == _K_TIMESTAMP:
-            n = put_event(out, n, seq, p, E_TIMESTAMP, _N_TIMESTAMP, 0, pk.value, cycles, HAS_VALUE | counted)
+            n = put_event(out, n, seq, p, E_TIMESTAMP, N_TIMESTAMP, 0, pk.value, cycles, HAS_VALUE | counted)
         elif k == _K_TRIGGER:
             n = put_event(out, n, seq, p, E_TRIGGER, _N_TRIGGER, 0, 0, 0, 0)
         elif gap[p]:  # an error or skipped bytes where the trace was synchronised: it breaks here
-            n = put_event(out, n, seq, p, E_TRACE_GAP, _N_KINDS + k, pk.size, 0, 0, HAS_NUMBER)
+            n = put_event(out, n, seq, p, E_TRACE_GAP, N_KINDS + k, pk.size, 0, 0, HAS_NUMBER)
     return n

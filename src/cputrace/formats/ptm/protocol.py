@@ -68,8 +68,6 @@ class Flag(enum.IntFlag):
     PARTIAL_ADDRESS = 0x20  # address bits above those carried are not known yet
 
 
-I_SYNC_REASONS = ("periodic", "trace_on", "overflow", "debug_exit")
-
 # Exception numbers of branch address packets (ARM IHI 0035B, 4.5.4, table 4-4)
 EXCEPTIONS: dict[int, str] = {
     0: "none", 1: "DebugHalt", 2: "SMC", 3: "Hyp", 4: "AsyncDataAbort", 5: "ThumbEECheckFail",
