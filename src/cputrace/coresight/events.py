@@ -17,7 +17,16 @@ import numpy as np
 import pyarrow as pa
 
 from ..model import SCHEMAS
-from .packets import I_SYNC_REASONS, K_ERROR
+from .packets import (
+    I_SYNC_OVERFLOW,
+    I_SYNC_REASONS,
+    K_CONTEXT_ID,
+    K_ERROR,
+    K_EXCEPTION_RETURN,
+    K_TIMESTAMP,
+    K_TRIGGER,
+    K_VMID,
+)
 
 (
     E_TRACE_ON, E_OVERFLOW, E_EXCEPTION, E_EXCEPTION_RETURN, E_CONTEXT, E_TIMESTAMP, E_TRACE_GAP, E_TRIGGER,
@@ -72,6 +81,41 @@ def context_event(out, n, seq, p, name, value, context, which) -> int:
         return n
     context[which] = value
     return put_event(out, n, seq, p, E_CONTEXT, name, 0, value, 0, HAS_VALUE)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def i_sync_events(out, n, seq, p, pk, value1, present, context_on_sync, context) -> int:
+    """An I-sync's events: `trace_on` (its reason, address and `value1`, which of them
+    `present` says), `overflow` when that is its reason, and `context` when it carries a
+    context ID (`context_on_sync`) that differs from the last."""
+    n = put_event(out, n, seq, p, E_TRACE_ON, pk.info, pk.info, pk.address, value1, present)
+    if pk.info == I_SYNC_OVERFLOW:
+        n = put_event(out, n, seq, p, E_OVERFLOW, I_SYNC_OVERFLOW, 0, 0, 0, 0)
+    if context_on_sync:
+        n = context_event(out, n, seq, p, N_CONTEXT_ID, pk.value, context, C_CONTEXT_ID)
+    return n
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def common_event(out, n, seq, p, pk, gap, context) -> int:
+    """The event of a packet every protocol has alike (exception return, context ID, VMID,
+    timestamp with its cycle count if any, trigger), or a `trace_gap` where an error or skipped
+    bytes broke a synchronised trace (gap[p]); none for any other packet."""
+    k = pk.kind
+    if k == K_EXCEPTION_RETURN:
+        return put_event(out, n, seq, p, E_EXCEPTION_RETURN, N_EXCEPTION_RETURN, 0, 0, 0, 0)
+    if k == K_CONTEXT_ID:
+        return context_event(out, n, seq, p, N_CONTEXT_ID, pk.value, context, C_CONTEXT_ID)
+    if k == K_VMID:
+        return context_event(out, n, seq, p, N_VMID, pk.value, context, C_VMID)
+    if k == K_TIMESTAMP:
+        present = HAS_VALUE | (HAS_VALUE1 if pk.cycles >= 0 else 0)
+        return put_event(out, n, seq, p, E_TIMESTAMP, N_TIMESTAMP, 0, pk.value, max(pk.cycles, 0), present)
+    if k == K_TRIGGER:
+        return put_event(out, n, seq, p, E_TRIGGER, N_KINDS + K_TRIGGER, 0, 0, 0, 0)
+    if gap[p]:
+        return put_event(out, n, seq, p, E_TRACE_GAP, N_KINDS + k, pk.size, 0, 0, HAS_NUMBER)
+    return n
 
 
 def distinct(label: Callable[..., str], *keys: np.ndarray) -> tuple[np.ndarray, list[str]]:
