@@ -5,7 +5,7 @@ row's text. Each protocol's `listing` gives the fields of its own packets.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..model import Isa
@@ -26,12 +26,13 @@ def isa_name(isa: int) -> str:
 
 
 def common_fields(
-    packets: Packets, index: int, kind: str, error_text: Mapping[int, str], clock_changed: int
+    packets: Packets, index: int, kind_names: Sequence[str], error_text: Mapping[int, str], clock_changed: int
 ) -> dict[str, Any] | None:
-    """The fields of a packet every protocol has, by its kind's name (timestamp, context ID,
-    VMID, error, unsynced bytes), with the protocol's error texts and its `flags` bit for a
-    changed clock; None for any other kind."""
+    """The fields of a packet every protocol has, by its kind's name in the protocol's
+    `kind_names` (timestamp, context ID, VMID, error, unsynced bytes), with its error texts and
+    its `flags` bit for a changed clock; None for any other kind."""
     r = packets.table[index]
+    kind = kind_names[int(r["kind"])]
     if kind == "timestamp":
         out: dict[str, Any] = {"timestamp": int(packets["value"][index]), "bits": int(r["bits"])}
         if r["cycles"] >= 0:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ...coresight.listing import common_fields, isa_name
 from ...coresight.packets import I_SYNC_REASONS
 from .config import EtmConfig
@@ -32,10 +34,11 @@ def _flag_names(flags: int, shown: Flag) -> list[str]:
 
 def packet_fields(packets: Packets, index: int, config: EtmConfig) -> dict[str, Any]:
     """The fields that mean something for this packet's kind (see `packets` for their sources)."""
-    r = packets.table[index]
-    common = common_fields(packets, index, KIND_NAMES[int(r["kind"])], ERROR_TEXT, Flag.CLOCK_CHANGED)
-    if common is not None:
-        return common
+    common = common_fields(packets, index, KIND_NAMES, ERROR_TEXT, Flag.CLOCK_CHANGED)
+    return common if common is not None else _own_fields(packets.table[index], config)
+
+
+def _own_fields(r: np.void, config: EtmConfig) -> dict[str, Any]:
     kind = Kind(int(r["kind"]))
     flags = int(r["flags"])
     out: dict[str, Any] = {}
