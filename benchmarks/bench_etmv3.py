@@ -45,9 +45,8 @@ import pyarrow.parquet as pq
 from cputrace.coresight.frames import deformat
 from cputrace.flow.program import Program
 from cputrace.formats.base import DecodeContext
-from cputrace.formats.etmv3.capture import Capture, PacketReader, open_captures
+from cputrace.formats.etmv3.capture import Capture, PacketReader, open_captures, packet_decoder
 from cputrace.formats.etmv3.decoder import decode_captures
-from cputrace.formats.etmv3.packets import PacketDecoder
 from cputrace.ingest import ROW_GROUP_ROWS, ingest
 from cputrace.model import TABLES
 from cputrace.store.manifest import table_path
@@ -108,7 +107,7 @@ def main() -> None:
     def decode_only() -> int:
         count = 0
         for trace_id, source in streams.items():
-            decoder = PacketDecoder(configs[trace_id])
+            decoder = packet_decoder(configs[trace_id])
             count += sum(len(b) for b in decoder.feed(source.data, source.offsets, final=True))
         return count
 
@@ -121,7 +120,7 @@ def main() -> None:
     rows = [
         ("end to end (file, frames, packets)", seconds, size, packets),
         ("deformat alone", frame_seconds, size, None),
-        (f"packet decode alone ({etm / 2**20:.2f} MiB of ETMv3)", decode_seconds, etm, packets),
+        (f"packet decode alone ({etm / 2**20:.2f} MiB of ETMv3 and PTM)", decode_seconds, etm, packets),
     ]
     print(f"buffer: {size / 2**20:.2f} MiB ({args.repeat} x TC2 ETB), sources {sorted(configs)}")
     for label, took, volume, count in rows:

@@ -10,9 +10,9 @@ from typing import Any
 import click
 
 from ..coresight.frames import FrameStats
+from ..coresight.listing import FIELDS, packet_text
 from ..formats.etmv3 import listing as etmv3_listing
 from ..formats.etmv3.capture import Capture, EtmSource, PacketReader, open_captures, split_sources
-from ..formats.etmv3.listing import FIELDS, packet_text
 from ..formats.etmv3.options import OPTIONS as ETMV3_OPTIONS
 from ..formats.etmv3.packets import Packets
 from ..formats.etmv3.protocol import KIND_NAMES

@@ -17,6 +17,16 @@ import numpy as np
 import pyarrow as pa
 
 from ..model import SCHEMAS
+from .packets import (
+    I_SYNC_OVERFLOW,
+    I_SYNC_REASONS,
+    K_CONTEXT_ID,
+    K_ERROR,
+    K_EXCEPTION_RETURN,
+    K_TIMESTAMP,
+    K_TRIGGER,
+    K_VMID,
+)
 
 (
     E_TRACE_ON, E_OVERFLOW, E_EXCEPTION, E_EXCEPTION_RETURN, E_CONTEXT, E_TIMESTAMP, E_TRACE_GAP, E_TRIGGER,
@@ -27,6 +37,11 @@ EVENT_KINDS = pa.array(
 R_SEQ, R_KIND, R_NAME, R_NUMBER, R_VALUE, R_VALUE1, R_PRESENT, R_ROW, R_COUNT = range(9)
 HAS_NUMBER, HAS_VALUE, HAS_VALUE1 = 1, 2, 4
 NO_EVENTS = SCHEMAS["events"].empty_table()
+LABELS = ("exception_return", "context_id", "vmid", "timestamp")
+N_EXCEPTION_RETURN, N_CONTEXT_ID, N_VMID, N_TIMESTAMP = range(len(I_SYNC_REASONS), len(I_SYNC_REASONS) + 4)
+N_KINDS = len(I_SYNC_REASONS) + len(LABELS)
+"""`name` of event rows (`event_names`): an I-sync's reason, then LABELS, then the protocol's
+packet kinds from N_KINDS; the walks add their exceptions' names after these."""
 C_CONTEXT_ID, C_VMID = 0, 1
 """Slots of a walk's last context ID and VMID (-1 before the first), for `context_event`."""
 TEXTS = (
@@ -44,6 +59,20 @@ def put_event(out, n, seq, p, kind, name, number, value, value1, present) -> int
     return n + 1
 
 
+def event_names(kind_names: Sequence[str]) -> tuple[str, ...]:
+    """The `name` labels of a protocol's event rows, by the N_* codes and its packet kinds."""
+    return (*I_SYNC_REASONS, *LABELS, *kind_names)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def event_seq(before, op_end, p, first_seq, source_seq) -> int:
+    """The seq of packet p's events: the last instruction's before it (before[p] ops came
+    before it; op_end[i] is the seq after op i; the batch's first instruction is first_seq), or
+    the source's first (source_seq) when there is none yet."""
+    made = before[p]
+    return max(op_end[made - 1] - 1 if made > 0 else first_seq - 1, source_seq)
+
+
 @numba.njit(cache=True, nogil=True)
 def context_event(out, n, seq, p, name, value, context, which) -> int:
     """A `context` event when the context ID or VMID (`which`) differs from the last seen."""
@@ -52,6 +81,41 @@ def context_event(out, n, seq, p, name, value, context, which) -> int:
         return n
     context[which] = value
     return put_event(out, n, seq, p, E_CONTEXT, name, 0, value, 0, HAS_VALUE)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def i_sync_events(out, n, seq, p, pk, value1, present, context_on_sync, context) -> int:
+    """An I-sync's events: `trace_on` (its reason, address and `value1`, which of them
+    `present` says), `overflow` when that is its reason, and `context` when it carries a
+    context ID (`context_on_sync`) that differs from the last."""
+    n = put_event(out, n, seq, p, E_TRACE_ON, pk.info, pk.info, pk.address, value1, present)
+    if pk.info == I_SYNC_OVERFLOW:
+        n = put_event(out, n, seq, p, E_OVERFLOW, I_SYNC_OVERFLOW, 0, 0, 0, 0)
+    if context_on_sync:
+        n = context_event(out, n, seq, p, N_CONTEXT_ID, pk.value, context, C_CONTEXT_ID)
+    return n
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def common_event(out, n, seq, p, pk, gap, context) -> int:
+    """The event of a packet every protocol has alike (exception return, context ID, VMID,
+    timestamp with its cycle count if any, trigger), or a `trace_gap` where an error or skipped
+    bytes broke a synchronised trace (gap[p]); none for any other packet."""
+    k = pk.kind
+    if k == K_EXCEPTION_RETURN:
+        return put_event(out, n, seq, p, E_EXCEPTION_RETURN, N_EXCEPTION_RETURN, 0, 0, 0, 0)
+    if k == K_CONTEXT_ID:
+        return context_event(out, n, seq, p, N_CONTEXT_ID, pk.value, context, C_CONTEXT_ID)
+    if k == K_VMID:
+        return context_event(out, n, seq, p, N_VMID, pk.value, context, C_VMID)
+    if k == K_TIMESTAMP:
+        present = HAS_VALUE | (HAS_VALUE1 if pk.cycles >= 0 else 0)
+        return put_event(out, n, seq, p, E_TIMESTAMP, N_TIMESTAMP, 0, pk.value, max(pk.cycles, 0), present)
+    if k == K_TRIGGER:
+        return put_event(out, n, seq, p, E_TRIGGER, N_KINDS + K_TRIGGER, 0, 0, 0, 0)
+    if gap[p]:
+        return put_event(out, n, seq, p, E_TRACE_GAP, N_KINDS + k, pk.size, 0, 0, HAS_NUMBER)
+    return n
 
 
 def distinct(label: Callable[..., str], *keys: np.ndarray) -> tuple[np.ndarray, list[str]]:
@@ -81,6 +145,22 @@ def trace_texts(kind: np.ndarray) -> Labels:
     """The text column of event rows of these kinds: overflow and trigger events' (TEXTS), the
     others null until added."""
     return Labels(TEXTS, np.select([kind == E_OVERFLOW, kind == E_TRIGGER], [0, 1], -1))
+
+
+def gap_texts(
+    texts: Labels, kind: np.ndarray, row: np.ndarray, packets: np.ndarray, error_text: dict[int, str]
+) -> None:
+    """The texts of the trace-gap rows among event rows: the bytes that broke the trace and
+    why (an error packet's reason by `error_text`, else bytes skipped to resynchronise)."""
+    gap = np.flatnonzero(kind == E_TRACE_GAP)
+    if len(gap):
+        at = row[gap]
+        texts.add(gap, *distinct(
+            lambda k, size, info: f"{size} bytes: "
+            f"{error_text.get(info, 'bytes skipped') if k == K_ERROR else 'bytes skipped'}; "
+            "no instructions until the next I-sync",
+            packets["kind"][at], packets["size"][at], packets["info"][at],
+        ))  # fmt: skip
 
 
 def event_table(rows: np.ndarray, cpu: int, names: Labels, texts: Labels, offsets: np.ndarray) -> pa.Table:

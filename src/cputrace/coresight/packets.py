@@ -35,10 +35,14 @@ PACKET = np.dtype(
 the decoded fields (what each means depends on the protocol and the packet's kind)."""
 _OPAQUE = np.dtype((np.void, PACKET.itemsize))
 
-K_UNSYNCED, K_ERROR = 0, 1
-"""The packet kinds every protocol has, with these codes."""
+K_UNSYNCED, K_ERROR, K_A_SYNC, K_I_SYNC = 0, 1, 2, 3
+K_TRIGGER, K_CONTEXT_ID, K_VMID, K_TIMESTAMP, K_EXCEPTION_RETURN = 7, 8, 9, 10, 11
+"""The packet kinds ETMv3 and PFT both have, with these codes (each protocol numbers its others)."""
 ISA_UNKNOWN = 255
 """`isa` of a packet that gives none."""
+I_SYNC_REASONS = ("periodic", "trace_on", "overflow", "debug_exit")
+"""The reasons an I-sync gives (ETMv3 and PFT alike), by their code in its `info`."""
+I_SYNC_PERIODIC, I_SYNC_OVERFLOW = I_SYNC_REASONS.index("periodic"), I_SYNC_REASONS.index("overflow")
 
 BATCH_PACKETS = 1 << 18
 MAX_ZEROS = 4096  # the longest zero run carried from one feed to the next

@@ -22,22 +22,21 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ...coresight.ini import read_ini_sections
-from ...coresight.snapshot import Device
+from ...coresight.registers import MAX_REGISTER, REGISTER, TraceRegisters, bit, major_version
 from ...coresight.sniff import LAYOUTS
 from ...errors import CputraceError, TraceFormatError
 from ..base import Option, parse_int
-from ..ptm.config import PtmConfig, is_ptm
+from ..ptm.config import PTM_MAJOR, PtmConfig, is_ptm
 from .options import BUFFER_FORMAT, ETM_CONFIG, ETMCCER, ETMCR, ETMIDR, SOURCE, TRACE_IDS
 
 DEFAULT_ETMIDR = 0x4100F250
 DEFAULT_ETMCCER = 0x10000000
 ETMV3_MAJOR = 2  # ETMIDR bits 11:8 hold the major version minus one
-MAX_REGISTER = 0xFFFFFFFF  # the ETM's registers are 32 bits
 
 # Positions in the configuration array handed to the compiled packet decoder.
 (
@@ -49,97 +48,63 @@ CONFIG_SIZE = 11
 _REGISTER_KEYS = ("etmcr", "etmidr", "etmccer")
 _FILE_KEYS = frozenset({*_REGISTER_KEYS, "trace_id", "etmtraceidr", "format", "core"})
 
-ETMV3_ID = f"an ETMv3 ETMIDR (major version field, bits 11:8, {ETMV3_MAJOR}; a PTM: type PTM1.x)"
-"""What an ETMIDR must be for this decoder, as error messages say it."""
-BARE_ID = f"an ETMv3 or PTM ETMIDR (major version field, bits 11:8, {ETMV3_MAJOR} or 3)"
+BARE_ID = f"an ETMv3 or PTM ETMIDR (major version field, bits 11:8, {ETMV3_MAJOR} or {PTM_MAJOR})"
 """What a bare buffer's ETMIDR must be, as error messages say it."""
-_REGISTER = f"a 32-bit register value (0 to 0x{MAX_REGISTER:X})"
 
 
 def is_etmv3(etmidr: int) -> bool:
     """Whether an ETMIDR names an ETMv3 (its major version field, bits 11:8)."""
-    return (etmidr >> 8) & 0xF == ETMV3_MAJOR
-
-
-def _check_register(value: int, name: str, where: str = "") -> None:
-    if not 0 <= value <= MAX_REGISTER:
-        raise CputraceError(f"{where}{name}={value:#x}: expected {_REGISTER}")
-
-
-def _bit(value: int, n: int) -> bool:
-    return bool((value >> n) & 1)
+    return major_version(etmidr) == ETMV3_MAJOR
 
 
 @dataclass(frozen=True)
-class EtmConfig:
+class EtmConfig(TraceRegisters):
     """ETMCR, ETMIDR and ETMCCER of one ETM, with the stream properties they imply."""
 
-    etmcr: int
     etmidr: int = DEFAULT_ETMIDR
     etmccer: int = DEFAULT_ETMCCER
-    trace_id: int | None = None
-    core: str | None = None
 
-    def __post_init__(self) -> None:
-        for name in _REGISTER_KEYS:
-            _check_register(getattr(self, name), name.upper())
-        if self.trace_id is not None and not 0 <= self.trace_id <= 0x7F:
-            raise CputraceError(f"trace ID {self.trace_id}: expected 0x00 to 0x7F")
-        if not is_etmv3(self.etmidr):
-            raise CputraceError(f"ETMIDR 0x{self.etmidr:08X}: expected {ETMV3_ID}")
+    MAJOR: ClassVar[int] = ETMV3_MAJOR
+    ID: ClassVar[str] = f"an ETMv3 ETMIDR (major version field, bits 11:8, {ETMV3_MAJOR}; a PTM: type PTM1.x)"
+    STREAM: ClassVar[str] = "an ETMv3 stream"
+    REQUIRED: ClassVar[tuple[str, ...]] = ("ETMCR",)
 
     @property
     def version(self) -> str:
         return f"3.{self.minor_version}"
 
     @property
-    def minor_version(self) -> int:
-        return (self.etmidr >> 4) & 0xF
-
-    @property
-    def cycle_accurate(self) -> bool:
-        return _bit(self.etmcr, 12)
-
-    @property
-    def context_id_bytes(self) -> int:
-        return (0, 1, 2, 4)[(self.etmcr >> 14) & 3]
+    def title(self) -> str:
+        return f"ETMv{self.version}"
 
     @property
     def data_value(self) -> bool:
-        return _bit(self.etmcr, 2)
+        return bit(self.etmcr, 2)
 
     @property
     def data_address(self) -> bool:
-        return _bit(self.etmcr, 3)
+        return bit(self.etmcr, 3)
 
     @property
     def data_only(self) -> bool:
-        return _bit(self.etmcr, 20)
-
-    @property
-    def timestamps(self) -> bool:
-        return _bit(self.etmcr, 28)
-
-    @property
-    def vmid(self) -> bool:
-        return _bit(self.etmcr, 30)
+        return bit(self.etmcr, 20)
 
     @property
     def alt_branch(self) -> bool:
         """The alternative branch address encoding (ETMv3.4 and later, ETMIDR bit 20)."""
-        return _bit(self.etmidr, 20) and self.minor_version >= 4
+        return bit(self.etmidr, 20) and self.minor_version >= 4
 
     @property
     def timestamp_64(self) -> bool:
-        return _bit(self.etmccer, 29)
+        return bit(self.etmccer, 29)
 
     @property
     def timestamp_gray(self) -> bool:
-        return not _bit(self.etmccer, 28)
+        return not bit(self.etmccer, 28)
 
     @property
     def virtualization(self) -> bool:
-        return _bit(self.etmccer, 26)
+        return bit(self.etmccer, 26)
 
     @property
     def m_profile(self) -> bool:
@@ -161,42 +126,12 @@ class EtmConfig:
         values[C_M_PROFILE] = self.m_profile
         return np.array(values, dtype=np.int64)
 
-    def describe(self) -> str:
-        """One line for listings: version and the options that shape the stream."""
-        parts = [f"ETMv{self.version}", "cycle-accurate" if self.cycle_accurate else "not cycle-accurate"]
-        if self.context_id_bytes:
-            parts.append(f"{self.context_id_bytes}-byte context ID")
-        traced = [name for name, on in (("address", self.data_address), ("value", self.data_value)) if on]
-        if traced:
-            parts.append("data " + "+".join(traced))
-        if self.data_only:
-            parts.append("data only")
-        if self.timestamps:
-            parts.append(f"{64 if self.timestamp_64 else 48}-bit timestamps")
-        if self.vmid:
-            parts.append("VMID")
-        if self.alt_branch:
-            parts.append("alternative branch encoding")
-        return ", ".join(parts)
+    def traced(self) -> list[str]:
+        data = [name for name, on in (("address", self.data_address), ("value", self.data_value)) if on]
+        return (["data " + "+".join(data)] if data else []) + (["data only"] if self.data_only else [])
 
-    @classmethod
-    def from_device(cls, device: Device, core: Device | None = None) -> EtmConfig:
-        """From a snapshot trace-source device file ([regs] ETMCR, ETMIDR, ETMCCER, ETMTRACEIDR)."""
-        regs = device.registers
-        if "ETMCR" not in regs:
-            raise CputraceError(f"{device.path}: [regs] has no ETMCR, which an ETMv3 stream needs")
-        for name in ("ETMCR", "ETMIDR", "ETMCCER", "ETMTRACEIDR"):
-            if name in regs:
-                _check_register(regs[name], name, f"{device.path}: [regs] ")
-        if not is_etmv3(regs.get("ETMIDR", DEFAULT_ETMIDR)):
-            raise TraceFormatError(str(device.path), "[regs] ETMIDR", ETMV3_ID, f"0x{regs['ETMIDR']:08X}")
-        return cls(
-            regs["ETMCR"],
-            regs.get("ETMIDR", DEFAULT_ETMIDR),
-            regs.get("ETMCCER", DEFAULT_ETMCCER),
-            regs["ETMTRACEIDR"] & 0x7F if "ETMTRACEIDR" in regs else None,  # the ID field, bits 6:0
-            core.type if core else None,
-        )
+    def options(self) -> list[str]:
+        return ["alternative branch encoding"] if self.alt_branch else []
 
 
 @dataclass(frozen=True)
@@ -263,7 +198,7 @@ def bare_buffer_settings(buffer: str | os.PathLike[str], options: Mapping[str, A
         if options.get(key) is not None:
             return option.read(options)
         if config_file is not None and from_file.get(key) is not None:
-            return _file_number(config_file, key, from_file[key], range(MAX_REGISTER + 1), _REGISTER)
+            return _file_number(config_file, key, from_file[key], range(MAX_REGISTER + 1), REGISTER)
         return default
 
     etmcr = register(ETMCR, None)
@@ -300,6 +235,6 @@ def _trace_id(options: Mapping[str, Any], config_file: Path | None, from_file: d
         return _file_number(config_file, "trace_id", from_file["trace_id"], TRACE_IDS, SOURCE.values)
     if from_file.get("etmtraceidr") is not None:
         register = _file_number(config_file, "etmtraceidr", from_file["etmtraceidr"], range(MAX_REGISTER + 1),
-                                _REGISTER)  # fmt: skip
+                                REGISTER)  # fmt: skip
         return register & 0x7F
     return None

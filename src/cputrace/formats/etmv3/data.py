@@ -50,12 +50,12 @@ import numba
 import numpy as np
 import pyarrow as pa
 
+from ...coresight.packet_ops import PacketOps
 from ...flow.ops import NO_TIME
 from ...flow.program import Program
 from ...model import SCHEMAS, Isa
 from ..base import Batch
 from .config import EtmConfig
-from .ops import PacketOps
 from .packets import Packets
 from .protocol import Kind
 

@@ -24,38 +24,44 @@ import numpy as np
 import pyarrow as pa
 
 from ...coresight.events import (
-    C_CONTEXT_ID,
-    C_VMID,
     E_EXCEPTION,
-    E_EXCEPTION_RETURN,
-    E_OVERFLOW,
-    E_TIMESTAMP,
-    E_TRACE_GAP,
     E_TRACE_ON,
-    E_TRIGGER,
     HAS_NUMBER,
     HAS_VALUE,
     HAS_VALUE1,
+    N_KINDS,
     NO_EVENTS,
     R_COUNT,
+    R_KIND,
+    R_NAME,
+    R_ROW,
     Labels,
-    context_event,
+    common_event,
     distinct,
+    event_names,
+    event_seq,
     event_table,
+    gap_texts,
+    i_sync_events,
     in_seq_order,
     put_event,
     trace_texts,
 )
+from ...coresight.packet_ops import PacketOps
+from ...coresight.packets import I_SYNC_PERIODIC
 from ...flow.program import Program
 from ...flow.walker import Walker
 from ..base import Batch
 from .capture import EtmSource
 from .data import DataMatcher
-from .ops import PacketOps, new_state, packet_ops
+from .ops import new_state, packet_ops
 from .packets import Packets
-from .protocol import ERROR_TEXT, I_SYNC_REASONS, KIND_NAMES, Flag, Kind, exception_name
+from .protocol import ERROR_TEXT, KIND_NAMES, Flag, Kind, exception_name
 
-_OVERFLOW, _PERIODIC = I_SYNC_REASONS.index("overflow"), I_SYNC_REASONS.index("periodic")
+_NAMES = event_names(KIND_NAMES)  # exceptions get theirs after
+_K_I_SYNC, _K_BRANCH, _K_CYCLE_COUNT = int(Kind.I_SYNC), int(Kind.BRANCH), int(Kind.CYCLE_COUNT)
+_N_CYCLE_COUNT = N_KINDS + _K_CYCLE_COUNT
+_F_EXCEPTION = int(Flag.EXCEPTION)
 
 
 class SourceWalk:
@@ -147,19 +153,32 @@ class SourceWalk:
 
     def _events(self, packets: Packets, built: PacketOps, first_seq: int) -> pa.Table:
         """The events of a batch's packets (few: one per I-sync, timestamp or exception), in
-        packet order, made in one compiled pass; text is formatted once per distinct value."""
-        rows = built.eventful
-        if not len(rows):
+        packet order, made in one compiled pass (`_event_rows`); the protocol's names and texts
+        (`_label`) are formatted once per distinct value."""
+        if not len(built.eventful):
             return NO_EVENTS
         t = packets.table
-        out = np.empty((R_COUNT, 3 * len(rows)), np.int64)  # a packet makes three at most (an I-sync)
+        out = np.empty((R_COUNT, 3 * len(built.eventful)), np.int64)  # three at most a packet (an I-sync)
+        rows = out[:, : self._event_rows(t, built, first_seq, out)]
+        kind = rows[R_KIND]
+        names, texts = Labels(self._names, rows[R_NAME]), trace_texts(kind)
+        self._label(t, rows, names, texts)
+        gap_texts(texts, kind, rows[R_ROW], t, self._error_text)
+        return event_table(rows, self.source.cpu, names, texts, t["offset"])
+
+    _names = _NAMES  # `name` labels of the event rows; exceptions get theirs after
+    _error_text = ERROR_TEXT
+
+    def _event_rows(self, t: np.ndarray, built: PacketOps, first_seq: int, out: np.ndarray) -> int:
+        """The event rows of a batch's eventful packets into `out`; returns how many."""
         config = self.source.config
-        n = _event_rows(t, rows, built.before, built.pending, built.gap, self.walker.op_end, first_seq,
-                        self.first_seq, self.cycle_accurate, config.context_id_bytes > 0, self._context,
-                        out)  # fmt: skip
-        _, kind, name, number, value, value1, _, row = out[:, :n]
-        names = Labels(_NAMES, name)  # exceptions' names are added to these
-        texts = trace_texts(kind)
+        return _event_rows(t, built.eventful, built.before, built.pending, built.gap, self.walker.op_end,
+                           first_seq, self.first_seq, self.cycle_accurate, config.context_id_bytes > 0,
+                           self._context, out)  # fmt: skip
+
+    def _label(self, t: np.ndarray, rows: np.ndarray, names: Labels, texts: Labels) -> None:
+        """Names and texts of the events only this protocol makes: cycle counts, exceptions."""
+        _, kind, name, number, value, value1, _, row = rows
         counts = np.flatnonzero(name == _N_CYCLE_COUNT)
         if len(counts):
             texts.add(counts, *distinct(
@@ -170,7 +189,7 @@ class SourceWalk:
         exception = np.flatnonzero(kind == E_EXCEPTION)
         if len(exception):
             at, numbers = row[exception], number[exception]
-            m_profile = config.m_profile
+            m_profile = self.source.config.m_profile
             names.add(exception, *distinct(lambda k: exception_name(k, m_profile), numbers))
             cancels = t["flags"][at] & Flag.CANCEL != 0
             texts.add(exception, *distinct(
@@ -178,74 +197,33 @@ class SourceWalk:
                 + (" (cancels the last instruction)" if c else ""),
                 numbers, value[exception], cancels,
             ))  # fmt: skip
-        gap = np.flatnonzero(kind == E_TRACE_GAP)
-        if len(gap):
-            at = row[gap]
-            texts.add(gap, *distinct(
-                lambda k, size, info: f"{size} bytes: "
-                f"{ERROR_TEXT.get(info, 'bytes skipped') if k == Kind.ERROR else 'bytes skipped'}; "
-                "no instructions until the next I-sync",
-                t["kind"][at], t["size"][at], t["info"][at],
-            ))  # fmt: skip
-        return event_table(out[:, :n], self.source.cpu, names, texts, t["offset"])
-
-
-# `name` of event rows: an I-sync's reason, then the _N_* labels, then packet kinds;
-# exceptions get theirs after.
-_NAMES = (*I_SYNC_REASONS, "exception_return", "context_id", "vmid", "timestamp", *KIND_NAMES)
-_N_EXCEPTION_RETURN, _N_CONTEXT_ID, _N_VMID, _N_TIMESTAMP, _N_KINDS = (
-    _NAMES.index(name) for name in ("exception_return", "context_id", "vmid", "timestamp", KIND_NAMES[0])
-)
-_K_I_SYNC, _K_BRANCH, _K_EXIT = int(Kind.I_SYNC), int(Kind.BRANCH), int(Kind.EXCEPTION_EXIT)
-_K_CONTEXT_ID, _K_VMID, _K_TIMESTAMP = int(Kind.CONTEXT_ID), int(Kind.VMID), int(Kind.TIMESTAMP)
-_K_CYCLE_COUNT, _K_TRIGGER = int(Kind.CYCLE_COUNT), int(Kind.TRIGGER)
-_N_CYCLE_COUNT, _N_TRIGGER = _N_KINDS + _K_CYCLE_COUNT, _N_KINDS + _K_TRIGGER
-_F_EXCEPTION = int(Flag.EXCEPTION)
 
 
 @numba.njit(cache=True, nogil=True)
 def _event_rows(packets, rows, before, pending, gap, op_end, first_seq, source_seq, cycle_accurate,
                 context_on_sync, context, out) -> int:  # fmt: skip
-    """The events of packets[rows], in packet order, into out[_R_*]; returns how many.
-
-    An event's seq is the last instruction's before its packet (before[p] ops came before it;
-    op_end[i] is the seq after op i; the batch's first instruction is first_seq), or the
-    source's first (source_seq) when there is none yet. A trace-on I-sync's value1 is the
+    """The events of packets[rows], in packet order, into out[R_*] (at the seqs `event_seq`
+    gives); returns how many. A trace-on I-sync's value1 is the
     trace-off time before it: its cycle count (when it has one) and the W cycles it ended
     (pending[p]); a cycle-count packet gives the count of the last one that had none."""
     n = 0
     for i in range(len(rows)):
         p = rows[i]
         pk = packets[p]
-        made = before[p]
-        seq = max(op_end[made - 1] - 1 if made > 0 else first_seq - 1, source_seq)
+        seq = event_seq(before, op_end, p, first_seq, source_seq)
         k = pk.kind
         if k == _K_I_SYNC:
-            ends_trace_off = pk.cycles >= 0 or (cycle_accurate and pk.info != _PERIODIC)
+            ends_trace_off = pk.cycles >= 0 or (cycle_accurate and pk.info != I_SYNC_PERIODIC)
             value1 = max(pk.cycles, 0) + pending[p]
             present = HAS_NUMBER | HAS_VALUE | (HAS_VALUE1 if ends_trace_off else 0)
-            n = put_event(out, n, seq, p, E_TRACE_ON, pk.info, pk.info, pk.address, value1, present)
-            if pk.info == _OVERFLOW:
-                n = put_event(out, n, seq, p, E_OVERFLOW, _OVERFLOW, 0, 0, 0, 0)
-            if context_on_sync:
-                n = context_event(out, n, seq, p, _N_CONTEXT_ID, pk.value, context, C_CONTEXT_ID)
+            n = i_sync_events(out, n, seq, p, pk, value1, present, context_on_sync, context)
         elif k == _K_BRANCH:
             if pk.flags & _F_EXCEPTION and pk.exception > 0:
                 present = HAS_NUMBER | HAS_VALUE
                 n = put_event(out, n, seq, p, E_EXCEPTION, -1, pk.exception, pk.address, 0, present)
-        elif k == _K_EXIT:
-            n = put_event(out, n, seq, p, E_EXCEPTION_RETURN, _N_EXCEPTION_RETURN, 0, 0, 0, 0)
-        elif k == _K_CONTEXT_ID:
-            n = context_event(out, n, seq, p, _N_CONTEXT_ID, pk.value, context, C_CONTEXT_ID)
-        elif k == _K_VMID:
-            n = context_event(out, n, seq, p, _N_VMID, pk.value, context, C_VMID)
-        elif k == _K_TIMESTAMP:
-            n = put_event(out, n, seq, p, E_TIMESTAMP, _N_TIMESTAMP, 0, pk.value, 0, HAS_VALUE)
         elif k == _K_CYCLE_COUNT:  # a count of 0 says the counter overflowed: the time is not known
             present = HAS_VALUE1 if pk.cycles else 0
             n = put_event(out, n, seq, p, E_TRACE_ON, _N_CYCLE_COUNT, 0, 0, pk.cycles, present)
-        elif k == _K_TRIGGER:
-            n = put_event(out, n, seq, p, E_TRIGGER, _N_TRIGGER, 0, 0, 0, 0)
-        elif gap[p]:  # an error or skipped bytes where the trace was synchronised: it breaks here
-            n = put_event(out, n, seq, p, E_TRACE_GAP, _N_KINDS + k, pk.size, 0, 0, HAS_NUMBER)
+        else:
+            n = common_event(out, n, seq, p, pk, gap, context)
     return n

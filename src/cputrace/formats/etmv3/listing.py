@@ -1,18 +1,17 @@
-"""Packets as readable fields and text, for listings (`cputrace etm packets`)."""
+"""ETMv3 packets as readable fields, for listings (`cputrace etm packets`); the columns and a
+row's text are `coresight.listing`'s, which PTM listings share."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from ...coresight.listing import common_fields, isa_name
+from ...coresight.packets import I_SYNC_REASONS
 from .config import EtmConfig
 from .packets import Packets
-from .protocol import ERROR_TEXT, I_SYNC_REASONS, ISA_NAMES, Flag, Kind, exception_name
-
-FIELDS = (
-    "address", "isa", "atoms", "cycles", "timestamp", "context_id", "vmid", "value", "exception",
-    "resume", "reason", "flags", "bits", "lsip_address", "tag", "bytes", "error",
-)  # fmt: skip
-"""Every field `packet_fields` can give, in listing order (csv columns)."""
+from .protocol import ERROR_TEXT, KIND_NAMES, Flag, Kind, exception_name
 
 
 def _atoms(bits: int, count: int, cycles: int, fmt: int, cycle_accurate: bool) -> str:
@@ -35,14 +34,18 @@ def _flag_names(flags: int, shown: Flag) -> list[str]:
 
 def packet_fields(packets: Packets, index: int, config: EtmConfig) -> dict[str, Any]:
     """The fields that mean something for this packet's kind (see `packets` for their sources)."""
-    r = packets.table[index]
+    common = common_fields(packets, index, KIND_NAMES, ERROR_TEXT, Flag.CLOCK_CHANGED)
+    return common if common is not None else _own_fields(packets.table[index], config)
+
+
+def _own_fields(r: np.void, config: EtmConfig) -> dict[str, Any]:
     kind = Kind(int(r["kind"]))
     flags = int(r["flags"])
     out: dict[str, Any] = {}
     if kind in (Kind.I_SYNC, Kind.BRANCH):
         if kind == Kind.BRANCH or r["bits"]:
             out["address"] = int(r["address"])
-            out["isa"] = ISA_NAMES.get(int(r["isa"]), "unknown")
+            out["isa"] = isa_name(int(r["isa"]))
         if kind == Kind.I_SYNC:
             out["reason"] = I_SYNC_REASONS[int(r["info"])]
             if r["cycles"] >= 0:
@@ -68,15 +71,6 @@ def packet_fields(packets: Packets, index: int, config: EtmConfig) -> dict[str, 
             out["cycles"] = int(r["cycles"])
     elif kind == Kind.CYCLE_COUNT:
         out["cycles"] = int(r["cycles"])
-    elif kind == Kind.TIMESTAMP:
-        out["timestamp"] = int(packets["value"][index])
-        out["bits"] = int(r["bits"])
-        if flags & Flag.CLOCK_CHANGED:
-            out["flags"] = "clock_changed"
-    elif kind == Kind.CONTEXT_ID:
-        out["context_id"] = int(r["value"])
-    elif kind == Kind.VMID:
-        out["vmid"] = int(r["value"])
     elif kind in (Kind.NORMAL_DATA, Kind.OOO_DATA, Kind.OOO_PLACEHOLDER, Kind.VALUE_NOT_TRACED):
         if r["bits"]:
             out["address"] = int(r["address"])
@@ -88,23 +82,5 @@ def packet_fields(packets: Packets, index: int, config: EtmConfig) -> dict[str, 
             out["tag"] = int(r["info"])
         if flags & Flag.BIG_ENDIAN:
             out["flags"] = "big_endian"
-    elif kind == Kind.ERROR:
-        out["error"] = ERROR_TEXT[int(r["info"])]
-    elif kind == Kind.UNSYNCED:
-        out["bytes"] = int(r["size"])
     return out
 
-
-def packet_text(kind: str, fields: dict[str, Any]) -> str:
-    """`kind key=value ...` with addresses and IDs in hex (of ETMv3 and PTM packets alike)."""
-    parts = [kind]
-    for key, value in fields.items():
-        if key == "flags":
-            parts.append(value)
-        elif key in ("address", "lsip_address", "context_id", "vmid", "value"):
-            parts.append(f"{key}=0x{value:x}")
-        elif key == "error":
-            parts.append(f"({value})")
-        else:
-            parts.append(f"{key}={value}")
-    return " ".join(parts)

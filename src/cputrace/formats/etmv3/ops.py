@@ -22,14 +22,14 @@ Packets before the first I-sync give no position and produce no ops.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numba
 import numpy as np
 
-from ...flow.ops import ATOM_EXECUTED, EXCEPTION_CANCELS, NO_TIME, OP, Op, Ops
+from ...coresight.packet_ops import PacketOps, add_op, build_ops
+from ...coresight.packets import I_SYNC_PERIODIC
+from ...flow.ops import ATOM_EXECUTED, EXCEPTION_CANCELS, NO_TIME, Op
 from .packets import Packets
-from .protocol import I_SYNC_REASONS, Flag, Kind
+from .protocol import Flag, Kind
 
 # Builder state carried from one packet batch to the next (int64 array).
 S_SYNCED, S_PENDING, S_TIME = range(3)
@@ -37,26 +37,7 @@ STATE_SIZE = 3
 
 _K_I_SYNC, _K_BRANCH, _K_P_HEADER = int(Kind.I_SYNC), int(Kind.BRANCH), int(Kind.P_HEADER)
 _K_TIMESTAMP, _K_ERROR, _K_UNSYNCED = int(Kind.TIMESTAMP), int(Kind.ERROR), int(Kind.UNSYNCED)
-_PERIODIC = I_SYNC_REASONS.index("periodic")
 _F_EXCEPTION, _F_CANCEL, _F_LSIP = int(Flag.EXCEPTION), int(Flag.CANCEL), int(Flag.LSIP)
-
-
-@dataclass
-class PacketOps:
-    """The ops of a packet batch, and for each packet the ops made before it (`before`)."""
-
-    ops: Ops
-    packet: np.ndarray  # int64: the packet row each op comes from
-    before: np.ndarray  # int64, one per packet: ops made from the packets before it
-    pending: np.ndarray  # int64, one per packet: W cycles an I-sync ends (trace-off time), else 0
-    gap: np.ndarray  # bool, one per packet: an error or skipped bytes that broke a synchronised trace
-    eventful: np.ndarray  # int64: rows of the packets that make events (see `instructions`)
-
-    def without_ops(self) -> PacketOps:
-        """The events of the packets and none of their ops (data-only trace: nothing to walk)."""
-        none = np.zeros(0, np.int64)
-        before = np.zeros_like(self.before)
-        return PacketOps(self.ops.select(none), none, before, self.pending, self.gap, self.eventful)
 
 
 def new_state() -> np.ndarray:
@@ -67,14 +48,7 @@ def new_state() -> np.ndarray:
 
 def packet_ops(packets: Packets, state: np.ndarray, cycle_accurate: bool) -> PacketOps:
     """The waypoint ops of `packets`, continuing from `state` (updated in place)."""
-    t = packets.table
-    capacity = _capacity(t)
-    ops = np.zeros(capacity, OP)  # _build sets every field the kind of each op uses, cycles and time
-    packet = np.empty(capacity, np.int64)
-    before, eventful = np.empty(len(t), np.int64), np.empty(len(t), np.int64)
-    pending, gap = np.zeros(len(t), np.int64), np.zeros(len(t), np.bool_)
-    n, events = _build(t, cycle_accurate, state, ops, packet, before, pending, gap, eventful)
-    return PacketOps(Ops(ops[:n]), packet[:n], before, pending, gap, eventful[:events])
+    return build_ops(packets, _capacity(packets.table), _build, cycle_accurate, state)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -134,21 +108,22 @@ def _build(packets, cycle_accurate, state, ops, packet, before, pending, gap, ev
                 packet[n] = p
                 n += 1
         elif k == _K_I_SYNC:
-            if pk.cycles >= 0 or (cycle_accurate and pk.info != _PERIODIC):  # the trace stopped: W cycles end
+            if pk.cycles >= 0 or (cycle_accurate and pk.info != I_SYNC_PERIODIC):  # trace off: W cycles end
                 pending[p] = state[S_PENDING]
                 state[S_PENDING] = 0
             state[S_SYNCED] = 1
-            n = _add(ops, packet, n, p, pk.offset, Op.SYNC, pk.address, 0, pk.isa, state[S_TIME])
+            n = add_op(ops, packet, n, p, pk.offset, Op.SYNC, pk.address, 0, pk.isa, NO_TIME, state[S_TIME])
             if pk.flags & _F_LSIP:  # the load/store ran, then the trace goes on at address2
-                n = _add(ops, packet, n, p, pk.offset, Op.ATOM, 0, ATOM_EXECUTED, 0, state[S_TIME])
-                n = _add(ops, packet, n, p, pk.offset, Op.SYNC, pk.address2, 0, pk.isa, state[S_TIME])
+                n = add_op(ops, packet, n, p, pk.offset, Op.ATOM, 0, ATOM_EXECUTED, 0, NO_TIME, state[S_TIME])
+                n = add_op(ops, packet, n, p, pk.offset, Op.SYNC, pk.address2, 0, pk.isa, NO_TIME,
+                           state[S_TIME])  # fmt: skip
         elif k == _K_BRANCH:
             if state[S_SYNCED] == 0:
                 continue
             kind, flags = Op.TARGET, 0
             if pk.flags & _F_EXCEPTION and pk.exception > 0:
                 kind, flags = Op.EXCEPTION, EXCEPTION_CANCELS if pk.flags & _F_CANCEL else 0
-            n = _add(ops, packet, n, p, pk.offset, kind, pk.address, flags, pk.isa, state[S_TIME])
+            n = add_op(ops, packet, n, p, pk.offset, kind, pk.address, flags, pk.isa, NO_TIME, state[S_TIME])
         elif k == _K_TIMESTAMP:
             state[S_TIME] = np.int64(pk.value)
         elif k in (_K_ERROR, _K_UNSYNCED):
@@ -157,21 +132,6 @@ def _build(packets, cycle_accurate, state, ops, packet, before, pending, gap, ev
             state[S_SYNCED] = 0
             state[S_PENDING] = 0
             gap[p] = True
-            n = _add(ops, packet, n, p, pk.offset, Op.GAP, 0, 0, 0, state[S_TIME])
+            n = add_op(ops, packet, n, p, pk.offset, Op.GAP, 0, 0, 0, NO_TIME, state[S_TIME])
     return n, events
 
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _add(ops, packet, n, packet_row, offset, kind, address, flags, isa, time) -> int:
-    """Op n, from the packet at `packet_row`, one that carries no cycle count; returns the next
-    op's index."""
-    op = ops[n]
-    op.kind = kind
-    op.address = address
-    op.flags = flags
-    op.isa = isa
-    op.cycles = NO_TIME
-    op.time = time
-    op.src = offset
-    packet[n] = packet_row
-    return n + 1

@@ -39,6 +39,7 @@ import numpy as np
 
 from ...coresight.packets import (
     BATCH_PACKETS,
+    ISA_UNKNOWN,
     NEED_MORE,
     Packets,
     PacketScanner,
@@ -66,7 +67,7 @@ from .config import (
     C_TIMESTAMP_GRAY,
     EtmConfig,
 )
-from .protocol import DEPRECATED_EXCEPTIONS, ISA_UNKNOWN, ErrorReason, Flag, Kind
+from .protocol import DEPRECATED_EXCEPTIONS, ErrorReason, Flag, Kind
 
 # Decoder state kept between feeds (int64 array)
 (

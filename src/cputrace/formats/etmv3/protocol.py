@@ -7,24 +7,24 @@ from __future__ import annotations
 
 import enum
 
-from ...model import Isa
+from ...coresight import packets
 
 
 class Kind(enum.IntEnum):
     """What a packet is (the `kind` column)."""
 
-    UNSYNCED = 0  # bytes before the first A-sync, or skipped after an error
-    ERROR = 1  # a reserved or malformed packet; `info` holds an ErrorReason
-    A_SYNC = 2
-    I_SYNC = 3
+    UNSYNCED = packets.K_UNSYNCED  # bytes before the first A-sync, or skipped after an error
+    ERROR = packets.K_ERROR  # a reserved or malformed packet; `info` holds an ErrorReason
+    A_SYNC = packets.K_A_SYNC
+    I_SYNC = packets.K_I_SYNC
     BRANCH = 4
     P_HEADER = 5
     CYCLE_COUNT = 6
-    TRIGGER = 7
-    CONTEXT_ID = 8
-    VMID = 9
-    TIMESTAMP = 10
-    EXCEPTION_EXIT = 11
+    TRIGGER = packets.K_TRIGGER
+    CONTEXT_ID = packets.K_CONTEXT_ID
+    VMID = packets.K_VMID
+    TIMESTAMP = packets.K_TIMESTAMP
+    EXCEPTION_EXIT = packets.K_EXCEPTION_RETURN
     EXCEPTION_ENTRY = 12
     IGNORE = 13
     NORMAL_DATA = 14
@@ -89,11 +89,6 @@ class Flag(enum.IntFlag):
     CLOCK_CHANGED = 0x100  # timestamp: the R bit (processor clock frequency changed)
     PARTIAL_ADDRESS = 0x200  # address bits above those carried are not known yet
 
-
-ISA_NAMES: dict[int, str] = {Isa.A32: "A32", Isa.T32: "T32", Isa.T32EE: "T32EE", Isa.JAZELLE: "Jazelle"}
-ISA_UNKNOWN = 255
-
-I_SYNC_REASONS = ("periodic", "trace_on", "overflow", "debug_exit")
 
 # Exception numbers of branch packets, A and R profiles (ETMv3 architecture, table 7-9)
 EXCEPTIONS_AR: dict[int, str] = {

@@ -17,47 +17,30 @@ from collections.abc import Callable
 
 import numba
 import numpy as np
-import pyarrow as pa
 
 from ...coresight.events import (
-    C_CONTEXT_ID,
-    C_VMID,
     E_EXCEPTION,
-    E_EXCEPTION_RETURN,
-    E_OVERFLOW,
-    E_TIMESTAMP,
-    E_TRACE_GAP,
-    E_TRACE_ON,
-    E_TRIGGER,
     HAS_NUMBER,
     HAS_VALUE,
     HAS_VALUE1,
-    NO_EVENTS,
-    R_COUNT,
     Labels,
-    context_event,
+    common_event,
     distinct,
-    event_table,
+    event_names,
+    event_seq,
+    i_sync_events,
     put_event,
-    trace_texts,
 )
+from ...coresight.packet_ops import PacketOps
 from ...flow.program import Program
 from ..etmv3.capture import EtmSource
 from ..etmv3.instructions import SourceWalk
-from ..etmv3.ops import PacketOps
 from .ops import new_state, packet_ops
 from .packets import Packets
-from .protocol import ERROR_TEXT, I_SYNC_REASONS, KIND_NAMES, Kind, exception_name
+from .protocol import ERROR_TEXT, KIND_NAMES, Kind, exception_name
 
-_OVERFLOW, _PERIODIC = I_SYNC_REASONS.index("overflow"), I_SYNC_REASONS.index("periodic")
-_NAMES = (*I_SYNC_REASONS, "exception_return", "context_id", "vmid", "timestamp", *KIND_NAMES)
-_N_EXCEPTION_RETURN, _N_CONTEXT_ID, _N_VMID, _N_TIMESTAMP, _N_KINDS = (
-    _NAMES.index(name) for name in ("exception_return", "context_id", "vmid", "timestamp", KIND_NAMES[0])
-)
-_K_I_SYNC, _K_BRANCH, _K_RETURN = int(Kind.I_SYNC), int(Kind.BRANCH), int(Kind.EXCEPTION_RETURN)
-_K_CONTEXT_ID, _K_VMID, _K_TIMESTAMP = int(Kind.CONTEXT_ID), int(Kind.VMID), int(Kind.TIMESTAMP)
-_K_TRIGGER, _K_ERROR = int(Kind.TRIGGER), int(Kind.ERROR)
-_N_TRIGGER = _N_KINDS + _K_TRIGGER
+_NAMES = event_names(KIND_NAMES)  # exceptions get theirs after
+_K_I_SYNC, _K_BRANCH = int(Kind.I_SYNC), int(Kind.BRANCH)
 
 
 class PtmSourceWalk(SourceWalk):
@@ -73,19 +56,17 @@ class PtmSourceWalk(SourceWalk):
     def _packet_ops(self, packets: Packets) -> PacketOps:
         return packet_ops(packets, self.state, self.source.config.return_stack)
 
-    def _events(self, packets: Packets, built: PacketOps, first_seq: int) -> pa.Table:
-        """The events of a batch's packets, in packet order, made in one compiled pass."""
-        rows = built.eventful
-        if not len(rows):
-            return NO_EVENTS
-        t = packets.table
-        out = np.empty((R_COUNT, 3 * len(rows)), np.int64)  # a packet makes three at most (an I-sync)
+    _names = _NAMES
+    _error_text = ERROR_TEXT
+
+    def _event_rows(self, t: np.ndarray, built: PacketOps, first_seq: int, out: np.ndarray) -> int:
         config = self.source.config
-        n = _event_rows(t, rows, built.before, built.gap, self.walker.op_end, first_seq, self.first_seq,
-                        config.context_id_bytes > 0, self._context, out)  # fmt: skip
-        _, kind, name, number, value, _, _, row = out[:, :n]
-        names = Labels(_NAMES, name)
-        texts = trace_texts(kind)
+        return _event_rows(t, built.eventful, built.before, built.gap, self.walker.op_end, first_seq,
+                           self.first_seq, config.context_id_bytes > 0, self._context, out)  # fmt: skip
+
+    def _label(self, t: np.ndarray, rows: np.ndarray, names: Labels, texts: Labels) -> None:
+        """Names and texts of exception events."""
+        _, kind, _, number, value, _, _, _ = rows
         exception = np.flatnonzero(kind == E_EXCEPTION)
         if len(exception):
             numbers = number[exception]
@@ -93,55 +74,25 @@ class PtmSourceWalk(SourceWalk):
             texts.add(exception, *distinct(
                 lambda k, a: f"{exception_name(k)} exception to 0x{a:08x}", numbers, value[exception]
             ))  # fmt: skip
-        gap = np.flatnonzero(kind == E_TRACE_GAP)
-        if len(gap):
-            at = row[gap]
-            texts.add(gap, *distinct(
-                lambda k, size, info: f"{size} bytes: "
-                f"{ERROR_TEXT.get(info, 'bytes skipped') if k == Kind.ERROR else 'bytes skipped'}; "
-                "no instructions until the next I-sync",
-                t["kind"][at], t["size"][at], t["info"][at],
-            ))  # fmt: skip
-        return event_table(out[:, :n], self.source.cpu, names, texts, t["offset"])
 
 
 @numba.njit(cache=True, nogil=True)
 def _event_rows(packets, rows, before, gap, op_end, first_seq, source_seq, context_on_sync, context,
                 out) -> int:  # fmt: skip
-    """The events of packets[rows], in packet order, into out[_R_*]; returns how many.
-
-    An event's seq is the last instruction's before its packet (before[p] ops came before it;
-    op_end[i] is the seq after op i; the batch's first instruction is first_seq), or the
-    source's first (source_seq) when there is none yet."""
+    """The events of packets[rows], in packet order, into out[R_*] (at the seqs `event_seq`
+    gives); returns how many. A cycle count, where a packet has one, is its event's value1."""
     n = 0
     for i in range(len(rows)):
         p = rows[i]
         pk = packets[p]
-        made = before[p]
-        seq = max(op_end[made - 1] - 1 if made > 0 else first_seq - 1, source_seq)
+        seq = event_seq(before, op_end, p, first_seq, source_seq)
         k = pk.kind
-        counted = HAS_VALUE1 if pk.cycles >= 0 else 0
+        present = HAS_NUMBER | HAS_VALUE | (HAS_VALUE1 if pk.cycles >= 0 else 0)  # I-sync, branch
         cycles = max(pk.cycles, 0)
         if k == _K_I_SYNC:
-            present = HAS_NUMBER | HAS_VALUE | counted
-            n = put_event(out, n, seq, p, E_TRACE_ON, pk.info, pk.info, pk.address, cycles, present)
-            if pk.info == _OVERFLOW:
-                n = put_event(out, n, seq, p, E_OVERFLOW, _OVERFLOW, 0, 0, 0, 0)
-            if context_on_sync:
-                n = context_event(out, n, seq, p, _N_CONTEXT_ID, pk.value, context, C_CONTEXT_ID)
+            n = i_sync_events(out, n, seq, p, pk, cycles, present, context_on_sync, context)
         elif k == _K_BRANCH:
-            present = HAS_NUMBER | HAS_VALUE | counted
             n = put_event(out, n, seq, p, E_EXCEPTION, -1, pk.exception, pk.address, cycles, present)
-        elif k == _K_RETURN:
-            n = put_event(out, n, seq, p, E_EXCEPTION_RETURN, _N_EXCEPTION_RETURN, 0, 0, 0, 0)
-        elif k == _K_CONTEXT_ID:
-            n = context_event(out, n, seq, p, _N_CONTEXT_ID, pk.value, context, C_CONTEXT_ID)
-        elif k == _K_VMID:
-            n = context_event(out, n, seq, p, _N_VMID, pk.value, context, C_VMID)
-        elif k == _K_TIMESTAMP:
-            n = put_event(out, n, seq, p, E_TIMESTAMP, _N_TIMESTAMP, 0, pk.value, cycles, HAS_VALUE | counted)
-        elif k == _K_TRIGGER:
-            n = put_event(out, n, seq, p, E_TRIGGER, _N_TRIGGER, 0, 0, 0, 0)
-        elif gap[p]:  # an error or skipped bytes where the trace was synchronised: it breaks here
-            n = put_event(out, n, seq, p, E_TRACE_GAP, _N_KINDS + k, pk.size, 0, 0, HAS_NUMBER)
+        else:
+            n = common_event(out, n, seq, p, pk, gap, context)
     return n

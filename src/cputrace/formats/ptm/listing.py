@@ -1,25 +1,31 @@
 """PTM packets as readable fields, for listings (`cputrace etm packets`); the fields are among
-the ETMv3 listing's (`etmv3.listing.FIELDS`), so both protocols share its columns."""
+`coresight.listing.FIELDS`, the columns PTM and ETMv3 listings share."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ...coresight.packets import Packets
-from ..etmv3.protocol import ISA_NAMES
+import numpy as np
+
+from ...coresight.listing import common_fields, isa_name
+from ...coresight.packets import I_SYNC_REASONS, Packets
 from .config import PtmConfig
-from .protocol import ERROR_TEXT, I_SYNC_REASONS, Flag, Kind, exception_name
+from .protocol import ERROR_TEXT, KIND_NAMES, Flag, Kind, exception_name
 
 
 def packet_fields(packets: Packets, index: int, config: PtmConfig) -> dict[str, Any]:
     """The fields that mean something for this packet's kind (see `packets` for their sources)."""
-    r = packets.table[index]
+    common = common_fields(packets, index, KIND_NAMES, ERROR_TEXT, Flag.CLOCK_CHANGED)
+    return common if common is not None else _own_fields(packets.table[index], config)
+
+
+def _own_fields(r: np.void, config: PtmConfig) -> dict[str, Any]:
     kind = Kind(int(r["kind"]))
     flags = int(r["flags"])
     out: dict[str, Any] = {}
     if kind in (Kind.I_SYNC, Kind.BRANCH, Kind.WAYPOINT_UPDATE):
         out["address"] = int(r["address"])
-        out["isa"] = ISA_NAMES.get(int(r["isa"]), "unknown")
+        out["isa"] = isa_name(int(r["isa"]))
         if kind == Kind.I_SYNC:
             out["reason"] = I_SYNC_REASONS[int(r["info"])]
             if config.context_id_bytes:
@@ -38,19 +44,4 @@ def packet_fields(packets: Packets, index: int, config: PtmConfig) -> dict[str, 
         out["atoms"] = "".join("E" if (int(r["atoms"]) >> i) & 1 else "N" for i in range(int(r["count"])))
         if r["cycles"] >= 0:
             out["cycles"] = int(r["cycles"])
-    elif kind == Kind.TIMESTAMP:
-        out["timestamp"] = int(packets["value"][index])
-        out["bits"] = int(r["bits"])
-        if r["cycles"] >= 0:
-            out["cycles"] = int(r["cycles"])
-        if flags & Flag.CLOCK_CHANGED:
-            out["flags"] = "clock_changed"
-    elif kind == Kind.CONTEXT_ID:
-        out["context_id"] = int(r["value"])
-    elif kind == Kind.VMID:
-        out["vmid"] = int(r["value"])
-    elif kind == Kind.ERROR:
-        out["error"] = ERROR_TEXT[int(r["info"])]
-    elif kind == Kind.UNSYNCED:
-        out["bytes"] = int(r["size"])
     return out

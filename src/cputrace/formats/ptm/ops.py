@@ -23,18 +23,16 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ...coresight.packet_ops import PacketOps, add_op, build_ops
 from ...coresight.packets import Packets
 from ...flow.ops import (
     NO_TIME,
-    OP,
     WAYPOINT_RETURN_STACK,
     WAYPOINT_TAKEN,
     WAYPOINT_TARGET_FOLLOWS,
     WAYPOINT_TO_ADDRESS,
     Op,
-    Ops,
 )
-from ..etmv3.ops import PacketOps
 from .protocol import Flag, Kind
 
 BUILD = np.dtype([("synced", "<i8"), ("time", "<i8")])
@@ -55,15 +53,8 @@ def new_state() -> np.ndarray:
 
 def packet_ops(packets: Packets, state: np.ndarray, return_stack: bool) -> PacketOps:
     """The waypoint ops of `packets`, continuing from `state` (updated in place)."""
-    t = packets.table
-    capacity = _capacity(t)
-    ops = np.zeros(capacity, OP)  # _build sets every field the kind of each op uses, cycles and time
-    packet = np.empty(capacity, np.int64)
-    before, eventful = np.empty(len(t), np.int64), np.empty(len(t), np.int64)
-    pending, gap = np.zeros(len(t), np.int64), np.zeros(len(t), np.bool_)
     stack = WAYPOINT_RETURN_STACK if return_stack else 0
-    n, events = _build(t, stack, state, ops, packet, before, gap, eventful)
-    return PacketOps(Ops(ops[:n]), packet[:n], before, pending, gap, eventful[:events])
+    return build_ops(packets, _capacity(packets.table), _build, stack, state)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -76,7 +67,8 @@ def _capacity(packets) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
-def _build(packets, stack, state, ops, packet, before, gap, eventful):
+def _build(packets, stack, state, ops, packet, before, pending, gap, eventful):
+    """The ops of `packets` into ops[:n] (PFT has no trace-off W cycles: `pending` stays 0)."""
     st = state[0]
     n = 0
     events = 0
@@ -90,44 +82,30 @@ def _build(packets, stack, state, ops, packet, before, gap, eventful):
             events += 1
         if k == _K_I_SYNC:
             st.synced = 1
-            n = _add(ops, packet, n, p, pk.offset, Op.SYNC, pk.address, 0, pk.isa, NO_TIME, st.time)
+            n = add_op(ops, packet, n, p, pk.offset, Op.SYNC, pk.address, 0, pk.isa, NO_TIME, st.time)
         elif k == _K_TIMESTAMP:
             st.time = np.int64(pk.value)
         elif k in (_K_ERROR, _K_UNSYNCED):
             if st.synced:
                 st.synced = 0
                 gap[p] = True
-                n = _add(ops, packet, n, p, pk.offset, Op.GAP, 0, 0, 0, NO_TIME, st.time)
+                n = add_op(ops, packet, n, p, pk.offset, Op.GAP, 0, 0, 0, NO_TIME, st.time)
         elif not st.synced:
             continue
         elif k == _K_ATOM:
             cycles = pk.cycles if pk.cycles >= 0 else NO_TIME
             for i in range(pk.count):
                 taken = WAYPOINT_TAKEN if (pk.atoms >> i) & 1 else 0
-                n = _add(ops, packet, n, p, pk.offset, Op.WAYPOINT, 0, taken | stack, 0, cycles, st.time)
+                n = add_op(ops, packet, n, p, pk.offset, Op.WAYPOINT, 0, taken | stack, 0, cycles, st.time)
         elif exception:
-            n = _add(ops, packet, n, p, pk.offset, Op.EXCEPTION, pk.address, 0, pk.isa, NO_TIME, st.time)
+            n = add_op(ops, packet, n, p, pk.offset, Op.EXCEPTION, pk.address, 0, pk.isa, NO_TIME, st.time)
         elif k == _K_BRANCH:
             cycles = pk.cycles if pk.cycles >= 0 else NO_TIME
             flags = WAYPOINT_TAKEN | WAYPOINT_TARGET_FOLLOWS | stack
-            n = _add(ops, packet, n, p, pk.offset, Op.WAYPOINT, 0, flags, 0, cycles, st.time)
-            n = _add(ops, packet, n, p, pk.offset, Op.TARGET, pk.address, 0, pk.isa, NO_TIME, st.time)
+            n = add_op(ops, packet, n, p, pk.offset, Op.WAYPOINT, 0, flags, 0, cycles, st.time)
+            n = add_op(ops, packet, n, p, pk.offset, Op.TARGET, pk.address, 0, pk.isa, NO_TIME, st.time)
         elif k == _K_WAYPOINT_UPDATE:
             flags = WAYPOINT_TO_ADDRESS | stack
-            n = _add(ops, packet, n, p, pk.offset, Op.WAYPOINT, pk.address, flags, pk.isa, NO_TIME, st.time)
+            n = add_op(ops, packet, n, p, pk.offset, Op.WAYPOINT, pk.address, flags, pk.isa, NO_TIME, st.time)
     return n, events
 
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _add(ops, packet, n, packet_row, offset, kind, address, flags, isa, cycles, time) -> int:
-    """Op n, from the packet at `packet_row`; returns the next op's index."""
-    op = ops[n]
-    op.kind = kind
-    op.address = address
-    op.flags = flags
-    op.isa = isa
-    op.cycles = cycles
-    op.time = time
-    op.src = offset
-    packet[n] = packet_row
-    return n + 1

@@ -8,24 +8,24 @@ from __future__ import annotations
 
 import enum
 
-from ...coresight.packets import K_ERROR, K_UNSYNCED
+from ...coresight import packets
 
 
 class Kind(enum.IntEnum):
     """What a packet is (the `kind` column)."""
 
-    UNSYNCED = K_UNSYNCED  # bytes before the first A-sync, or skipped after an error
-    ERROR = K_ERROR  # a reserved or malformed packet; `info` holds an ErrorReason
-    A_SYNC = 2
-    I_SYNC = 3
+    UNSYNCED = packets.K_UNSYNCED  # bytes before the first A-sync, or skipped after an error
+    ERROR = packets.K_ERROR  # a reserved or malformed packet; `info` holds an ErrorReason
+    A_SYNC = packets.K_A_SYNC
+    I_SYNC = packets.K_I_SYNC
     ATOM = 4
     BRANCH = 5
     WAYPOINT_UPDATE = 6
-    TRIGGER = 7
-    CONTEXT_ID = 8
-    VMID = 9
-    TIMESTAMP = 10
-    EXCEPTION_RETURN = 11
+    TRIGGER = packets.K_TRIGGER
+    CONTEXT_ID = packets.K_CONTEXT_ID
+    VMID = packets.K_VMID
+    TIMESTAMP = packets.K_TIMESTAMP
+    EXCEPTION_RETURN = packets.K_EXCEPTION_RETURN
     IGNORE = 12
 
 
@@ -67,8 +67,6 @@ class Flag(enum.IntFlag):
     CLOCK_CHANGED = 0x10  # timestamp: the processor clock frequency changed (header bit 2)
     PARTIAL_ADDRESS = 0x20  # address bits above those carried are not known yet
 
-
-I_SYNC_REASONS = ("periodic", "trace_on", "overflow", "debug_exit")
 
 # Exception numbers of branch address packets (ARM IHI 0035B, 4.5.4, table 4-4)
 EXCEPTIONS: dict[int, str] = {
