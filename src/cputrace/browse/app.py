@@ -27,7 +27,6 @@ from textual.widget import Widget
 
 from ..errors import CputraceError
 from .calls import Frame
-from .diffview import DiffView
 from .keys import KEYS, bindings
 from .lines import Line
 from .panes.calls import CallsPane, StackRow
@@ -43,6 +42,7 @@ from .timeline import Strip
 
 if TYPE_CHECKING:
     from ..store.trace import Trace
+    from .diffview import DiffView
 
 SCREENSHOT_SIZE = (132, 40)
 """Columns and lines of a `--screenshot`."""
