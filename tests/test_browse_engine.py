@@ -512,6 +512,8 @@ def test_diff_against_the_diff_command(quicksort: Session, tmp_path: Path) -> No
     assert view.aligned(0, gone) == (gone - 1, False)
     assert view.aligned(0, gone + 1) == (gone, True)
     assert [k for d in view.divergences_at(0, at_change) for k in d.kinds] == ["registers"]
+    assert view.divergent_seqs(0, 0, quicksort.last_seq) == {d.position for d in walked}
+    assert view.divergent_seqs(0, at_change - 5, at_change + 5) == {at_change}
     assert view.differences(at_change, at_change) == [Difference("x20", 0x810A, 0x810F)]
     assert view.differences(gone + 1, gone) == []
     other.close()
