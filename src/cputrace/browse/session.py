@@ -222,12 +222,17 @@ class Session:
             raise BrowseError(f"no instruction at or before time {time}")
         return max(found)
 
+    def _time_of(self, seq: int) -> int | None:
+        """The time of instruction `seq` (one row read, not its line and records)."""
+        instructions = self.index.tables["instructions"]
+        return instructions.row(instructions.lower_bound((self.cpu_of(seq), seq)))["time"]
+
     def positions_at(self, seq: int) -> dict[int, int | None]:
         """Where every core is at the point of instruction `seq`: its last instruction at or
         before that instruction's time (or, without times, at or before `seq`); None for a
         core that has not started yet."""
         cpu = self.cpu_of(seq)
-        time = self.line(seq).time if self.has_time else None
+        time = self._time_of(seq) if self.has_time else None
         positions: dict[int, int | None] = {}
         for other in self.cores:
             if other == cpu:
@@ -455,8 +460,7 @@ class Session:
 
     def timeline_column(self, strip: Strip, seq: int) -> int:
         """The strip's column holding instruction `seq` (the cursor's)."""
-        line = self.line(seq)
-        return strip.column_of(line.time if strip.axis.name == "time" else seq)
+        return strip.column_of(self._time_of(seq) if strip.axis.name == "time" else seq)
 
     def timeline_seq(self, strip: Strip, column: int) -> int:
         """Where a click on `column` goes: the strip's core's first instruction from the
