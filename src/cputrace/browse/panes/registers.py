@@ -8,26 +8,23 @@ register asks the app to jump to the instruction that wrote its current value.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar, Self
+from typing import ClassVar
 
 from rich.text import Text
 from textual.binding import Binding, BindingType
-from textual.geometry import Region
 from textual.message import Message
-from textual.widgets import DataTable
 
 from ...analysis.state import RegisterValue
+from .table import RowTable
 
 CHANGED = "bold black on yellow"
 UNKNOWN = "dim"
 
 
-class RegistersPane(DataTable):
+class RegistersPane(RowTable):
     """Registers as rows (name, value, writer seq); the row cursor selects one."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "jump_to_writer", "writer", show=False)]
-    _rows_only = False
-    """Set while `show` updates cells: it repaints the rows it changed, not the table."""
 
     class JumpToWriter(Message):
         """Go to instruction `seq`, the writer of register `name` (None: never written)."""
@@ -45,15 +42,8 @@ class RegistersPane(DataTable):
         self._names: list[str] = []
         self._changed: set[str] = set()
 
-    def refresh(
-        self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False
-    ) -> Self:
-        if self._rows_only and not (regions or layout or recompose):
-            return self  # `update_cell` repaints the whole table (every row rendered again)
-        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
-
     def on_mount(self) -> None:
-        self._columns = self.add_columns("register", "value", "written at")
+        self.add_columns("register", "value", "written at")
 
     def show(self, names: Sequence[str], values: Sequence[RegisterValue]) -> None:
         """The registers `names`, in that order, with the `values` known at the cursor; those
@@ -73,16 +63,10 @@ class RegistersPane(DataTable):
                 self.move_cursor(row=min(row, len(names) - 1), animate=False)
         else:
             redraw = changed | self._changed | {n for n in names if writers.get(n) != self._writers.get(n)}
-            self._rows_only = True
-            try:
-                for name in redraw:
-                    cells = self._cells(name, texts[name], writers.get(name), name in changed)
-                    for column, cell in zip(self._columns, cells, strict=True):
-                        self.update_cell(name, column, cell)
-            finally:
-                self._rows_only = False
-            for name in redraw:
-                self.refresh_row(self.get_row_index(name))
+            self.update_rows({
+                self.get_row_index(name): self._cells(name, texts[name], writers.get(name), name in changed)
+                for name in redraw
+            })  # fmt: skip
         self._shown = texts
         self._writers = writers
         self._changed = changed
