@@ -8,7 +8,7 @@ from typing import Self
 from textual.coordinate import Coordinate
 from textual.geometry import Region
 from textual.widgets import DataTable
-from textual.widgets._data_table import CellType
+from textual.widgets.data_table import CellType
 
 
 class RowTable(DataTable):
