@@ -6,14 +6,15 @@ and what each kind of key press costs beyond the pilot's own waits.
 Uses bench_browse.py's stores (the generated trace, and trace B for --diff; made on first use,
 their indexes built by the first `Session.open`). Measures:
 - the first screen: `cputrace browse STORE --screenshot` run as a command, from its start to
-  the SVG written (it includes the interpreter's start, the imports, the SVG export), and
-  `--screenshot` of the app already open;
+  the SVG written (it includes the interpreter's start, the imports, the SVG export), wall
+  and the command's CPU time;
 - `--actions` random actions through the pilot, kinds in turn (step, page, go to a seq or a
   time, next or previous pc visit, the writer of a register, the last write to a memory
   word, fold or unfold, next divergence, next exception, core switch): each counted as the
   pilot's time for the action's keys minus the time for as many presses of a key bound to
   nothing, timed right after it (the pilot waits for the screen after every key); p50, p95
-  and max per kind, and over all;
+  and max per kind, and over all, of wall time, and p50 and p95 of this process's CPU time
+  (the pilot's and the app's) counted the same way;
 - peak resident memory of the process.
 
 The engine's work per action alone (without Textual) is bench_browse.py's.
@@ -48,15 +49,19 @@ NOTHING = "z"
 """A key bound to nothing: what the pilot costs for a key press by itself."""
 
 
-def first_screen(store: Path) -> float:
-    """Seconds from the command's start to its first screen written as SVG."""
+def first_screen(store: Path) -> tuple[float, float]:
+    """Seconds from the command's start to its first screen written as SVG: wall, and the
+    command's CPU time (user + system)."""
     with tempfile.TemporaryDirectory() as scratch:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         subprocess.run(
             [sys.executable, "-m", "cputrace", "browse", str(store), "--screenshot", f"{scratch}/first.svg"],
             check=True, capture_output=True,
         )  # fmt: skip
-        return time.perf_counter() - start
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
 Action = Callable[[object], Awaitable[int]]
@@ -124,10 +129,15 @@ def actions(app: BrowseApp, rng: random.Random, memory: MemoryPane) -> dict[str,
     return found
 
 
-async def drive(app: BrowseApp, count: int, seed: int) -> tuple[dict[str, list[float]], list[float]]:
-    """Per kind, each action's seconds beyond the pilot's; and the unbound key's own seconds."""
+Costs = dict[str, list[float]]
+
+
+async def drive(app: BrowseApp, count: int, seed: int) -> tuple[Costs, Costs, list[float]]:
+    """Per kind, each action's seconds beyond the pilot's, wall and CPU (this process's, the
+    pilot's and the app's); and the unbound key's own wall seconds."""
     rng = random.Random(seed)
-    costs: dict[str, list[float]] = {}
+    costs: Costs = {}
+    cpu_costs: Costs = {}
     nothing: list[float] = []
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
@@ -140,15 +150,16 @@ async def drive(app: BrowseApp, count: int, seed: int) -> tuple[dict[str, list[f
         names = list(kinds)
         for number in range(count):
             name = names[number % len(names)]
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             pressed = await kinds[name](pilot)
-            spent = time.perf_counter() - start
-            start = time.perf_counter()
+            spent, cpu_spent = time.perf_counter() - start, time.process_time() - cpu
+            start, cpu = time.perf_counter(), time.process_time()
             await pilot.press(*[NOTHING] * pressed)
-            baseline = time.perf_counter() - start
+            baseline, cpu_baseline = time.perf_counter() - start, time.process_time() - cpu
             nothing.append(baseline / pressed)
             costs.setdefault(name, []).append(spent - baseline)
-    return costs, nothing
+            cpu_costs.setdefault(name, []).append(cpu_spent - cpu_baseline)
+    return costs, cpu_costs, nothing
 
 
 def _ms(values: list[float]) -> str:
@@ -172,16 +183,20 @@ def main() -> None:
         diff = DiffView.open(a, b)
     print(f"store: {store} ({a.count(a.cpu):,} instructions on cpu {a.cpu})")
     runs = [first_screen(store) for _ in range(3)]
-    print(f"first screen, `cputrace browse --screenshot`: median {statistics.median(runs):.2f} s "
-          f"(runs: {', '.join(f'{r:.2f}' for r in runs)})")  # fmt: skip
+    walls, cpus = [wall for wall, _ in runs], [cpu for _, cpu in runs]
+    shown = ", ".join(f"{wall:.2f}/{cpu:.2f}" for wall, cpu in runs)
+    print(f"first screen, `cputrace browse --screenshot`: median {statistics.median(walls):.2f} s wall, "
+          f"{statistics.median(cpus):.2f} s CPU (runs, wall/CPU: {shown})")  # fmt: skip
     app = BrowseApp(a, Start(seq=a.count(a.cpu) // 2), diff)
-    costs, nothing = asyncio.run(drive(app, args.actions, args.seed))
+    costs, cpu_costs, nothing = asyncio.run(drive(app, args.actions, args.seed))
     print(f"a key bound to nothing (the pilot's own time): median {1000 * statistics.median(nothing):.1f} ms")
-    print(f"{'action (ms beyond the pilot)':<30} {'n':>4} {'p50':>8} {'p95':>8} {'max':>8}")
+    print(f"{'action (ms beyond the pilot)':<30} {'n':>4} {'p50':>8} {'p95':>8} {'max':>8}"
+          f" {'CPU p50':>8} {'CPU p95':>8}")  # fmt: skip
     for name, values in costs.items():
-        print(f"{name:<30} {len(values):>4} {_ms(values)}")
+        print(f"{name:<30} {len(values):>4} {_ms(values)} {_ms(cpu_costs[name])[:17]}")
     every = [v for values in costs.values() for v in values]
-    print(f"{'all':<30} {len(every):>4} {_ms(every)}")
+    every_cpu = [v for values in cpu_costs.values() for v in values]
+    print(f"{'all':<30} {len(every):>4} {_ms(every)} {_ms(every_cpu)[:17]}")
     print(f"peak resident memory: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 

@@ -286,6 +286,29 @@ def test_calls_pane_is_the_stack_of_calls_tree(quicksort):
     assert seq == stack[-2]["call_seq"]
 
 
+def test_calls_pane_follows_a_jump_to_another_call_of_the_same_depth(quicksort):
+    store, elf = quicksort
+    frames = _frames(store, elf)
+    stacks = [(int(f["entry_seq"]), _holding(frames, int(f["entry_seq"]))) for f in frames]
+    (a, a_stack), (b, b_stack) = next(
+        (x, y) for x in stacks for y in stacks if len(x[1]) == len(y[1]) > 1 and x[1] != y[1]
+    )  # the pane updates the frames that differ in place
+    app = _browser(quicksort, seq=a)
+
+    async def script(pilot):
+        pane = app.calls_pane
+        shown = []
+        for seq in (b, a):
+            await pilot.press("g", *str(seq), "enter")
+            await pilot.pause()
+            shown.append([[str(cell) for cell in pane.get_row_at(i)] for i in range(pane.row_count)])
+        return shown
+
+    for rows, stack in zip(drive(app, script), (b_stack, a_stack), strict=True):
+        assert [r[1] for r in rows] == [f["name"] for f in stack]
+        assert [r[3] for r in rows] == [f["call_seq"] or f["entry_seq"] for f in stack]
+
+
 def test_folding_a_call_makes_it_one_step(quicksort):
     store, elf = quicksort
     frames = _frames(store, elf)

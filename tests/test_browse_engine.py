@@ -6,9 +6,11 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import random
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -36,6 +38,28 @@ def quicksort(open_input) -> Session:
     session = Session.open(open_input(EXAMPLES / "quicksort.tarmac"), load_elf(EXAMPLES / "quicksort.elf"))
     yield session
     session.close()
+
+
+def test_a_built_store_browses_without_the_isa_decoders(open_input) -> None:
+    """A store whose instructions carry their disassembly, browsed without an image, needs no
+    ISA decoder: numba and capstone (a second of imports before the first screen) stay out."""
+    trace = open_input(EXAMPLES / "quicksort.tarmac")
+    Session.open(trace).close()  # its indexes, built here
+    script = (
+        "import sys, cputrace\n"
+        "from cputrace.browse.app import BrowseApp\n"
+        "from cputrace.browse.session import Session\n"
+        f"s = Session.open(cputrace.open({str(trace.path)!r}))\n"
+        "seq = s.seq_of(s.cpu, 40)\n"
+        "lines, stack = s.lines(s.cpu, 0, 48), s.stack(s.cpu, seq)\n"
+        "registers, memory = s.registers(s.cpu, seq), s.memory(s.evaluate('sp', s.cpu, seq), 64, seq)\n"
+        "assert lines[40].seq == seq and lines[40].disasm and registers and stack\n"
+        "print(sorted(name for name in ('numba', 'capstone', 'cputrace.isa') if name in sys.modules))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    found = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.strip() == "[]"
 
 
 def _elf_symbol(name: str) -> int:
@@ -512,6 +536,8 @@ def test_diff_against_the_diff_command(quicksort: Session, tmp_path: Path) -> No
     assert view.aligned(0, gone) == (gone - 1, False)
     assert view.aligned(0, gone + 1) == (gone, True)
     assert [k for d in view.divergences_at(0, at_change) for k in d.kinds] == ["registers"]
+    assert view.divergent_seqs(0, 0, quicksort.last_seq) == {d.position for d in walked}
+    assert view.divergent_seqs(0, at_change - 5, at_change + 5) == {at_change}
     assert view.differences(at_change, at_change) == [Difference("x20", 0x810A, 0x810F)]
     assert view.differences(gone + 1, gone) == []
     other.close()

@@ -27,7 +27,6 @@ from textual.widget import Widget
 
 from ..errors import CputraceError
 from .calls import Frame
-from .diffview import DiffView
 from .keys import KEYS, bindings
 from .lines import Line
 from .panes.calls import CallsPane, StackRow
@@ -43,6 +42,7 @@ from .timeline import Strip
 
 if TYPE_CHECKING:
     from ..store.trace import Trace
+    from .diffview import DiffView
 
 SCREENSHOT_SIZE = (132, 40)
 """Columns and lines of a `--screenshot`."""
@@ -257,7 +257,7 @@ class BrowseApp(App[None]):
     def _show_trace(self, cpu: int, index: int) -> None:
         pane, session = self.trace_pane, self.session
         diff = self.diff
-        divergent = None if diff is None else (lambda seq: bool(diff.divergences_at(cpu, seq)))
+        divergent = None if diff is None else functools.partial(diff.divergent_seqs, cpu)
         self._on_screen, self._cursor_line = _show_lines(pane, session, cpu, index, self.top, divergent)
         if diff is not None:
             self._show_other(cpu, self._point(cpu, index))
@@ -272,9 +272,15 @@ class BrowseApp(App[None]):
         if b_index is None:
             pane.show([Text("(trace B has nothing here)", style="dim")], range(0))
             return
-        _show_lines(pane, diff.b, cpu, b_index, self.top_b, None)
+        _, b_line = _show_lines(pane, diff.b, cpu, b_index, self.top_b, None)
         pane.border_title = f"Trace B: seq {b_seq}" + ("" if paired else " (A's instruction is only in A)")
-        differences = diff.differences(seq, b_seq) if paired else []
+        a_line = self._cursor_line
+        if not paired:
+            differences = []
+        elif a_line.seq == seq and a_line.folded is None and b_line.seq == b_seq and b_line.folded is None:
+            differences = diff.line_differences(a_line, b_line)  # the lines just shown
+        else:
+            differences = diff.differences(seq, b_seq)
         if differences:
             shown = ", ".join(f"{d.what} {_value(d.a)} | {_value(d.b)}" for d in differences[:4])
             self.say(f"A | B differ: {shown}")
@@ -609,13 +615,13 @@ def _show_lines(
     cpu: int,
     index: int,
     tops: dict[int, int],
-    divergent: Callable[[int], bool] | None,
+    divergent: Callable[[int, int], set[int]] | None,
 ) -> tuple[int, Line]:
     """Show the screenful of `session`'s lines with the line of instruction `index` on it in
     `pane`: the screen (its first line in `tops[cpu]`) scrolls only when the cursor leaves it,
-    and then just enough to show the cursor's line and records; lines for which `divergent`
-    holds are marked. The number of lines of instructions shown (whole or cut), and the
-    cursor's line."""
+    and then just enough to show the cursor's line and records; lines whose seq is in
+    `divergent(first seq, last seq)` are marked. The number of lines of instructions shown
+    (whole or cut), and the cursor's line."""
     folds = session.folds
     rows = pane.rows
     multicore = len(session.cores) > 1
@@ -639,12 +645,13 @@ def _show_lines(
     texts: list[Text] = []
     cursor = range(0)
     shown = 0
+    marked = divergent(lines[0].seq, lines[-1].seq) if divergent is not None and lines else set()
     for i, (line, block) in enumerate(zip(lines, blocks, strict=True)):
         if len(texts) >= rows:
             break
         if i == at:
             cursor = range(len(texts), len(texts) + len(block))
-        if divergent is not None and divergent(line.seq):
+        if line.seq in marked:
             block = [block[0].copy(), *block[1:]]
             block[0].stylize(DIVERGENT)
         texts.extend(block)

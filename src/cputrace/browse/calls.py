@@ -26,10 +26,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import xxhash
 
-from ..analysis.calls.contexts import CallSumsCollector
-from ..analysis.calls.detect import detect
-from ..analysis.calls.frames import FrameSpill
-from ..analysis.calls.tables import FRAME_SCHEMA
 from ..store.batches import reading_progress
 from ..store.indexes import index_dir
 from .index import GROUP_ROWS, Progress
@@ -168,6 +164,12 @@ class CallIndex:
 
 
 def _build(trace: Trace, image: Image | None, directory: Path, progress: Progress | None) -> None:
+    # Imported here: call detection loads numba (a second), which browsing a built index never needs.
+    from ..analysis.calls.contexts import CallSumsCollector
+    from ..analysis.calls.detect import detect
+    from ..analysis.calls.frames import FrameSpill
+    from ..analysis.calls.tables import FRAME_SCHEMA
+
     total = max(1, int(trace.manifest.get("counts", {}).get("instructions", 0)))
     read = [0]
 

@@ -138,10 +138,20 @@ class DiffView:
             for r in self.divergences.between((cpu, seq, 0), (cpu, seq, _LAST)).to_pylist()
         ]
 
+    def divergent_seqs(self, cpu: int, first: int, last: int) -> set[int]:
+        """A's instructions `first` to `last` of core `cpu` that have divergences placed at
+        them (to highlight a screenful with one read)."""
+        found = self.divergences.between((cpu, first, 0), (cpu, last, _LAST))
+        return set(found.column("position").to_pylist())
+
     def differences(self, a_seq: int, b_seq: int) -> list[Difference]:
         """What differs between A's instruction `a_seq` and B's `b_seq`: the instruction's own
         fields, then the values of the registers and memory bytes each writes."""
-        a, b = self.a.line(a_seq), self.b.line(b_seq)
+        return self.line_differences(self.a.line(a_seq), self.b.line(b_seq))
+
+    @staticmethod
+    def line_differences(a: Line, b: Line) -> list[Difference]:
+        """`differences` of two lines already read (A's and B's)."""
         found = [
             Difference(name, getattr(a, name), getattr(b, name))
             for name in ("pc", "opcode", "executed", "time")

@@ -75,7 +75,6 @@ from typing import TYPE_CHECKING
 
 from ..analysis.state import MemoryBytes, RegisterValue
 from ..errors import BrowseError
-from ..isa.disasm import Disassembler, fill_disasm
 from .calls import CallIndex, Frame, TreeNode
 from .expressions import evaluate
 from .folds import Folds, Segment
@@ -85,12 +84,15 @@ from .memory import memory_at
 from .navigate import Navigator
 from .registers import registers_at
 from .source import Sources, SourceView
-from .targets import BranchTargets
 from .timeline import Band, Strip, strip_of
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from ..image import Image
+    from ..isa.disasm import Disassembler
     from ..store.trace import Trace
+    from .targets import BranchTargets
 
 _SEQ_LIMIT = (1 << 63) - 1
 _ALIASES = {"lr": ("x30", "r14"), "fp": ("x29", "r11"), "ip": ("r12",), "sp": ("r13", "sp_el")}
@@ -113,8 +115,8 @@ class Session:
         self.image = image
         self.index = index
         self.cpu = cpu
-        self._disassembler = Disassembler(image)
-        self._targets = BranchTargets()
+        self._disassembler: Disassembler | None = None
+        self._targets: BranchTargets | None = None
         self._navigator = Navigator(trace, index)
         self.calls = calls
         self.folds = Folds(calls)
@@ -220,12 +222,17 @@ class Session:
             raise BrowseError(f"no instruction at or before time {time}")
         return max(found)
 
+    def _time_of(self, seq: int) -> int | None:
+        """The time of instruction `seq` (one row read, not its line and records)."""
+        instructions = self.index.tables["instructions"]
+        return instructions.row(instructions.lower_bound((self.cpu_of(seq), seq)))["time"]
+
     def positions_at(self, seq: int) -> dict[int, int | None]:
         """Where every core is at the point of instruction `seq`: its last instruction at or
         before that instruction's time (or, without times, at or before `seq`); None for a
         core that has not started yet."""
         cpu = self.cpu_of(seq)
-        time = self.line(seq).time if self.has_time else None
+        time = self._time_of(seq) if self.has_time else None
         positions: dict[int, int | None] = {}
         for other in self.cores:
             if other == cpu:
@@ -326,7 +333,7 @@ class Session:
         if stop <= start:
             return []
         rows = self.index.tables["instructions"].rows(core.first_row + start, core.first_row + stop)
-        rows = fill_disasm(rows, self._disassembler)
+        rows = self._with_disasm(rows)
         seqs = rows.column("seq")
         low, high = (cpu, int(seqs[0].as_py())), (cpu, int(seqs[-1].as_py()))
         registers, memory, events = records_by_seq(
@@ -334,7 +341,7 @@ class Session:
         )
         lines = []
         for offset, row in enumerate(rows.to_pylist()):
-            target = self._targets.target(row["pc"], row["opcode"], row["size"], row["isa"])
+            target = self._target(row["pc"], row["opcode"], row["size"], row["isa"])
             seq = row["seq"]
             lines.append(
                 Line(
@@ -360,6 +367,29 @@ class Session:
                 )
             )
         return lines
+
+    # The ISA decoders (capstone, numba: a second to load) are imported on first use: a store
+    # whose instructions carry their disassembly, browsed without an image, never needs them.
+
+    def _with_disasm(self, rows: pa.Table) -> pa.Table:
+        """`instructions` rows with the disassembly the input lacked decoded from the opcodes."""
+        if "disasm" not in rows.column_names or rows.column("disasm").null_count == 0:
+            return rows
+        from ..isa.disasm import Disassembler, fill_disasm
+
+        if self._disassembler is None:
+            self._disassembler = Disassembler(self.image)
+        return fill_disasm(rows, self._disassembler)
+
+    def _target(self, pc: int, opcode: int | None, size: int | None, isa: str | None) -> int | None:
+        """A direct branch's target; only with an image, whose symbols name it."""
+        if self.image is None:
+            return None
+        if self._targets is None:
+            from .targets import BranchTargets
+
+            self._targets = BranchTargets()
+        return self._targets.target(pc, opcode, size, isa)
 
     def symbol(self, address: int) -> str | None:
         """`name` or `name+0x10` for an address the image's symbols cover."""
@@ -430,8 +460,7 @@ class Session:
 
     def timeline_column(self, strip: Strip, seq: int) -> int:
         """The strip's column holding instruction `seq` (the cursor's)."""
-        line = self.line(seq)
-        return strip.column_of(line.time if strip.axis.name == "time" else seq)
+        return strip.column_of(self._time_of(seq) if strip.axis.name == "time" else seq)
 
     def timeline_seq(self, strip: Strip, column: int) -> int:
         """Where a click on `column` goes: the strip's core's first instruction from the

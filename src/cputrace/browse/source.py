@@ -12,8 +12,11 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
+from typing import TYPE_CHECKING
 
-from ..image.sourcelines import LineTable
+if TYPE_CHECKING:
+    from ..image.sourcelines import LineTable
+
 
 MAX_SOURCE_BYTES = 16 << 20
 """Larger files are not read: a source pane shows a few lines of a source file."""

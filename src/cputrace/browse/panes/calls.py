@@ -9,7 +9,8 @@ from typing import ClassVar
 from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.message import Message
-from textual.widgets import DataTable
+
+from .table import RowTable
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,7 +23,7 @@ class StackRow:
     call_seq: int | None  # the call instruction (None for the outermost frame)
 
 
-class CallsPane(DataTable):
+class CallsPane(RowTable):
     """Frames as rows (depth, function, call site, seq of the call); Enter goes to the call
     instruction (the outermost frame: its first instruction)."""
 
@@ -44,13 +45,21 @@ class CallsPane(DataTable):
         self.add_columns("#", "function", "called from", "call seq")
 
     def show(self, rows: Sequence[StackRow]) -> None:
-        if list(rows) == self._rows:
+        """The stack `rows`, outermost first, the innermost selected. A stack of the same
+        depth as the one shown updates the frames that differ in place (no new layout)."""
+        rows = list(rows)
+        if rows == self._rows:
             return
-        self.clear()
-        for depth, row in enumerate(rows):
-            seq = row.entry_seq if row.call_seq is None else row.call_seq
-            self.add_row(str(depth), Text(row.function, style="bold"), row.call_site, str(seq))
-        self._rows = list(rows)
+        if len(rows) == len(self._rows):
+            self.update_rows(
+                {depth: _cells(depth, row) for depth, row in enumerate(rows) if row != self._rows[depth]},
+                update_width=True,
+            )
+        else:
+            self.clear()
+            for depth, row in enumerate(rows):
+                self.add_row(*_cells(depth, row))
+        self._rows = rows
         if rows:
             self.move_cursor(row=len(rows) - 1, animate=False)
 
@@ -58,3 +67,8 @@ class CallsPane(DataTable):
         if self._rows:
             row = self._rows[self.cursor_row]
             self.post_message(self.JumpToCall(row.entry_seq if row.call_seq is None else row.call_seq))
+
+
+def _cells(depth: int, row: StackRow) -> tuple[str, Text, str, str]:
+    seq = row.entry_seq if row.call_seq is None else row.call_seq
+    return str(depth), Text(row.function, style="bold"), row.call_site, str(seq)

@@ -99,24 +99,26 @@ class MemoryPane(Widget, can_focus=True):
     def show(self, seq: int, memory: MemoryBytes) -> None:
         """The bytes at point `seq`; bytes whose value differs from the previous `show` of the
         same addresses are highlighted."""
-        old = self._memory
+        old, was_changed = self._memory, self._changed
         self._changed = set()
-        if old is not None and old.address == memory.address and len(old.data) == len(memory.data):
+        same_place = old is not None and old.address == memory.address and len(old.data) == len(memory.data)
+        if same_place:
             for i, (a, b) in enumerate(zip(old.data, memory.data, strict=True)):
                 if a != b or old.origin[i] != memory.origin[i]:
                     self._changed.add(memory.address + i)
         self.seq = seq
         self._memory = memory
         self._title()
-        self.refresh()
+        if not (same_place and not self._changed and not was_changed):  # else the same pixels
+            self.refresh()
 
     def render_line(self, y: int) -> Strip:
         memory = self._memory
-        if memory is None:
-            return Strip.blank(self.size.width, self.rich_style)
+        blank = self.rich_style  # computed from the CSS at each call: once a line
+        if memory is None or y * ROW >= len(memory.data):
+            return Strip.blank(self.size.width, blank)
         row = memory.address + y * ROW
-        if y * ROW >= len(memory.data):
-            return Strip.blank(self.size.width, self.rich_style)
+        selected = self.selected if self.has_focus else None
         segments = [Segment(f"{row:016x}  ", ADDRESS)]
         chars = []
         for i in range(ROW):
@@ -126,14 +128,14 @@ class MemoryPane(Widget, can_focus=True):
             style = ORIGIN_STYLES.get(origin, WRITTEN)
             if row + i in self._changed:
                 style = CHANGED
-            if row + i == self.selected and self.has_focus:
+            if row + i == selected:
                 style = style + SELECTED
             known = origin != UNKNOWN
             segments.append(Segment(f"{byte:02x}" if known else "??", style))
-            segments.append(Segment("  " if i == 7 else " ", self.rich_style))
+            segments.append(Segment("  " if i == 7 else " ", blank))
             char = chr(byte) if known and 32 <= byte < 127 else "." if known else " "
             chars.append(Segment(char, style))
-        segments.append(Segment(" ", self.rich_style))
+        segments.append(Segment(" ", blank))
         segments.extend(chars)
         return Strip(segments).crop(0, self.size.width)
 

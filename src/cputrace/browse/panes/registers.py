@@ -13,15 +13,15 @@ from typing import ClassVar
 from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.message import Message
-from textual.widgets import DataTable
 
 from ...analysis.state import RegisterValue
+from .table import RowTable
 
 CHANGED = "bold black on yellow"
 UNKNOWN = "dim"
 
 
-class RegistersPane(DataTable):
+class RegistersPane(RowTable):
     """Registers as rows (name, value, writer seq); the row cursor selects one."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "jump_to_writer", "writer", show=False)]
@@ -43,7 +43,7 @@ class RegistersPane(DataTable):
         self._changed: set[str] = set()
 
     def on_mount(self) -> None:
-        self._columns = self.add_columns("register", "value", "written at")
+        self.add_columns("register", "value", "written at")
 
     def show(self, names: Sequence[str], values: Sequence[RegisterValue]) -> None:
         """The registers `names`, in that order, with the `values` known at the cursor; those
@@ -63,10 +63,10 @@ class RegistersPane(DataTable):
                 self.move_cursor(row=min(row, len(names) - 1), animate=False)
         else:
             redraw = changed | self._changed | {n for n in names if writers.get(n) != self._writers.get(n)}
-            for name in redraw:
-                cells = self._cells(name, texts[name], writers.get(name), name in changed)
-                for column, cell in zip(self._columns, cells, strict=True):
-                    self.update_cell(name, column, cell)
+            self.update_rows({
+                self.get_row_index(name): self._cells(name, texts[name], writers.get(name), name in changed)
+                for name in redraw
+            })  # fmt: skip
         self._shown = texts
         self._writers = writers
         self._changed = changed

@@ -37,4 +37,4 @@ class StatusLine(Static):
         if self.message:
             text.append("  ")
             text.append(self.message, style="bold red" if self.error else "green")
-        self.update(text)
+        self.update(text, layout=False)  # one line, always: no layout of the screen

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual.geometry import Region
 from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
@@ -40,6 +41,9 @@ class TracePane(Widget, can_focus=True):
         self._lines: list[Text] = []
         self._cursor: range = range(0)
         self._rendered: OrderedDict[tuple, list[Text]] = OrderedDict()
+        self._segments: dict[int, tuple[Text, Strip]] = {}
+        """The segments of each line shown, by the id of its Text (kept with it): a repaint of
+        the pane, or a scroll, renders only the lines it had not shown."""
 
     def rendered(self, line: Line, multicore: bool) -> list[Text]:
         """`rendered(line, multicore)`, kept for the lines seen last (a step re-shows a screen
@@ -60,10 +64,24 @@ class TracePane(Widget, can_focus=True):
         return max(1, self.content_region.height or 20)
 
     def show(self, lines: Sequence[Text], cursor: range) -> None:
-        """`lines` from the top of the pane; `cursor` the rows of the cursor's instruction."""
+        """`lines` from the top of the pane; `cursor` the rows of the cursor's instruction.
+        Only the rows that change are repainted (a step without scrolling: the cursor's)."""
+        old, old_cursor = self._lines, self._cursor
         self._lines = list(lines)
         self._cursor = cursor
-        self.refresh()
+        kept = self._segments
+        self._segments = {id(text): kept[id(text)] for text in self._lines if id(text) in kept}
+        width = self.size.width
+        changed = [
+            Region(0, y, width, 1)
+            for y in range(max(len(old), len(self._lines)))
+            if y >= len(old)
+            or y >= len(self._lines)
+            or _row_style(y, old_cursor) != _row_style(y, cursor)
+            or not (old[y] is self._lines[y] or old[y] == self._lines[y])
+        ]
+        if changed:
+            self.refresh(*changed)
 
     def on_resize(self) -> None:
         self.post_message(self.Resized())
@@ -77,12 +95,21 @@ class TracePane(Widget, can_focus=True):
         if y >= len(self._lines):
             return Strip.blank(width, self.rich_style)
         text = self._lines[y]
-        segments = list(text.render(self.app.console))
-        strip = Strip(segments).crop(0, width)
-        if y in self._cursor:
-            style = CURSOR if y == self._cursor.start else CURSOR_RECORDS
+        found = self._segments.get(id(text))
+        if found is None:
+            found = self._segments[id(text)] = (text, Strip(list(text.render(self.app.console))))
+        strip = found[1].crop(0, width)
+        style = _row_style(y, self._cursor)
+        if style is not None:
             strip = Strip(list(Segment.apply_style(strip, post_style=style))).extend_cell_length(width, style)
         return strip
+
+
+def _row_style(y: int, cursor: range) -> Style | None:
+    """The cursor's style of row `y`: the instruction's, its records', or None (not the cursor's)."""
+    if y not in cursor:
+        return None
+    return CURSOR if y == cursor.start else CURSOR_RECORDS
 
 
 PC = "bright_blue"
