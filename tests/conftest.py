@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from cputrace.cli import cli
 from cputrace.ingest import IngestResult, ingest
+from cputrace.store.trace import Trace
 
 QUICKSORT = Path(__file__).resolve().parent.parent / "examples" / "quicksort.tarmac"
 
@@ -41,3 +42,16 @@ def quicksort_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copy(QUICKSORT, where)
     assert CliRunner().invoke(cli, ["ingest", str(where)]).exit_code == 0
     return where
+
+
+@pytest.fixture(scope="session")
+def recorded_calls_a64(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Trace]:
+    """The corpus program calls-a64.elf run under unicorn, and its trace's store: a program
+    with DWARF lines and its sources in tests/corpus/src."""
+    pytest.importorskip("unicorn")
+    from cputrace.record import record
+
+    elf = paths.CORPUS / "calls-a64.elf"
+    where = tmp_path_factory.mktemp("calls-a64")
+    recorded = record(elf, where / "calls.tarmac")
+    return elf, Trace(ingest([recorded.trace], where / "calls.ctrace").store)

@@ -13,6 +13,7 @@ from cputrace.ingest import ingest
 from cputrace.store.trace import Trace
 
 DATA = Path(__file__).parent / "data"
+CORPUS = Path(__file__).parent / "corpus"  # small programs with their sources (corpus/src)
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 

@@ -23,7 +23,6 @@ from cputrace.browse.panes.timeline import LABEL
 from cputrace.browse.session import Session
 from cputrace.cli import cli
 from cputrace.image import load_elf
-from cputrace.ingest import ingest
 from cputrace.store.trace import Trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,15 +132,10 @@ def _check_a_fold(trace: Trace, image: Path | None, cpu: int, frames: list[dict[
     assert (folded, after) == (call["exit_seq"], call["resume_seq"])
 
 
-def test_source_and_timeline_on_a_recorded_program(tmp_path):
-    pytest.importorskip("unicorn")
+def test_source_and_timeline_on_a_recorded_program(recorded_calls_a64):
     if shutil.which("addr2line") is None:
         pytest.skip("binutils' addr2line is not installed")
-    from cputrace.record import record
-
-    elf = ROOT / "tests" / "corpus" / "calls-a64.elf"
-    recorded = record(elf, tmp_path / "calls.tarmac")
-    trace = Trace(ingest([recorded.trace], tmp_path / "calls.ctrace").store)
+    elf, trace = recorded_calls_a64
     source_dir = ROOT / "tests" / "corpus" / "src"
     app = BrowseApp.open(trace, [str(elf)], Start(seq=40), source_dirs=[str(source_dir)])
 

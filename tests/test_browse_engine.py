@@ -442,17 +442,12 @@ def test_every_store_kind_against_sql_and_the_commands(store_session: tuple[Sess
             assert position == (seq if other == cpu else expected[0]["s"])
 
 
-def test_source_lines_against_addr2line(tmp_path: Path) -> None:
+def test_source_lines_against_addr2line(recorded_calls_a64: tuple[Path, Trace]) -> None:
     """A program recorded under unicorn, its pcs' files and lines as binutils' addr2line
     gives them, and the text from the corpus sources."""
-    pytest.importorskip("unicorn")
     if shutil.which("addr2line") is None:
         pytest.skip("binutils' addr2line is not installed")
-    from cputrace.record import record
-
-    elf = ROOT / "tests" / "corpus" / "calls-a64.elf"
-    result = record(elf, tmp_path / "calls.tarmac")
-    trace = Trace(ingest([result.trace], tmp_path / "calls.ctrace").store)
+    elf, trace = recorded_calls_a64
     session = Session.open(trace, load_elf(elf), source_dirs=[ROOT / "tests" / "corpus" / "src"])
     pcs = sorted({r["pc"] for r in _sql(trace, "SELECT DISTINCT pc FROM instructions")})[::7]
     answers = subprocess.run(

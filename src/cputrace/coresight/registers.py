@@ -5,6 +5,7 @@ two read from the same bits; each protocol's config adds its own.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar, Self
 
@@ -33,7 +34,7 @@ def check_register(value: int, name: str, where: str = "") -> None:
 
 
 @dataclass(frozen=True)
-class TraceRegisters:
+class TraceRegisters(ABC):
     """ETMCR, ETMIDR and ETMCCER of one macrocell, its trace ID and its core's type; a
     subclass names the major version it decodes (MAJOR) and adds the properties only it has."""
 
@@ -82,13 +83,14 @@ class TraceRegisters:
         return bit(self.etmcr, 30)
 
     @property
+    @abstractmethod
     def title(self) -> str:
         """The macrocell and its version, as listings name it."""
-        raise NotImplementedError
 
     @property
+    @abstractmethod
     def timestamp_64(self) -> bool:
-        raise NotImplementedError
+        """Whether timestamps are 64 bits wide (else 48)."""
 
     def traced(self) -> list[str]:
         """What the stream traces besides instructions, for `describe`."""
