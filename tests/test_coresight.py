@@ -9,6 +9,8 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from click.testing import CliRunner
 from etm_encoder import FULL_SYNC, format_frames, port_capture
@@ -17,11 +19,13 @@ from hypothesis import strategies as st
 from paths import DATA, shared
 
 from cputrace.cli import cli
+from cputrace.coresight.events import in_seq_order
 from cputrace.coresight.frames import Deformatter, deformat
 from cputrace.coresight.snapshot import read_snapshot
 from cputrace.coresight.sniff import is_snapshot_ini, sniff_layout
 from cputrace.errors import CputraceError
 from cputrace.formats.etmv3.capture import open_captures
+from cputrace.model import SCHEMAS
 
 TC2 = DATA / "etmv3" / "tc2"  # a copy of ../shared/data/tc2-etmv3 (see its NOTICE)
 
@@ -289,3 +293,25 @@ def test_any_snapshot_file_is_read_or_refused_clearly(
     (folder / file).write_text("\n".join(lines), encoding="utf-8")
     with contextlib.suppress(CputraceError):
         open_captures(folder / "snapshot.ini")
+
+
+@given(st.lists(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), max_size=200), max_size=4))
+@settings(max_examples=60, deadline=None)
+def test_event_tables_merge_like_a_stable_sort_by_seq_then_offset(tables: list[list[tuple]]) -> None:
+    """`in_seq_order` against pyarrow's stable sort of all rows by (seq, src), tables in order
+    for ties; both when few runs are sliced and many are taken row by row."""
+    schema = SCHEMAS["events"]
+    made = []
+    for table, rows in enumerate(tables):
+        rows = sorted(rows)
+        n = len(rows)
+        columns = {f.name: pa.nulls(n, f.type) for f in schema}
+        columns["seq"] = pa.array([seq for seq, _ in rows], pa.int64())
+        columns["src"] = pa.array([src for _, src in rows], pa.int64())
+        columns["cpu"] = pa.array([table] * n, pa.uint16())
+        made.append(pa.table(columns, schema=schema))
+    merged = in_seq_order(made)
+    everything = pa.concat_tables([schema.empty_table(), *made])
+    expected = everything.take(pc.sort_indices(everything, [("seq", "ascending"), ("src", "ascending")]))
+    shown = ["seq", "src", "cpu"]
+    assert merged.select(shown).to_pylist() == expected.select(shown).to_pylist()

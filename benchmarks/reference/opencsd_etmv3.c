@@ -14,11 +14,12 @@
  *
  * Run:
  *
- *   benchmarks/out/opencsd_etmv3 SNAPSHOT_DIR [runs] [--with-ptm]
+ *   benchmarks/out/opencsd_etmv3 SNAPSHOT_DIR [runs] [--with-ptm] [--only TRACE_ID]
  *
  * The snapshot is read the way OpenCSD's snapshot format describes it: snapshot.ini
  * [device_list] names the device files; every trace_source device whose type starts with
  * "ETM3" (or "PTM" with --with-ptm) gets a decoder configured from its ETMCR, ETMIDR,
+ * (--only: the one source with that trace ID, ETM3 or PTM, and no other)
  * ETMCCER and ETMTRACEIDR registers; trace.ini names the trace buffer file and the core of
  * each source ([core_trace_sources]); the cores' [dump] sections give the memory images.
  * The buffer is taken as CoreSight formatted frames, 16-byte memory aligned (ETB).
@@ -207,7 +208,7 @@ static int device_file(const char *dir, const char *name, char *file, size_t sz)
     return 0;
 }
 
-static void load_snapshot(const char *dir, int with_ptm, snapshot_t *ss)
+static void load_snapshot(const char *dir, int with_ptm, int only, snapshot_t *ss)
 {
     static char keys[64][128], vals[64][256];
     static char ckeys[64][128], cvals[64][256];
@@ -244,7 +245,7 @@ static void load_snapshot(const char *dir, int with_ptm, snapshot_t *ss)
             continue;
         if (strncmp(type, "ETM3", 4) == 0)
             s->is_ptm = 0;
-        else if (with_ptm && strncmp(type, "PTM", 3) == 0)
+        else if ((with_ptm || only >= 0) && strncmp(type, "PTM", 3) == 0)
             s->is_ptm = 1;
         else
             continue;
@@ -261,6 +262,8 @@ static void load_snapshot(const char *dir, int with_ptm, snapshot_t *ss)
         if (!ini_get_u64(dir, f, "regs", "ETMTRACEIDR", &v))
             goto bad;
         s->trcid = (uint32_t)v;
+        if (only >= 0 && (int)(s->trcid & 0x7f) != only)
+            continue;
 
         /* the core traced by this source, its profile and memory dump */
         s->core[0] = '\0';
@@ -453,24 +456,26 @@ int main(int argc, char **argv)
     static snapshot_t ss;
     counts_t c;
     const char *dir = NULL;
-    int runs = 9, with_ptm = 0, i, r;
+    int runs = 9, with_ptm = 0, only = -1, i, r;
     double *ms;
 
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--with-ptm") == 0)
             with_ptm = 1;
+        else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
+            only = (int)strtol(argv[++i], NULL, 0);
         else if (!dir)
             dir = argv[i];
         else
             runs = atoi(argv[i]);
     }
     if (!dir || runs < 1) {
-        fprintf(stderr, "usage: %s SNAPSHOT_DIR [runs] [--with-ptm]\n", argv[0]);
+        fprintf(stderr, "usage: %s SNAPSHOT_DIR [runs] [--with-ptm] [--only TRACE_ID]\n", argv[0]);
         return 2;
     }
 
     printf("OpenCSD %s, muted decode (counting callback only)\n", ocsd_get_version_str());
-    load_snapshot(dir, with_ptm, &ss);
+    load_snapshot(dir, with_ptm, only, &ss);
     /* library messages go to the counting callback only */
     ocsd_def_errlog_init(OCSD_ERR_SEV_ERROR, 1);
     ocsd_def_errlog_config_output(C_API_MSGLOGOUT_FLG_NONE, NULL);

@@ -183,10 +183,15 @@ def event_table(rows: np.ndarray, cpu: int, names: Labels, texts: Labels, offset
     return pa.Table.from_arrays(columns, schema=SCHEMAS["events"])
 
 
+MANY_RUNS = 64
+"""Runs of rows of one table beyond which merging takes rows one by one rather than slicing."""
+
+
 def in_seq_order(tables: list[pa.Table]) -> pa.Table:
     """Event tables, each in order, merged into one by seq and, within a seq, buffer offset
-    (input order; ties keep the tables' order). The result is slices of the tables, not a copy:
-    most batches' walk gaps fall between runs of many packet events."""
+    (input order; ties keep the tables' order). The result is slices of the tables, not a copy,
+    when most batches' walk gaps fall between runs of many packet events; when the tables
+    interleave finely (a buffer that wraps often), one `take` costs less than many slices."""
     tables = [t for t in tables if t.num_rows]
     if len(tables) < 2:
         return tables[0] if tables else NO_EVENTS
@@ -197,6 +202,8 @@ def in_seq_order(tables: list[pa.Table]) -> pa.Table:
     table_of = np.repeat(np.arange(len(tables)), sizes)[order]
     row = order - np.concatenate([[0], np.cumsum(sizes)[:-1]])[table_of]
     starts = np.flatnonzero(np.diff(table_of, prepend=-1))  # runs of rows of one table, in its order
+    if len(starts) > MANY_RUNS:
+        return pa.concat_tables(tables).take(order)
     ends = np.append(starts[1:], len(order))
     return pa.concat_tables([
         tables[table_of[a]].slice(row[a], b - a) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)
