@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pyarrow.parquet as pq
+import pytest
 from paths import DATA
 
 from cputrace.ingest import ingest
@@ -11,6 +12,22 @@ from cputrace.store.manifest import table_path
 
 def rows(store, table: str) -> list[dict]:
     return pq.read_table(table_path(store, table)).to_pylist()
+
+
+@pytest.mark.parametrize(
+    ("unit", "stored", "scale"),
+    [("clk", "clk", 1), ("cyc", "cyc", 1), ("tic", "tic", 1), ("cs", "cs", 1), ("s", "ps", 10**12),
+     ("ms", "ps", 10**9), ("us", "ps", 10**6), ("ns", "ns", 1), ("ps", "ps", 1), ("fs", "fs", 1)],
+)  # fmt: skip
+def test_every_time_unit_is_recognised_without_format(tmp_path, unit: str, stored: str, scale: int) -> None:
+    """The Fast Models sample with its `clk` times in another unit, in a file whose name says
+    nothing: sniffed as Tarmac, its times kept in that unit (microseconds and coarser in
+    picoseconds, docs/model.md)."""
+    text = (DATA / "tarmac" / "seed_fastmodels_example.tarmac").read_text().replace(" clk ", f" {unit} ")
+    (tmp_path / "trace.log").write_text(text)
+    manifest = ingest([tmp_path / "trace.log"], tmp_path / "s.ctrace").manifest
+    assert manifest["format"] == "tarmac"
+    assert manifest["time"] == {"min": 1939 * scale, "max": 1954 * scale, "unit": stored}
 
 
 def test_documentation_example(tmp_path) -> None:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import re
 
+from ...timeunits import COUNTING_UNITS, SECOND_EXPONENTS
+
+_UNITS = "|".join(sorted((*COUNTING_UNITS, *SECOND_EXPONENTS), key=len, reverse=True)).encode()
 _SNIFF_LINE = re.compile(
-    rb"\s*(?:(\d+(?:\.\d+)?)\s*(?:clk|ns|ps|cs|cyc|tic|us|ms|s)\s+)?(?:cpu\d+\s+)?"
+    rb"\s*(?:(\d+(?:\.\d+)?)\s*(?:" + _UNITS + rb")\s+)?(?:cpu\d+\s+)?"
     rb"(?:IT|IS|ES|FD|FI|R|M[RW]\d+\w*|MU\d+_\w+|E|EXC|LD|ST|BR|CACHE|TTW|TTU|TLB|Tarmac Text)\s"
 )
 
