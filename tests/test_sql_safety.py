@@ -116,3 +116,29 @@ def test_the_same_queries_run_when_trusted(store: Path) -> None:
         assert memory.column("n").to_pylist() == [1]
         t.sql(f"COPY (SELECT 1) TO '{store.parent / 'ok.csv'}'")
     assert (store.parent / "ok.csv").is_file()
+
+
+_PROGRESS_BARS = """
+import sys
+import cputrace
+from cputrace.analysis.state import StateIndex
+
+trace = cputrace.Trace(sys.argv[1])
+connections = (trace.db, cputrace.Trace(sys.argv[1], untrusted=True).db, StateIndex.open(trace)._db)
+for db in connections:
+    print(db.sql("SELECT current_setting('enable_progress_bar')").fetchall()[0][0])
+"""
+
+
+def test_no_connection_draws_duckdb_progress_bar(store: Path) -> None:
+    """DuckDB draws its progress bar on standard output for queries past two seconds, even into
+    a pipe or file (checked by hand: `cputrace sql ... --format csv > f` got bar characters in
+    f). Its default depends on how Python runs (on in a plain process, as here; off under
+    pytest's capture), so a plain process reports the settings. Every connection the library
+    makes has it off, and makes it in one place."""
+    run = subprocess.run([sys.executable, "-c", _PROGRESS_BARS, str(store)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["False", "False", "False"]
+    src = Path(cputrace.__file__).parent
+    connecting = [str(p.relative_to(src)) for p in src.rglob("*.py") if "duckdb.connect(" in p.read_text()]
+    assert connecting == ["store/sql.py"]

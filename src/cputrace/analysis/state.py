@@ -35,6 +35,7 @@ import numpy as np
 
 from ..errors import CputraceError
 from ..store.indexes import index_dir
+from ..store.sql import connect
 
 if TYPE_CHECKING:
     from ..image import Image
@@ -123,7 +124,7 @@ class StateIndex:
         self.instructions: int = meta["instructions"]
         self.widest_write: int = meta["widest_write"]
         self.widths: dict[str, int] = meta["register_widths"]
-        self._db = duckdb.connect()
+        self._db = connect()
         self._db.execute("SET threads TO 2")
         views = (
             ("snapshots", "registers"),
@@ -294,7 +295,7 @@ def fill_from_image(image: Image, address: int, data: np.ndarray, origin: np.nda
 
 def _build(trace: Trace, directory: Path) -> None:
     instructions = int(trace.manifest.get("counts", {}).get("instructions", 0))
-    db = duckdb.connect()
+    db = connect()
     try:
         db.execute("SET threads TO 2")
         db.execute("SET preserve_insertion_order = false")

@@ -41,7 +41,7 @@ from ..analysis.state import KNOWN_WRITES, initial_query, register_order, snapsh
 from ..model import TABLES
 from ..store.batches import read_batches
 from ..store.indexes import index_dir
-from ..store.sql import quoted
+from ..store.sql import connect, quoted
 from ..store.trace import Trace
 from ..store.write import STORED_SCHEMAS
 from .keyed import KeyedFile, write_keyed
@@ -195,7 +195,7 @@ _LOOKUP_ROWS = {"visits": "instructions", "times": "instructions", "marks": "eve
 
 def build(trace: Trace, directory: Path, progress: Progress | None = None) -> None:
     """Write the browse index of `trace` into `directory`, telling `progress` how far it is."""
-    db = duckdb.connect()
+    db = connect()
     try:
         db.execute("SET threads TO 2")
         db.execute("SET memory_limit = '256MB'")  # sorts past it spill to the index folder

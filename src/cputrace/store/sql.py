@@ -16,6 +16,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow.dataset
@@ -39,6 +40,15 @@ def quoted(text: str | os.PathLike[str]) -> str:
     return "'" + str(text).replace("'", "''") + "'"
 
 
+def connect(config: Mapping[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection (with these settings) that writes nothing to the terminal. DuckDB
+    draws a progress bar on standard output for any query past two seconds, even when that
+    output is a pipe or a file, where it would corrupt a command's csv or json."""
+    db = duckdb.connect(config=dict(config or {}))
+    db.execute("SET enable_progress_bar = false")
+    return db
+
+
 def create_parquet_view(db: duckdb.DuckDBPyConnection, view: str, path: Path) -> None:
     """A view named `view` of the Parquet file at `path`."""
     db.execute(f"CREATE VIEW {view} AS SELECT * FROM read_parquet({quoted(path)})")
@@ -50,7 +60,7 @@ def untrusted_connection(files: Mapping[str, Path]) -> duckdb.DuckDBPyConnection
     DuckDB opens no file at all (allowing it the table files would let `COPY ... TO`
     overwrite them)."""
     no_extensions = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
-    db = duckdb.connect(config=no_extensions)
+    db = connect(no_extensions)
     for name, file in files.items():
         db.register(name, pyarrow.dataset.dataset(file, format="parquet"))
     db.execute("SET enable_external_access = false")

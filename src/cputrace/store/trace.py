@@ -17,7 +17,7 @@ from ..model import TABLES
 from .checksums import check_on_opening, file_problem
 from .folder import Pin, collect, pin
 from .manifest import load_manifest, table_file
-from .sql import check_untrusted, create_parquet_view, decimal_hex_literals, untrusted_connection
+from .sql import check_untrusted, connect, create_parquet_view, decimal_hex_literals, untrusted_connection
 
 
 class Trace:
@@ -127,7 +127,7 @@ class Trace:
             if self.untrusted:
                 self._db = untrusted_connection({name: self.file(name) for name in TABLES})
             else:
-                self._db = duckdb.connect()
+                self._db = connect()
                 self.add_views(self._db)
         return self._db
 

@@ -19,7 +19,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import duckdb
 import numba
 import numpy as np
 import pyarrow as pa
@@ -28,6 +27,7 @@ import pyarrow.parquet as pq
 from ...image import Image
 from ...image.symbols import function_names
 from ...kernels.growth import grown
+from ...store.sql import connect
 from ...store.trace import Trace
 from ...store.window import WHOLE_TRACE, Window
 from .detect import detect
@@ -217,7 +217,7 @@ class FrameStream:
         self.folder, self.spill, self.cores = folder, spill, cores
         self.has_time = bool(cores) and all(core.has_time for core in cores)
         config = {"memory_limit": _MEMORY_LIMIT, "temp_directory": str(folder / "duckdb")}
-        self.db = duckdb.connect(config=config)
+        self.db = connect(config)
         distinct = f"SELECT DISTINCT entry_pc FROM {self._source(spill)}"
         entries = self.db.sql(distinct).to_arrow_table().column(0).to_numpy()
         self.addresses = np.unique(entries.view(np.uint64))
