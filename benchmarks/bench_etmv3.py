@@ -1,7 +1,7 @@
 """ETMv3 and PTM speed: packets, and instructions from buffer to store, of a real buffer.
 
     python benchmarks/bench_etmv3.py [--repeat 64] [--runs 5] [--steady 8]
-    python benchmarks/bench_etmv3.py --reference benchmarks/out/opencsd_etmv3 [--rounds 15]
+    python benchmarks/bench_etmv3.py --reference benchmarks/out/opencsd_coresight [--rounds 15]
 
 The TC2 snapshot's 32 KiB ETB buffer (../shared/data/tc2-etmv3) repeated `--repeat` times
 (64: 2 MiB, the size the issue's reference figure uses) is written to benchmarks/out, then
@@ -23,7 +23,7 @@ and the typical one can be a third apart.
 
 With `--reference`, the OpenCSD program of benchmarks/reference (built as its README says)
 and cputrace take turns on the repeated buffer, `--rounds` times: muted OpenCSD decodes of
-the snapshot to instructions, of every source (`--with-ptm`) and of the PTM source alone
+the snapshot to instructions, of every source and of the PTM source alone
 (`--only 0x13`); cputrace's buffer to instruction rows in this process (code decoded, as
 OpenCSD's memory accessor has it), of every source and of the PTM source alone; and
 `ingest`s to a store of both. Buffer reading is outside the timed region on both sides. The
@@ -178,7 +178,7 @@ def against_reference(program: Path, buffer: Path, rounds: int) -> None:
     with tempfile.TemporaryDirectory() as folder:
         snapshot = _snapshot_of(buffer, Path(folder))
         captures = {"all": _capture(buffer), "ptm": _capture(buffer, {"source": PTM_SOURCE})}
-        opencsd_flags = {"all": ["--with-ptm"], "ptm": ["--only", hex(PTM_SOURCE)]}
+        opencsd_flags = {"all": [], "ptm": ["--only", hex(PTM_SOURCE)]}
         programs: dict[str, dict[object, Program]] = {"all": {}, "ptm": {}}
         counts = {key: _decode(capture, programs[key]) for key, capture in captures.items()}  # and compile
         stores = {key: Path(folder) / f"{key}.ctrace" for key in captures}

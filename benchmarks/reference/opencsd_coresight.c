@@ -1,28 +1,31 @@
 /*
- * opencsd_etmv3.c - reference timing of the OpenCSD (C++) ETMv3 decoder, output muted.
+ * opencsd_coresight.c - reference timing of the OpenCSD (C++) CoreSight decoders, output muted.
  *
- * Decodes the ETMv3 trace sources of a CoreSight snapshot directory to generic trace
- * elements through OpenCSD's C API, with an element callback that only counts (no text
- * formatting), so that the library's decode speed can be compared with cputrace's
- * Python ETMv3 decoder on the same machine.  See README.md in this directory.
+ * Decodes the ETMv3, PTM and ETMv4 trace sources of a CoreSight snapshot directory to generic
+ * trace elements through OpenCSD's C API, with an element callback that only counts (no text
+ * formatting), so that the library's decode speed can be compared with cputrace's decoders
+ * on the same machine.  See README.md in this directory.
  *
  * Build (from the repository root; needs the Debian packages libopencsd1 + libopencsd-dev):
  *
  *   mkdir -p benchmarks/out && \
- *   gcc -O2 -Wall -o benchmarks/out/opencsd_etmv3 benchmarks/reference/opencsd_etmv3.c \
+ *   gcc -O2 -Wall -o benchmarks/out/opencsd_coresight benchmarks/reference/opencsd_coresight.c \
  *       -lopencsd_c_api -lopencsd
  *
  * Run:
  *
- *   benchmarks/out/opencsd_etmv3 SNAPSHOT_DIR [runs] [--with-ptm] [--only TRACE_ID]
+ *   benchmarks/out/opencsd_coresight SNAPSHOT_DIR [runs] [--only TRACE_ID]
  *
  * The snapshot is read the way OpenCSD's snapshot format describes it: snapshot.ini
  * [device_list] names the device files; every trace_source device whose type starts with
- * "ETM3" (or "PTM" with --with-ptm) gets a decoder configured from its ETMCR, ETMIDR,
- * (--only: the one source with that trace ID, ETM3 or PTM, and no other)
- * ETMCCER and ETMTRACEIDR registers; trace.ini names the trace buffer file and the core of
- * each source ([core_trace_sources]); the cores' [dump] sections give the memory images.
- * The buffer is taken as CoreSight formatted frames, 16-byte memory aligned (ETB).
+ * "ETM3", "PTM", "PFT" or "ETM4" gets a decoder configured from its registers (ETMCR, ETMIDR,
+ * ETMCCER, ETMTRACEIDR; for ETM4 TRCCONFIGR, TRCTRACEIDR and TRCIDR0-2, 8-13), or with
+ * --only just the one whose trace ID is given; trace.ini names the trace buffer (the one the
+ * sources are listed for in [source_buffers], else the first) and its format (coresight:
+ * 16-byte memory aligned frames; dstream_coresight: frames with frame syncs; source_data:
+ * one source's bytes, unformatted) and the core of each source ([core_trace_sources]); every
+ * [dump...] section of the cores gives a memory image (file, address, optional offset and
+ * length).
  *
  * Timing: trace buffer and memory images are read into memory before timing.  Each run
  * creates a fresh decode tree (decoders, memory accessors, callback), decodes the whole
@@ -167,15 +170,56 @@ static uint8_t *read_file(const char *dir, const char *file, size_t *len)
     return buf;
 }
 
+static int file_exists(const char *dir, const char *file)
+{
+    char path[1024];
+    FILE *f;
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    f = fopen(path, "rb");
+    if (f)
+        fclose(f);
+    return f != NULL;
+}
+
+/* Names of the sections of DIR/FILE that start with PREFIX, in file order (at most MAXN). */
+static int ini_sections(const char *dir, const char *file, const char *prefix, char names[][128],
+                        int maxn)
+{
+    char path[1024], line[MAX_LINE];
+    FILE *f;
+    int n = 0;
+
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    f = fopen(path, "r");
+    if (!f)
+        return 0;
+    while (n < maxn && fgets(line, sizeof line, f)) {
+        char *e;
+        trim(line);
+        if (line[0] != '[' || !(e = strchr(line, ']')))
+            continue;
+        *e = '\0';
+        if (strncmp(line + 1, prefix, strlen(prefix)) == 0)
+            copy_str(names[n++], 128, line + 1);
+    }
+    fclose(f);
+    return n;
+}
+
 /* ------------------------------------------------------------------------------------ */
 /* snapshot description                                                                  */
+
+enum protocol { ETMV3, PTM, ETMV4 };
 
 typedef struct {
     char name[64];     /* ETM_0 ... */
     char core[64];     /* cpu_0 ... */
-    int is_ptm;
-    uint32_t idr, ctrl, ccer, trcid;
+    enum protocol protocol;
+    uint32_t trcid;
+    uint32_t idr, ctrl, ccer;            /* ETMv3 and PTM */
+    uint32_t trcidr[14], configr;        /* ETMv4: TRCIDR0-2 and 8-13, by number */
     ocsd_core_profile_t prof;
+    ocsd_arch_version_t arch;
 } source_t;
 
 typedef struct {
@@ -192,6 +236,7 @@ typedef struct {
     int ndump;
     uint8_t *trace;
     size_t trace_len;
+    char format[64];   /* coresight, dstream_coresight or source_data */
 } snapshot_t;
 
 /* find the ini file of the device named NAME (snapshot.ini [device_list]) */
@@ -208,109 +253,181 @@ static int device_file(const char *dir, const char *name, char *file, size_t sz)
     return 0;
 }
 
-static void load_snapshot(const char *dir, int with_ptm, int only, snapshot_t *ss)
+static int reg(const char *dir, const char *f, const char *name, uint32_t *out)
+{
+    uint64_t v;
+    if (!ini_get_u64(dir, f, "regs", name, &v))
+        return 0;
+    *out = (uint32_t)v;
+    return 1;
+}
+
+/* The registers of source S (its protocol set) from its device file F; 0 if one is missing.
+ * A PTM's ETMCCER may be absent (0). */
+static int source_regs(const char *dir, const char *f, source_t *s)
+{
+    static const int etm4_ids[] = { 0, 1, 2, 8, 9, 10, 11, 12, 13 };
+    char name[32];
+    size_t i;
+    if (s->protocol != ETMV4) {
+        int ccer = reg(dir, f, "ETMCCER", &s->ccer);
+        return reg(dir, f, "ETMCR", &s->ctrl) && reg(dir, f, "ETMIDR", &s->idr) &&
+               reg(dir, f, "ETMTRACEIDR", &s->trcid) && (ccer || s->protocol == PTM);
+    }
+    for (i = 0; i < sizeof etm4_ids / sizeof etm4_ids[0]; i++) {
+        snprintf(name, sizeof name, "TRCIDR%d", etm4_ids[i]);
+        if (!reg(dir, f, name, &s->trcidr[etm4_ids[i]]))
+            return 0;
+    }
+    return reg(dir, f, "TRCCONFIGR", &s->configr) && reg(dir, f, "TRCTRACEIDR", &s->trcid);
+}
+
+/* every [dump...] section of the core file CFILE, once each (cores share dumps) */
+static void load_dumps(const char *dir, const char *cfile, snapshot_t *ss)
+{
+    static char names[MAX_DUMPS][128];
+    int n = ini_sections(dir, cfile, "dump", names, MAX_DUMPS), i, k;
+    for (i = 0; i < n && ss->ndump < MAX_DUMPS; i++) {
+        dump_t d;
+        uint64_t len = 0, offset = 0;
+        size_t size;
+        uint8_t *whole;
+        memset(&d, 0, sizeof d);
+        if (!ini_get(dir, cfile, names[i], "file", d.file, sizeof d.file) ||
+            !ini_get_u64(dir, cfile, names[i], "address", &d.addr))
+            continue;
+        for (k = 0; k < ss->ndump; k++)
+            if (ss->dump[k].addr == d.addr && strcmp(ss->dump[k].file, d.file) == 0)
+                break;
+        if (k < ss->ndump)
+            continue;
+        if (!file_exists(dir, d.file)) { /* as OpenCSD's own lister: decode without it */
+            printf("memory %s at 0x%llx: no such file, left out\n", d.file,
+                   (unsigned long long)d.addr);
+            continue;
+        }
+        whole = read_file(dir, d.file, &size);
+        ini_get_u64(dir, cfile, names[i], "offset", &offset);
+        if (offset > size)
+            offset = size;
+        d.data = whole + offset;
+        d.len = size - (size_t)offset;
+        if (ini_get_u64(dir, cfile, names[i], "length", &len) && len < d.len)
+            d.len = (size_t)len;
+        ss->dump[ss->ndump++] = d;
+    }
+}
+
+/* the section of trace.ini META whose name= is NAME, into SECTION; 0 if none */
+static int buffer_section(const char *dir, const char *meta, const char *name, char *section,
+                          size_t sz)
+{
+    char list[256], candidate[128], v[128];
+    const char *p = list;
+    if (!ini_get(dir, meta, "trace_buffers", "buffers", list, sizeof list))
+        return 0;
+    while (*p) {
+        size_t len = strcspn(p, ", ");
+        snprintf(candidate, sizeof candidate, "%.*s", (int)len, p);
+        if (ini_get(dir, meta, candidate, "name", v, sizeof v) && strcmp(v, name) == 0) {
+            copy_str(section, sz, candidate);
+            return 1;
+        }
+        p += len;
+        p += strspn(p, ", ");
+    }
+    return 0;
+}
+
+static void load_snapshot(const char *dir, int only, snapshot_t *ss)
 {
     static char keys[64][128], vals[64][256];
-    static char ckeys[64][128], cvals[64][256];
-    char meta[256] = "trace.ini", bufs[256], bufname[128], trfile[256];
-    int n, nc, i, j, k;
+    static char ckeys[64][128], cvals[64][256], bkeys[64][128], bvals[64][256];
+    char meta[256] = "trace.ini", bufs[256], buffer[128] = "", section[128], trfile[256];
+    int n, nc, nb, i, j;
 
     memset(ss, 0, sizeof *ss);
     ini_get(dir, "snapshot.ini", "trace", "metadata", meta, sizeof meta);
-
-    /* trace buffer: first one listed in [trace_buffers] buffers= */
-    if (!ini_get(dir, meta, "trace_buffers", "buffers", bufs, sizeof bufs)) {
-        fprintf(stderr, "%s/%s: no [trace_buffers] buffers=\n", dir, meta);
-        exit(1);
-    }
-    snprintf(bufname, sizeof bufname, "%.*s", (int)strcspn(bufs, ", "), bufs);
-    if (!ini_get(dir, meta, bufname, "file", trfile, sizeof trfile)) {
-        fprintf(stderr, "%s/%s: no file= in [%s]\n", dir, meta, bufname);
-        exit(1);
-    }
-    ss->trace = read_file(dir, trfile, &ss->trace_len);
-
-    /* sources: trace_source devices of type ETM3* (and PTM* if asked) */
     n = ini_section(dir, "snapshot.ini", "device_list", keys, vals, 64);
     nc = ini_section(dir, meta, "core_trace_sources", ckeys, cvals, 64);
+    nb = ini_section(dir, meta, "source_buffers", bkeys, bvals, 64);
+
+    /* sources: trace_source devices of a protocol decoded here */
     for (i = 0; i < n && ss->nsrc < MAX_SOURCES; i++) {
         char cls[64], type[64], name[64], ctype[64] = "", cfile[256];
-        uint64_t v;
         source_t *s = &ss->src[ss->nsrc];
         const char *f = vals[i];
+        memset(s, 0, sizeof *s);
         if (!ini_get(dir, f, "device", "class", cls, sizeof cls) || strcmp(cls, "trace_source"))
             continue;
         if (!ini_get(dir, f, "device", "type", type, sizeof type) ||
             !ini_get(dir, f, "device", "name", name, sizeof name))
             continue;
         if (strncmp(type, "ETM3", 4) == 0)
-            s->is_ptm = 0;
-        else if ((with_ptm || only >= 0) && strncmp(type, "PTM", 3) == 0)
-            s->is_ptm = 1;
+            s->protocol = ETMV3;
+        else if (strncmp(type, "PTM", 3) == 0 || strncmp(type, "PFT", 3) == 0)
+            s->protocol = PTM;
+        else if (strncmp(type, "ETM4", 4) == 0)
+            s->protocol = ETMV4;
         else
             continue;
-        copy_str(s->name, sizeof s->name, name);
-        if (!ini_get_u64(dir, f, "regs", "ETMCR", &v))
-            goto bad;
-        s->ctrl = (uint32_t)v;
-        if (!ini_get_u64(dir, f, "regs", "ETMIDR", &v))
-            goto bad;
-        s->idr = (uint32_t)v;
-        if (!ini_get_u64(dir, f, "regs", "ETMCCER", &v))
-            goto bad;
-        s->ccer = (uint32_t)v;
-        if (!ini_get_u64(dir, f, "regs", "ETMTRACEIDR", &v))
-            goto bad;
-        s->trcid = (uint32_t)v;
+        if (!source_regs(dir, f, s)) {
+            fprintf(stderr, "%s: a register of a %s source is missing in [regs]\n", f, type);
+            exit(1);
+        }
         if (only >= 0 && (int)(s->trcid & 0x7f) != only)
             continue;
+        copy_str(s->name, sizeof s->name, name);
+        for (j = 0; j < nb && !buffer[0]; j++) /* the buffer this source is listed for */
+            if (strcmp(bkeys[j], name) == 0)
+                copy_str(buffer, sizeof buffer, bvals[j]);
 
-        /* the core traced by this source, its profile and memory dump */
-        s->core[0] = '\0';
+        /* the core traced by this source, its profile and memory dumps */
         for (j = 0; j < nc; j++)
             if (strcmp(cvals[j], name) == 0)
                 copy_str(s->core, sizeof s->core, ckeys[j]);
         s->prof = profile_CortexA;
+        s->arch = s->protocol == ETMV4 ? ARCH_V8 : ARCH_V7;
         if (s->core[0] && device_file(dir, s->core, cfile, sizeof cfile)) {
-            dump_t d;
             ini_get(dir, cfile, "device", "type", ctype, sizeof ctype);
             if (strncmp(ctype, "Cortex-R", 8) == 0)
                 s->prof = profile_CortexR;
             else if (strncmp(ctype, "Cortex-M", 8) == 0)
                 s->prof = profile_CortexM;
-            memset(&d, 0, sizeof d);
-            if (ini_get(dir, cfile, "dump", "file", d.file, sizeof d.file) &&
-                ini_get_u64(dir, cfile, "dump", "address", &d.addr)) {
-                for (k = 0; k < ss->ndump; k++)
-                    if (ss->dump[k].addr == d.addr && strcmp(ss->dump[k].file, d.file) == 0)
-                        break;
-                if (k == ss->ndump && ss->ndump < MAX_DUMPS) {
-                    uint64_t len = 0;
-                    d.data = read_file(dir, d.file, &d.len);
-                    if (ini_get_u64(dir, cfile, "dump", "length", &len) && len < d.len)
-                        d.len = (size_t)len;
-                    ss->dump[ss->ndump++] = d;
-                }
-            }
+            if (s->protocol == ETMV4 && s->prof == profile_CortexM)
+                s->arch = ARCH_V8r3; /* Armv8-M and Armv8.1-M */
+            load_dumps(dir, cfile, ss);
         }
-        printf("source %-6s %s trace ID 0x%02x  ETMCR=0x%08x ETMIDR=0x%08x ETMCCER=0x%08x"
-               "  core %s (%s)\n", s->name, s->is_ptm ? "PTM  " : "ETMv3", s->trcid & 0x7f,
-               s->ctrl, s->idr, s->ccer, s->core[0] ? s->core : "?", ctype[0] ? ctype : "?");
+        printf("source %-6s %-5s trace ID 0x%02x  core %s (%s)\n", s->name,
+               s->protocol == ETMV4 ? "ETMv4" : s->protocol == PTM ? "PTM" : "ETMv3",
+               s->trcid & 0x7f, s->core[0] ? s->core : "?", ctype[0] ? ctype : "?");
         ss->nsrc++;
-        continue;
-bad:
-        fprintf(stderr, "%s: missing ETMCR/ETMIDR/ETMCCER/ETMTRACEIDR in [regs]\n", f);
-        exit(1);
     }
     if (!ss->nsrc) {
-        fprintf(stderr, "%s: no ETMv3 trace sources found\n", dir);
+        fprintf(stderr, "%s: no ETMv3, PTM or ETMv4 trace source found\n", dir);
         exit(1);
     }
-    for (k = 0; k < ss->ndump; k++)
-        printf("memory %s at 0x%llx, %zu bytes\n", ss->dump[k].file,
-               (unsigned long long)ss->dump[k].addr, ss->dump[k].len);
-    printf("trace  %s, %zu bytes (CoreSight frames, 16-byte memory aligned)\n", trfile,
-           ss->trace_len);
+
+    /* the trace buffer: the one [source_buffers] lists the sources for, else the first of
+     * [trace_buffers] buffers= */
+    if (!buffer[0] || !buffer_section(dir, meta, buffer, section, sizeof section)) {
+        if (!ini_get(dir, meta, "trace_buffers", "buffers", bufs, sizeof bufs)) {
+            fprintf(stderr, "%s/%s: no [trace_buffers] buffers=\n", dir, meta);
+            exit(1);
+        }
+        snprintf(section, sizeof section, "%.*s", (int)strcspn(bufs, ", "), bufs);
+    }
+    if (!ini_get(dir, meta, section, "file", trfile, sizeof trfile)) {
+        fprintf(stderr, "%s/%s: no file= in [%s]\n", dir, meta, section);
+        exit(1);
+    }
+    if (!ini_get(dir, meta, section, "format", ss->format, sizeof ss->format))
+        copy_str(ss->format, sizeof ss->format, "coresight");
+    ss->trace = read_file(dir, trfile, &ss->trace_len);
+    for (i = 0; i < ss->ndump; i++)
+        printf("memory %s at 0x%llx, %zu bytes\n", ss->dump[i].file,
+               (unsigned long long)ss->dump[i].addr, ss->dump[i].len);
+    printf("trace  %s, %zu bytes (%s)\n", trfile, ss->trace_len, ss->format);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -375,7 +492,12 @@ static double decode_once(const snapshot_t *ss, counts_t *c)
 
     memset(c, 0, sizeof *c);
     t0 = now_ms();
-    tree = ocsd_create_dcd_tree(OCSD_TRC_SRC_FRAME_FORMATTED, OCSD_DFRMTR_FRAME_MEM_ALIGN);
+    if (strcmp(ss->format, "source_data") == 0)
+        tree = ocsd_create_dcd_tree(OCSD_TRC_SRC_SINGLE, 0);
+    else if (strcmp(ss->format, "dstream_coresight") == 0)
+        tree = ocsd_create_dcd_tree(OCSD_TRC_SRC_FRAME_FORMATTED, OCSD_DFRMTR_HAS_FSYNCS);
+    else
+        tree = ocsd_create_dcd_tree(OCSD_TRC_SRC_FRAME_FORMATTED, OCSD_DFRMTR_FRAME_MEM_ALIGN);
     if (tree == C_API_INVALID_TREE_HANDLE) {
         fprintf(stderr, "ocsd_create_dcd_tree failed\n");
         exit(1);
@@ -384,12 +506,18 @@ static double decode_once(const snapshot_t *ss, counts_t *c)
     for (i = 0; i < ss->nsrc; i++) {
         const source_t *s = &ss->src[i];
         unsigned char csid;
-        if (s->is_ptm) {
-            ocsd_ptm_cfg cfg = { s->idr, s->ctrl, s->ccer, s->trcid, ARCH_V7, s->prof };
+        if (s->protocol == ETMV4) {
+            ocsd_etmv4_cfg cfg = { s->trcidr[0], s->trcidr[1], s->trcidr[2], s->trcidr[8],
+                                   s->trcidr[9], s->trcidr[10], s->trcidr[11], s->trcidr[12],
+                                   s->trcidr[13], s->configr, s->trcid, s->arch, s->prof };
+            err = ocsd_dt_create_decoder(tree, OCSD_BUILTIN_DCD_ETMV4I,
+                                         OCSD_CREATE_FLG_FULL_DECODER, &cfg, &csid);
+        } else if (s->protocol == PTM) {
+            ocsd_ptm_cfg cfg = { s->idr, s->ctrl, s->ccer, s->trcid, s->arch, s->prof };
             err = ocsd_dt_create_decoder(tree, OCSD_BUILTIN_DCD_PTM,
                                          OCSD_CREATE_FLG_FULL_DECODER, &cfg, &csid);
         } else {
-            ocsd_etmv3_cfg cfg = { s->idr, s->ctrl, s->ccer, s->trcid, ARCH_V7, s->prof };
+            ocsd_etmv3_cfg cfg = { s->idr, s->ctrl, s->ccer, s->trcid, s->arch, s->prof };
             err = ocsd_dt_create_decoder(tree, OCSD_BUILTIN_DCD_ETMV3,
                                          OCSD_CREATE_FLG_FULL_DECODER, &cfg, &csid);
         }
@@ -456,13 +584,11 @@ int main(int argc, char **argv)
     static snapshot_t ss;
     counts_t c;
     const char *dir = NULL;
-    int runs = 9, with_ptm = 0, only = -1, i, r;
+    int runs = 9, only = -1, i, r;
     double *ms;
 
     for (i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--with-ptm") == 0)
-            with_ptm = 1;
-        else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
+        if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
             only = (int)strtol(argv[++i], NULL, 0);
         else if (!dir)
             dir = argv[i];
@@ -470,12 +596,12 @@ int main(int argc, char **argv)
             runs = atoi(argv[i]);
     }
     if (!dir || runs < 1) {
-        fprintf(stderr, "usage: %s SNAPSHOT_DIR [runs] [--with-ptm] [--only TRACE_ID]\n", argv[0]);
+        fprintf(stderr, "usage: %s SNAPSHOT_DIR [runs] [--only TRACE_ID]\n", argv[0]);
         return 2;
     }
 
     printf("OpenCSD %s, muted decode (counting callback only)\n", ocsd_get_version_str());
-    load_snapshot(dir, with_ptm, only, &ss);
+    load_snapshot(dir, only, &ss);
     /* library messages go to the counting callback only */
     ocsd_def_errlog_init(OCSD_ERR_SEV_ERROR, 1);
     ocsd_def_errlog_config_output(C_API_MSGLOGOUT_FLG_NONE, NULL);
