@@ -40,6 +40,8 @@ _A64_FIRST = 0x80  # A64 events: 0x80 + vector offset / 0x80 (CURRENT_SP0_SYNC =
 _A64_VECTORS = 16  # the entries of an A64 vector table, 0x80 bytes apart
 _VBAR_ALIGNMENT = 0x800
 _ISA_CODES = {"A32": Isa.A32, "T32": Isa.T32, "A64": Isa.A64, "T32EE": Isa.T32EE}
+_ISA_NAMES = pa.array(list(_ISA_CODES))
+_ISA_BY_NAME = np.array([*_ISA_CODES.values(), 255], np.uint8)  # by index in _ISA_NAMES; last: none
 _INTERRUPTED = (
     "an exception interrupted the program between branches: the instructions since the last "
     "branch target are not in the trace"
@@ -170,8 +172,8 @@ class BranchFlow:
         branch = pc.and_(pc.equal(kind, "branch"), pc.match_substring_regex(name, "^F[DI]"))
         rows = events.filter(pc.fill_null(branch, False))
         n = rows.num_rows
-        isa_names = pc.utf8_slice_codeunits(rows.column("name"), 3).to_pylist()
-        isa = np.array([_ISA_CODES.get(x or "", 255) for x in isa_names], np.uint8)
+        named = pc.index_in(pc.utf8_slice_codeunits(rows.column("name"), 3), value_set=_ISA_NAMES)
+        isa = _ISA_BY_NAME[pc.fill_null(named, len(_ISA_NAMES)).to_numpy()]
         address = rows.column("value").to_numpy(zero_copy_only=False).astype(np.uint64)
         if n and (isa == 255).any():  # no ISA letter: the target keeps the source's ISA
             isa[isa == 255] = Isa.A64 if self.image.symbols.state_at(int(address[0])) is Isa.A64 else Isa.A32
