@@ -38,12 +38,14 @@ DEFAULT_ETMIDR = 0x4100F250
 DEFAULT_ETMCCER = 0x10000000
 ETMV3_MAJOR = 2  # ETMIDR bits 11:8 hold the major version minus one
 
-# Positions in the configuration array handed to the compiled packet decoder.
-(
-    C_CYCLE_ACCURATE, C_CONTEXT_ID_BYTES, C_DATA_VALUE, C_DATA_ADDRESS, C_DATA_ONLY,
-    C_ALT_BRANCH, C_TIMESTAMP_64, C_TIMESTAMP_GRAY, C_ALT_ISA, C_HYP, C_M_PROFILE,
-) = range(11)  # fmt: skip
-CONFIG_SIZE = 11
+CONFIG = np.dtype(
+    [
+        ("cycle_accurate", "?"), ("context_id_bytes", "u1"), ("data_value", "?"), ("data_address", "?"),
+        ("data_only", "?"), ("alt_branch", "?"), ("timestamp_64", "?"), ("timestamp_gray", "?"),
+        ("alt_isa", "?"), ("hyp", "?"), ("m_profile", "?"),
+    ]
+)  # fmt: skip
+"""The properties the compiled packet decoder reads (one record)."""
 
 _REGISTER_KEYS = ("etmcr", "etmidr", "etmccer")
 _FILE_KEYS = frozenset({*_REGISTER_KEYS, "trace_id", "etmtraceidr", "format", "core"})
@@ -110,21 +112,15 @@ class EtmConfig(TraceRegisters):
     def m_profile(self) -> bool:
         return bool(self.core) and self.core.upper().startswith("CORTEX-M")
 
-    def as_array(self) -> np.ndarray:
-        """The properties the compiled decoder needs, by the C_* positions."""
-        values = [0] * CONFIG_SIZE
-        values[C_CYCLE_ACCURATE] = self.cycle_accurate
-        values[C_CONTEXT_ID_BYTES] = self.context_id_bytes
-        values[C_DATA_VALUE] = self.data_value
-        values[C_DATA_ADDRESS] = self.data_address
-        values[C_DATA_ONLY] = self.data_only
-        values[C_ALT_BRANCH] = self.alt_branch
-        values[C_TIMESTAMP_64] = self.timestamp_64
-        values[C_TIMESTAMP_GRAY] = self.timestamp_gray
-        values[C_ALT_ISA] = self.minor_version >= 3
-        values[C_HYP] = self.virtualization
-        values[C_M_PROFILE] = self.m_profile
-        return np.array(values, dtype=np.int64)
+    def as_record(self) -> np.ndarray:
+        """The properties the compiled decoder needs, as one CONFIG record."""
+        record = np.zeros(1, CONFIG)
+        for name in ("cycle_accurate", "context_id_bytes", "data_value", "data_address", "data_only",
+                     "alt_branch", "timestamp_64", "timestamp_gray", "m_profile"):  # fmt: skip
+            record[name] = getattr(self, name)
+        record["alt_isa"] = self.minor_version >= 3
+        record["hyp"] = self.virtualization
+        return record
 
     def traced(self) -> list[str]:
         data = [name for name, on in (("address", self.data_address), ("value", self.data_value)) if on]

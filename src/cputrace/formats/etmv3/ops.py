@@ -31,9 +31,10 @@ from ...flow.ops import ATOM_EXECUTED, EXCEPTION_CANCELS, NO_TIME, Op
 from .packets import Packets
 from .protocol import Flag, Kind
 
-# Builder state carried from one packet batch to the next (int64 array).
-S_SYNCED, S_PENDING, S_TIME = range(3)
-STATE_SIZE = 3
+BUILD = np.dtype([("synced", "<i8"), ("pending", "<i8"), ("time", "<i8")])
+"""The op builder's state between packet batches: an I-sync has given the position (and no
+error has lost it since), W cycles counted since the last atom (cycle-accurate trace), and
+the last timestamp (NO_TIME before one)."""
 
 _K_I_SYNC, _K_BRANCH, _K_P_HEADER = int(Kind.I_SYNC), int(Kind.BRANCH), int(Kind.P_HEADER)
 _K_TIMESTAMP, _K_ERROR, _K_UNSYNCED = int(Kind.TIMESTAMP), int(Kind.ERROR), int(Kind.UNSYNCED)
@@ -41,8 +42,8 @@ _F_EXCEPTION, _F_CANCEL, _F_LSIP = int(Flag.EXCEPTION), int(Flag.CANCEL), int(Fl
 
 
 def new_state() -> np.ndarray:
-    state = np.zeros(STATE_SIZE, np.int64)
-    state[S_TIME] = NO_TIME
+    state = np.zeros(1, BUILD)
+    state["time"] = NO_TIME
     return state
 
 
@@ -74,6 +75,7 @@ def _atom_cycles(form: int, index: int, header_cycles: int) -> int:
 
 @numba.njit(cache=True, nogil=True)
 def _build(packets, cycle_accurate, state, ops, packet, before, pending, gap, eventful):
+    st = state[0]
     n = 0
     events = 0
     for p in range(len(packets)):
@@ -85,11 +87,11 @@ def _build(packets, cycle_accurate, state, ops, packet, before, pending, gap, ev
             events += 1
         if k == _K_P_HEADER:
             count = pk.count
-            if state[S_SYNCED] == 0:
+            if st.synced == 0:
                 continue
             if count == 0:
                 if cycle_accurate and pk.cycles > 0:
-                    state[S_PENDING] += pk.cycles
+                    st.pending += pk.cycles
                 continue
             for i in range(count):
                 op = ops[n]
@@ -98,40 +100,40 @@ def _build(packets, cycle_accurate, state, ops, packet, before, pending, gap, ev
                 if cycle_accurate:
                     c = _atom_cycles(pk.info, i, pk.cycles)
                     if i == 0:
-                        c += state[S_PENDING]
-                        state[S_PENDING] = 0
+                        c += st.pending
+                        st.pending = 0
                     op.cycles = c
                 else:
                     op.cycles = NO_TIME
-                op.time = state[S_TIME]
+                op.time = st.time
                 op.src = pk.offset
                 packet[n] = p
                 n += 1
         elif k == _K_I_SYNC:
             if pk.cycles >= 0 or (cycle_accurate and pk.info != I_SYNC_PERIODIC):  # trace off: W cycles end
-                pending[p] = state[S_PENDING]
-                state[S_PENDING] = 0
-            state[S_SYNCED] = 1
-            n = add_op(ops, packet, n, p, pk.offset, Op.SYNC, pk.address, 0, pk.isa, NO_TIME, state[S_TIME])
+                pending[p] = st.pending
+                st.pending = 0
+            st.synced = 1
+            n = add_op(ops, packet, n, p, pk.offset, Op.SYNC, pk.address, 0, pk.isa, NO_TIME, st.time)
             if pk.flags & _F_LSIP:  # the load/store ran, then the trace goes on at address2
-                n = add_op(ops, packet, n, p, pk.offset, Op.ATOM, 0, ATOM_EXECUTED, 0, NO_TIME, state[S_TIME])
+                n = add_op(ops, packet, n, p, pk.offset, Op.ATOM, 0, ATOM_EXECUTED, 0, NO_TIME, st.time)
                 n = add_op(ops, packet, n, p, pk.offset, Op.SYNC, pk.address2, 0, pk.isa, NO_TIME,
-                           state[S_TIME])  # fmt: skip
+                           st.time)  # fmt: skip
         elif k == _K_BRANCH:
-            if state[S_SYNCED] == 0:
+            if st.synced == 0:
                 continue
             kind, flags = Op.TARGET, 0
             if pk.flags & _F_EXCEPTION and pk.exception > 0:
                 kind, flags = Op.EXCEPTION, EXCEPTION_CANCELS if pk.flags & _F_CANCEL else 0
-            n = add_op(ops, packet, n, p, pk.offset, kind, pk.address, flags, pk.isa, NO_TIME, state[S_TIME])
+            n = add_op(ops, packet, n, p, pk.offset, kind, pk.address, flags, pk.isa, NO_TIME, st.time)
         elif k == _K_TIMESTAMP:
-            state[S_TIME] = np.int64(pk.value)
+            st.time = np.int64(pk.value)
         elif k in (_K_ERROR, _K_UNSYNCED):
-            if state[S_SYNCED] == 0:
+            if st.synced == 0:
                 continue
-            state[S_SYNCED] = 0
-            state[S_PENDING] = 0
+            st.synced = 0
+            st.pending = 0
             gap[p] = True
-            n = add_op(ops, packet, n, p, pk.offset, Op.GAP, 0, 0, 0, NO_TIME, state[S_TIME])
+            n = add_op(ops, packet, n, p, pk.offset, Op.GAP, 0, 0, 0, NO_TIME, st.time)
     return n, events
 

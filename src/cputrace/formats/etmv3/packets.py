@@ -53,28 +53,20 @@ from ...coresight.packets import (
     zeros_in_sync,
 )
 from ...model import Isa
-from .config import (
-    C_ALT_BRANCH,
-    C_ALT_ISA,
-    C_CONTEXT_ID_BYTES,
-    C_CYCLE_ACCURATE,
-    C_DATA_ADDRESS,
-    C_DATA_ONLY,
-    C_DATA_VALUE,
-    C_HYP,
-    C_M_PROFILE,
-    C_TIMESTAMP_64,
-    C_TIMESTAMP_GRAY,
-    EtmConfig,
-)
+from .config import EtmConfig
 from .protocol import DEPRECATED_EXCEPTIONS, ErrorReason, Flag, Kind
 
-# Decoder state kept between feeds (int64 array)
-(
-    S_SYNCED, S_ADDRESS, S_ADDRESS_KNOWN, S_ISA, S_NS, S_HYP, S_ALT_ISA, S_CONTEXT_ID, S_VMID,
-    S_TIMESTAMP, S_DATA_ADDRESS, S_BIG_ENDIAN,
-) = range(12)  # fmt: skip
-STATE_SIZE = 12
+SCAN = np.dtype(
+    [
+        ("synced", "<i8"), ("address", "<i8"), ("address_known", "<i8"), ("isa", "<i8"), ("ns", "<i8"),
+        ("hyp", "<i8"), ("alt_isa", "<i8"), ("context_id", "<i8"), ("vmid", "<i8"), ("timestamp", "<i8"),
+        ("data_address", "<i8"), ("big_endian", "<i8"),
+    ]
+)  # fmt: skip
+"""The decoder's state between feeds: synchronised, the last address and its ISA (and whether
+all its bits are known), the security, Hyp and AltISA state, context ID, VMID, the raw
+timestamp register (Gray-coded where the stream is), and the last data address and its
+endianness."""
 
 _A32, _T32, _T32EE, _JAZELLE = int(Isa.A32), int(Isa.T32), int(Isa.T32EE), int(Isa.JAZELLE)
 _DEPRECATED = np.array(DEPRECATED_EXCEPTIONS, dtype=np.int64)
@@ -306,10 +298,10 @@ def _branch_address(data, p, n, alt, m_profile, base_address, base_isa, base_alt
 
 @numba.njit(inline="always")
 def _address_flags(st, bits):
-    flags = _F_NS if st[S_NS] else 0
-    flags |= _F_HYP if st[S_HYP] else 0
-    flags |= _F_ALT_ISA if st[S_ALT_ISA] else 0
-    if bits < 32 and not st[S_ADDRESS_KNOWN]:
+    flags = _F_NS if st.ns else 0
+    flags |= _F_HYP if st.hyp else 0
+    flags |= _F_ALT_ISA if st.alt_isa else 0
+    if bits < 32 and not st.address_known:
         flags |= _F_PARTIAL
     return flags
 
@@ -323,10 +315,10 @@ def _i_sync(data, i, n, cfg, st, rec):
         p, cycles = _cycle_count(data, p, n)
         if p < 0:
             return NEED_MORE, NEED_MORE
-    context_bytes = cfg[C_CONTEXT_ID_BYTES]
+    context_bytes = cfg.context_id_bytes
     if p + context_bytes >= n:
         return NEED_MORE, NEED_MORE
-    context = st[S_CONTEXT_ID]
+    context = st.context_id
     if context_bytes:
         context = 0
         for j in range(context_bytes):
@@ -335,14 +327,14 @@ def _i_sync(data, i, n, cfg, st, rec):
     info = np.int64(data[p])
     p += 1
     ns = (info >> 3) & 1
-    alt_isa = (info >> 2) & 1 if cfg[C_ALT_ISA] else 0
-    hyp = (info >> 1) & 1 if cfg[C_HYP] else 0
-    address = st[S_ADDRESS]
-    isa = st[S_ISA]
+    alt_isa = (info >> 2) & 1 if cfg.alt_isa else 0
+    hyp = (info >> 1) & 1 if cfg.hyp else 0
+    address = st.address
+    isa = st.isa
     bits = 0
     address2 = 0
     lsip = False
-    if not cfg[C_DATA_ONLY]:
+    if not cfg.data_only:
         if p + 4 > n:
             return NEED_MORE, NEED_MORE
         raw = 0
@@ -357,19 +349,19 @@ def _i_sync(data, i, n, cfg, st, rec):
             address = raw & 0xFFFFFFFE
         lsip = (info & 0x80) != 0
         if lsip:
-            r = _branch_address(data, p, n, cfg[C_ALT_BRANCH], cfg[C_M_PROFILE], address, isa, alt_isa)
+            r = _branch_address(data, p, n, cfg.alt_branch, cfg.m_profile, address, isa, alt_isa)
             if r[1] != 0:
                 return r[0], r[1]
             p = r[0]
             address2 = r[2]
-    st[S_CONTEXT_ID] = context
-    st[S_NS] = ns
-    st[S_ALT_ISA] = alt_isa
-    st[S_HYP] = hyp
+    st.context_id = context
+    st.ns = ns
+    st.alt_isa = alt_isa
+    st.hyp = hyp
     if bits:
-        st[S_ADDRESS] = address
-        st[S_ISA] = isa
-        st[S_ADDRESS_KNOWN] = 1
+        st.address = address
+        st.isa = isa
+        st.address_known = 1
     start_packet(rec, _K_I_SYNC, i, p)
     rec.address = address
     rec.address2 = address2
@@ -385,22 +377,22 @@ def _i_sync(data, i, n, cfg, st, rec):
 @numba.njit(cache=True, nogil=True)
 def _branch(data, i, n, cfg, st, rec):
     r = _branch_address(
-        data, i, n, cfg[C_ALT_BRANCH], cfg[C_M_PROFILE], st[S_ADDRESS], st[S_ISA], st[S_ALT_ISA]
+        data, i, n, cfg.alt_branch, cfg.m_profile, st.address, st.isa, st.alt_isa
     )
     end, status, address, bits, isa, exception, resume, ns, hyp, alt_isa, flags = r
     if status != 0:
         return end, status
     if ns >= 0:
-        st[S_NS] = ns
+        st.ns = ns
     if hyp >= 0:
-        st[S_HYP] = hyp
+        st.hyp = hyp
     if alt_isa >= 0:
-        st[S_ALT_ISA] = alt_isa
-    st[S_ADDRESS] = address
-    st[S_ISA] = isa
+        st.alt_isa = alt_isa
+    st.address = address
+    st.isa = isa
     flags |= _address_flags(st, bits)
     if bits >= 32:
-        st[S_ADDRESS_KNOWN] = 1
+        st.address_known = 1
     start_packet(rec, _K_BRANCH, i, end)
     rec.address = address
     rec.bits = bits
@@ -413,12 +405,12 @@ def _branch(data, i, n, cfg, st, rec):
 
 @numba.njit(cache=True, nogil=True)
 def _timestamp(data, i, n, cfg, st, rec):
-    p, raw, bits = timestamp_update(data, i + 1, n, cfg[C_TIMESTAMP_64], st[S_TIMESTAMP])
+    p, raw, bits = timestamp_update(data, i + 1, n, cfg.timestamp_64, st.timestamp)
     if p < 0:
         return NEED_MORE, NEED_MORE
-    st[S_TIMESTAMP] = raw
+    st.timestamp = raw
     start_packet(rec, _K_TIMESTAMP, i, p)
-    rec.value = gray_to_binary(raw) if cfg[C_TIMESTAMP_GRAY] else raw
+    rec.value = gray_to_binary(raw) if cfg.timestamp_gray else raw
     rec.bits = bits
     rec.flags = _F_CLOCK_CHANGED if data[i] & 0x04 else 0
     return p, 0
@@ -444,9 +436,9 @@ def _data(data, i, n, cfg, st, rec, kind):
     else:
         has_address = (h & 0x10) != 0
     bits = 0
-    address = st[S_DATA_ADDRESS]
-    big_endian = st[S_BIG_ENDIAN]
-    if has_address and cfg[C_DATA_ADDRESS]:
+    address = st.data_address
+    big_endian = st.big_endian
+    if has_address and cfg.data_address:
         p, value, bits, be = _data_address(data, p, n)
         if p < 0:
             return NEED_MORE, NEED_MORE
@@ -461,8 +453,8 @@ def _data(data, i, n, cfg, st, rec, kind):
     for j in range(size):
         value |= np.int64(data[p + j]) << (8 * j)
     p += size
-    st[S_DATA_ADDRESS] = address
-    st[S_BIG_ENDIAN] = big_endian
+    st.data_address = address
+    st.big_endian = big_endian
     start_packet(rec, kind, i, p)
     rec.address = address
     rec.bits = bits
@@ -492,7 +484,7 @@ def _packet(data, i, n, cfg, st, rec, kind):
     if kind == _K_TIMESTAMP:
         return _timestamp(data, i, n, cfg, st, rec)
     if kind == _K_CONTEXT_ID:
-        size = cfg[C_CONTEXT_ID_BYTES]
+        size = cfg.context_id_bytes
         if size == 0:
             return i + 1, _E_CONTEXT_ID_OFF
         if i + 1 + size > n:
@@ -500,21 +492,21 @@ def _packet(data, i, n, cfg, st, rec, kind):
         context = 0
         for j in range(size):
             context |= np.int64(data[i + 1 + j]) << (8 * j)
-        st[S_CONTEXT_ID] = context
+        st.context_id = context
         start_packet(rec, kind, i, i + 1 + size)
         rec.value = context
         return i + 1 + size, 0
     if kind == _K_VMID:
         if i + 2 > n:
             return NEED_MORE, NEED_MORE
-        st[S_VMID] = data[i + 1]
+        st.vmid = data[i + 1]
         start_packet(rec, kind, i, i + 2)
         rec.value = data[i + 1]
         return i + 2, 0
     if kind == _K_ERROR:
         return i + 1, _E_RESERVED_HEADER
-    data_value = cfg[C_DATA_VALUE] != 0
-    data_trace = data_value or cfg[C_DATA_ADDRESS] != 0
+    data_value = cfg.data_value != 0
+    data_trace = data_value or cfg.data_address != 0
     if kind in (_K_OOO_DATA, _K_STORE_FAILED):
         traced = data_value
     elif kind in (_K_NORMAL_DATA, _K_OOO_PLACEHOLDER, _K_VALUE_NOT_TRACED, _K_DATA_SUPPRESSED):
@@ -530,7 +522,7 @@ def _packet(data, i, n, cfg, st, rec, kind):
 
 
 @numba.njit(cache=True, nogil=True)
-def _decode(data, offsets, base, final, cfg, st, out):
+def _decode(data, offsets, base, final, config, state, out):
     """Decode packets from `data` into `out` until it is full or the bytes run out.
 
     `offsets` are the bytes' buffer offsets and `base` the stream position of data[0].
@@ -538,17 +530,18 @@ def _decode(data, offsets, base, final, cfg, st, out):
     Bytes skipped while looking for an A-sync become `unsynced` packets of MAX_UNSYNCED bytes
     from the start of the run, and a shorter last one, so that chunking does not change them.
     """
+    cfg, st = config[0], state[0]
     n = len(data)
     cap = len(out)
-    mode = 1 if cfg[C_CYCLE_ACCURATE] else 0
+    mode = 1 if cfg.cycle_accurate else 0
     i = np.int64(0)  # not the literal 0: numba would compile _packet for it as well as for int64
     k = 0
     while i < n and k + 2 <= cap:
-        if not st[S_SYNCED]:
+        if not st.synced:
             k, i, found = skip_to_a_sync(data, i, n, final, out, k, _K_A_SYNC)
             if not found:
                 break
-            st[S_SYNCED] = 1
+            st.synced = 1
             continue
         h = data[i]
         kind = HEADER_KINDS[h]
@@ -566,7 +559,7 @@ def _decode(data, offsets, base, final, cfg, st, out):
             k, i, synced, done = zeros_in_sync(
                 data, i, n, final, out, k, _K_A_SYNC, _E_BAD_A_SYNC, _E_TRUNCATED
             )
-            st[S_SYNCED] = 1 if synced else 0
+            st.synced = 1 if synced else 0
             if done:
                 break
             continue
@@ -579,11 +572,18 @@ def _decode(data, offsets, base, final, cfg, st, out):
             break
         if status != 0:
             error_packet(rec, status, i, end)
-            st[S_SYNCED] = 0
+            st.synced = 0
         k += 1
         i = end
     locate(out, k, offsets, base)
     return k, i
+
+
+def new_state() -> np.ndarray:
+    """The decoder's state before the first byte (one SCAN record)."""
+    state = np.zeros(1, SCAN)
+    state["isa"] = ISA_UNKNOWN
+    return state
 
 
 class PacketDecoder(PacketScanner):
@@ -591,9 +591,7 @@ class PacketDecoder(PacketScanner):
 
     def __init__(self, config: EtmConfig, batch_packets: int = BATCH_PACKETS) -> None:
         self.config = config
-        state = np.zeros(STATE_SIZE, dtype=np.int64)
-        state[S_ISA] = ISA_UNKNOWN
-        super().__init__(_decode, config.as_array(), state, batch_packets)
+        super().__init__(_decode, config.as_record(), new_state(), batch_packets)
 
 
 def decode_packets(data: bytes | np.ndarray, config: EtmConfig, offsets: np.ndarray | None = None) -> Packets:
