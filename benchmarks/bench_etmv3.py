@@ -2,6 +2,7 @@
 
     python benchmarks/bench_etmv3.py [--repeat 64] [--runs 5] [--steady 8]
     python benchmarks/bench_etmv3.py --reference benchmarks/out/opencsd_coresight [--rounds 15]
+        [--snapshot DIR] [--source TRACE_ID]...
 
 The TC2 snapshot's 32 KiB ETB buffer (../shared/data/tc2-etmv3) repeated `--repeat` times
 (64: 2 MiB, the size the issue's reference figure uses) is written to benchmarks/out, then
@@ -22,12 +23,14 @@ to a store. These lines give the median of the runs too: on a shared machine the
 and the typical one can be a third apart.
 
 With `--reference`, the OpenCSD program of benchmarks/reference (built as its README says)
-and cputrace take turns on the repeated buffer, `--rounds` times: muted OpenCSD decodes of
-the snapshot to instructions, of every source and of the PTM source alone
-(`--only 0x13`); cputrace's buffer to instruction rows in this process (code decoded, as
-OpenCSD's memory accessor has it), of every source and of the PTM source alone; and
-`ingest`s to a store of both. Buffer reading is outside the timed region on both sides. The
-machine's speed drifts by a third over minutes, so only figures taken in turn compare the two.
+and cputrace take turns, `--rounds` times, on the repeated buffer (or on the snapshot folder
+given by `--snapshot`, as it is: an ETMv4 or PTM one of ../shared/data/opencsd-snapshots):
+muted OpenCSD decodes of the snapshot to instructions, of every source and of each `--source`
+alone (TC2's PTM source 0x13 by default); cputrace's buffer to instruction rows in this
+process (code decoded, as OpenCSD's memory accessor has it) of the same; and `ingest`s of
+the same to a store. Buffer reading is outside the timed region on both sides; the benchmark
+stops if the two count different instructions. The machine's speed drifts by a third over
+minutes, so only figures taken in turn compare the two.
 """
 
 from __future__ import annotations
@@ -81,6 +84,9 @@ def main() -> None:
     parser.add_argument("--steady", type=int, default=8, help="the longer buffer, in copies of the first")
     parser.add_argument("--reference", type=Path, help="the OpenCSD reference program, to take turns with")
     parser.add_argument("--rounds", type=int, default=15, help="turns each, with --reference")
+    parser.add_argument("--snapshot", type=Path, help="with --reference: this snapshot folder, not TC2's")
+    parser.add_argument("--source", type=lambda text: int(text, 0), action="append", default=[],
+                        help="with --reference: also this source alone (TC2: 0x13, its PTM)")  # fmt: skip
     args = parser.parse_args()
     if not (SNAPSHOT / "cstrace.bin").exists():
         sys.exit(f"needs the TC2 snapshot in {SNAPSHOT}")
@@ -92,7 +98,13 @@ def main() -> None:
     if args.reference:
         if not args.reference.is_file():
             sys.exit(f"no {args.reference}: build it as benchmarks/reference/README.md says")
-        against_reference(args.reference, path, args.rounds)
+        if args.snapshot:
+            against_reference(args.reference, args.snapshot, args.source, args.rounds, str(args.snapshot))
+            return
+        with tempfile.TemporaryDirectory() as folder:
+            snapshot = _snapshot_of(path, Path(folder)).parent
+            title = f"TC2, its buffer {args.repeat} times"
+            against_reference(args.reference, snapshot, args.source or [PTM_SOURCE], args.rounds, title)
         return
     capture = _capture(path)
     configs = {s.trace_id: s.config for s in capture.sources}
@@ -139,8 +151,9 @@ def _capture(buffer: Path, options: dict | None = None) -> Capture:
     return capture
 
 
-def _decode(capture: Capture, programs: dict[object, Program]) -> int:
-    batches = decode_captures([capture], DecodeContext(), programs)
+def _decode(captures: Capture | list[Capture], programs: dict[object, Program]) -> int:
+    captures = captures if isinstance(captures, list) else [captures]
+    batches = decode_captures(captures, DecodeContext(), programs)
     return sum(b["instructions"].num_rows for b in batches if "instructions" in b)
 
 
@@ -173,51 +186,51 @@ def _snapshot_of(buffer: Path, folder: Path) -> Path:
     return folder / "snapshot.ini"
 
 
-def against_reference(program: Path, buffer: Path, rounds: int) -> None:
-    """OpenCSD's muted decodes and cputrace's decodes and `ingest`s of `buffer`, taking turns."""
+def against_reference(program: Path, snapshot: Path, sources: list[int], rounds: int, title: str) -> None:
+    """OpenCSD's muted decodes and cputrace's decodes and `ingest`s of `snapshot` (its folder),
+    of every source and of each of `sources` alone, taking turns."""
+    runs = {"every source": None, **{f"source 0x{s:02x}": s for s in sources}}
+    captures = {key: open_captures(snapshot, _only(source)) for key, source in runs.items()}
+    programs: dict[str, dict[object, Program]] = {key: {} for key in runs}
+    counts = {key: _decode(captures[key], programs[key]) for key in runs}  # and compile
+    times: dict[tuple[str, str], list[float]] = {}
+
+    def took(label: str, key: str, seconds: float) -> None:
+        times.setdefault((label, key), []).append(seconds)
+
     with tempfile.TemporaryDirectory() as folder:
-        snapshot = _snapshot_of(buffer, Path(folder))
-        captures = {"all": _capture(buffer), "ptm": _capture(buffer, {"source": PTM_SOURCE})}
-        opencsd_flags = {"all": [], "ptm": ["--only", hex(PTM_SOURCE)]}
-        programs: dict[str, dict[object, Program]] = {"all": {}, "ptm": {}}
-        counts = {key: _decode(capture, programs[key]) for key, capture in captures.items()}  # and compile
-        stores = {key: Path(folder) / f"{key}.ctrace" for key in captures}
-        options = {"all": None, "ptm": {"source": PTM_SOURCE}}
-        times: dict[str, list[float]] = {}
         for _ in range(rounds):
-            for key in captures:
-                argv = [program, snapshot.parent, "1", *opencsd_flags[key]]
-                run = subprocess.run(argv, capture_output=True, text=True, check=True)
+            for key, source in runs.items():
+                only = [] if source is None else ["--only", hex(source)]
+                run = subprocess.run([program, snapshot, "1", *only], capture_output=True, text=True)
                 line = OPENCSD_RUN.search(run.stdout)
+                if line is None:
+                    sys.exit(f"{program} failed on {snapshot} ({key}): {run.stderr.strip()}")
                 if int(line[2]) != counts[key]:
                     sys.exit(f"OpenCSD decodes {line[2]} instructions ({key}), cputrace {counts[key]}")
-                taken = float(line[1]) / 1e3
-                times.setdefault(f"opencsd {key}", []).append(taken)
+                took("OpenCSD, muted", key, float(line[1]) / 1e3)
                 start = time.perf_counter()
                 _decode(captures[key], programs[key])
-                times.setdefault(f"rows {key}", []).append(time.perf_counter() - start)
+                took("cputrace buffer to rows", key, time.perf_counter() - start)
                 start = time.perf_counter()
-                ingest([snapshot], stores[key], options=options[key])
-                times.setdefault(f"ingest {key}", []).append(time.perf_counter() - start)
-    print(f"buffer: {buffer.stat().st_size / 2**20:.2f} MiB, {counts['all']:,} instructions "
-          f"({counts['ptm']:,} of them the PTM's); {rounds} turns each")  # fmt: skip
-    labels = {
-        "opencsd all": "OpenCSD, muted, every source",
-        "rows all": "cputrace buffer to rows, every source",
-        "ingest all": "cputrace `ingest`, every source, to a store",
-        "opencsd ptm": "OpenCSD, muted, the PTM source alone",
-        "rows ptm": "cputrace buffer to rows, the PTM source",
-        "ingest ptm": "cputrace `ingest --source 0x13`, to a store",
-    }
-    print(f"{'':<45} {'best':>26}  {'median':>26}")
-    for key, label in labels.items():
-        taken = sorted(times[key])
-        count = counts[key.split()[1]]
+                ingest([snapshot / "snapshot.ini"], Path(folder) / "s.ctrace", options=_only(source))
+                took("cputrace `ingest` to a store", key, time.perf_counter() - start)
+    size = sum(c.path.stat().st_size for c in captures["every source"])
+    print(f"{title}: {size / 2**20:.2f} MiB of trace, {rounds} turns each; instructions: "
+          + ", ".join(f"{key} {count:,}" for key, count in counts.items()))
+    print(f"{'':<56} {'best':>26}  {'median':>26}")
+    for (label, key), taken in sorted(times.items(), key=lambda item: list(runs).index(item[0][1])):
+        taken = sorted(taken)
+        count = counts[key]
         best, median = taken[0], taken[len(taken) // 2]
         print(
-            f"{label:<45} {best * 1e3:7.1f} ms {count / best / 1e6:6.2f} M instr/s"
+            f"{label + ', ' + key:<56} {best * 1e3:7.1f} ms {count / best / 1e6:6.2f} M instr/s"
             f"  {median * 1e3:7.1f} ms {count / median / 1e6:6.2f} M instr/s"
         )
+
+
+def _only(source: int | None) -> dict[str, int] | None:
+    return None if source is None else {"source": source}
 
 
 def instructions(capture: Capture, buffer: Path, longer: Capture, runs: int, repeat: int) -> None:
