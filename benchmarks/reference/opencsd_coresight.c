@@ -48,7 +48,7 @@
 #define MAX_SOURCES 16
 #define MAX_DUMPS 16
 #define MAX_LINE 512
-#define MAX_KEYS 64 /* keys read from one ini section */
+#define MAX_KEYS 256 /* keys read from one ini section (a PTM device lists 85 registers) */
 #define N_ELEM_TYPES 32
 
 /* ------------------------------------------------------------------------------------ */
@@ -77,16 +77,22 @@ static void trim(char *s)
         s[--n] = '\0';
 }
 
+/* DIR/FILE opened for reading, or NULL */
+static FILE *open_in(const char *dir, const char *file)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    return fopen(path, "rb");
+}
+
 /* All "key=value" pairs of [SECTION], in file order; returns the count (at most MAXN). */
 static int ini_section(const char *dir, const char *file, const char *section,
                        char keys[][128], char vals[][256], int maxn)
 {
-    char path[1024], line[MAX_LINE], cur[128] = "";
-    FILE *f;
+    char line[MAX_LINE], cur[128] = "";
+    FILE *f = open_in(dir, file);
     int n = 0;
 
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    f = fopen(path, "r");
     if (!f)
         return 0;
     while (n < maxn && fgets(line, sizeof line, f)) {
@@ -172,10 +178,7 @@ static uint8_t *read_file(const char *dir, const char *file, size_t *len)
 
 static int file_exists(const char *dir, const char *file)
 {
-    char path[1024];
-    FILE *f;
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    f = fopen(path, "rb");
+    FILE *f = open_in(dir, file);
     if (f)
         fclose(f);
     return f != NULL;
@@ -185,12 +188,10 @@ static int file_exists(const char *dir, const char *file)
 static int ini_sections(const char *dir, const char *file, const char *prefix, char names[][128],
                         int maxn)
 {
-    char path[1024], line[MAX_LINE];
-    FILE *f;
+    char line[MAX_LINE];
+    FILE *f = open_in(dir, file);
     int n = 0;
 
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    f = fopen(path, "r");
     if (!f)
         return 0;
     while (n < maxn && fgets(line, sizeof line, f)) {
@@ -344,7 +345,7 @@ static void load_snapshot(const char *dir, int only, snapshot_t *ss)
     static char keys[64][128], vals[64][256];
     static char ckeys[64][128], cvals[64][256], bkeys[64][128], bvals[64][256];
     char meta[256] = "trace.ini", bufs[256], buffer[128] = "", section[128], trfile[256];
-    int n, nc, nb, i, j;
+    int n, nc, nb, i, j, listed;
 
     memset(ss, 0, sizeof *ss);
     ini_get(dir, "snapshot.ini", "trace", "metadata", meta, sizeof meta);
@@ -371,16 +372,19 @@ static void load_snapshot(const char *dir, int only, snapshot_t *ss)
             s->protocol = ETMV4;
         else
             continue;
+        for (listed = 0; listed < nb && strcmp(bkeys[listed], name) != 0; listed++)
+            ; /* [source_buffers] lists the sources that traced into a buffer: the others did not */
+        if (nb && (listed == nb || (buffer[0] && strcmp(bvals[listed], buffer) != 0)))
+            continue; /* not traced, or into another buffer than the first source's */
         if (!source_regs(dir, f, s)) {
             fprintf(stderr, "%s: a register of a %s source is missing in [regs]\n", f, type);
             exit(1);
         }
         if (only >= 0 && (int)(s->trcid & 0x7f) != only)
             continue;
+        if (nb)
+            copy_str(buffer, sizeof buffer, bvals[listed]);
         copy_str(s->name, sizeof s->name, name);
-        for (j = 0; j < nb && !buffer[0]; j++) /* the buffer this source is listed for */
-            if (strcmp(bkeys[j], name) == 0)
-                copy_str(buffer, sizeof buffer, bvals[j]);
 
         /* the core traced by this source, its profile and memory dumps */
         for (j = 0; j < nc; j++)
@@ -405,6 +409,10 @@ static void load_snapshot(const char *dir, int only, snapshot_t *ss)
     }
     if (!ss->nsrc) {
         fprintf(stderr, "%s: no ETMv3, PTM or ETMv4 trace source found\n", dir);
+        exit(1);
+    }
+    if (!ss->ndump) { /* OpenCSD decodes to instructions only through a memory accessor */
+        fprintf(stderr, "%s: no memory image: no instructions to decode\n", dir);
         exit(1);
     }
 
