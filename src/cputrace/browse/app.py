@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
+from textual import events
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
@@ -36,7 +37,7 @@ from .panes.source import SourcePane
 from .panes.status import StatusLine
 from .panes.timeline import TimelinePane
 from .panes.trace import TracePane
-from .screens import CallTreeScreen, HelpScreen, PromptScreen
+from .screens import CallTreeScreen, HelpScreen
 from .session import Session
 from .timeline import Strip
 
@@ -193,6 +194,16 @@ class BrowseApp(App[None]):
     @property
     def memory_panes(self) -> list[MemoryPane]:
         return list(self.query(MemoryPane))
+
+    async def on_event(self, event: events.Event) -> None:
+        """Keys and pastes go to the status line while it asks a question (`action_prompt`)."""
+        if isinstance(event, events.Key | events.Paste) and self.status.asking:
+            if isinstance(event, events.Paste):
+                self.status.paste(event.text)
+                return
+            if self.status.take(event):
+                return
+        await super().on_event(event)
 
     def on_mount(self) -> None:
         self.trace_pane.focus()
@@ -431,7 +442,7 @@ class BrowseApp(App[None]):
 
     def action_prompt(self, what: str) -> None:
         question, answer = _PROMPTS[what]
-        self.push_screen(PromptScreen(question), lambda text: text is not None and answer(self, text))
+        self.status.ask(question, functools.partial(answer, self))
 
     @_reported
     def _go_to_expression(self, text: str) -> None:
