@@ -546,3 +546,19 @@ def test_the_status_line_asks_and_edits_the_answer(quicksort):
     assert went == "192"
     assert cancelled == (False, "192")
     assert searched[0] and searched[1] == "50" and "seq = 50" in searched[2]
+
+
+def test_branch_targets_are_named_after_the_first_screen(quicksort):
+    """As the command runs it (`targets_later`): the decoders that find branch targets load
+    in the background, and then the call into quicksort (`calls --tree`) names its target."""
+    store, elf = quicksort
+    call = next(f for f in _frames(store, elf) if f["name"] == "quicksort")
+    session = Session.open(Trace(store), load_elf(elf))
+    app = BrowseApp(session, Start(seq=int(call["call_seq"])), targets_later=True)
+
+    async def script(pilot):
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        return _cursor_line(app)
+
+    assert "<quicksort>" in drive(app, script)

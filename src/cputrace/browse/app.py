@@ -101,7 +101,16 @@ class BrowseApp(App[None]):
     """
     BINDINGS = bindings()
 
-    def __init__(self, session: Session, start: Start = Start(), diff: DiffView | None = None) -> None:
+    def __init__(
+        self,
+        session: Session,
+        start: Start = Start(),
+        diff: DiffView | None = None,
+        targets_later: bool = False,
+    ) -> None:
+        """With `targets_later`, the first screen comes without branch targets, and the
+        decoders that find them load in the background after it (with an image; they take
+        longer to load than the rest of the app)."""
         super().__init__()
         self.session = session
         self.start = start
@@ -124,6 +133,9 @@ class BrowseApp(App[None]):
         """Seqs marked with `b`, ascending."""
         self._repeat: tuple[str, str] | None = None
         """The last pc visit or search (`p`, `/`): ("pc" or "sql", what was typed), for `n` `N`."""
+        self._targets_later = targets_later and session.image is not None
+        for opened in self._sessions:
+            opened.targets_later = self._targets_later
 
     @classmethod
     def open(
@@ -205,9 +217,26 @@ class BrowseApp(App[None]):
                 return
         await super().on_event(event)
 
+    @property
+    def _sessions(self) -> list[Session]:
+        return [self.session] if self.diff is None else [self.session, self.diff.b]
+
     def on_mount(self) -> None:
         self.trace_pane.focus()
         self._open_at_start()
+        if self._targets_later:
+            self.call_after_refresh(self.run_worker, self._load_targets, thread=True)
+
+    def _load_targets(self) -> None:
+        """(A worker thread's.) Load the branch targets' decoders, then show the targets."""
+        for opened in self._sessions:
+            opened.load_targets()
+        self.call_from_thread(self._show_targets)
+
+    def _show_targets(self) -> None:
+        for pane in self.query(TracePane):
+            pane.forget_rendered()
+        self._go(self.cpu, self.cursors[self.cpu])
 
     @_reported
     def _open_at_start(self) -> None:

@@ -51,6 +51,8 @@ decoded groups and a DuckDB connection: use it from one thread at a time.
     session.search(condition, cpu, seq, forward=True)    next/previous instruction meeting
                                         an SQL condition (untrusted-SQL mode)
     session.symbol(address)             `name+0x10`, or None
+    session.targets_later, load_targets()   lines without branch targets until the decoders
+                                        are loaded (from another thread, say)
     session.timeline(cpu, columns, rows)  Strip (timeline.py): instructions per stretch of the
                                         trace and band of code addresses
     session.timeline_column(strip, seq) / timeline_seq(strip, column)   cursor <-> column
@@ -117,6 +119,9 @@ class Session:
         self.cpu = cpu
         self._disassembler: Disassembler | None = None
         self._targets: BranchTargets | None = None
+        self.targets_later = False
+        """Lines name no branch targets until `load_targets` has run (the app runs it after its
+        first screen, in the background); otherwise the first line to need them loads them."""
         self._navigator = Navigator(trace, index)
         self.calls = calls
         self.folds = Folds(calls)
@@ -381,14 +386,24 @@ class Session:
             self._disassembler = Disassembler(self.image)
         return fill_disasm(rows, self._disassembler)
 
+    def load_targets(self) -> None:
+        """Load the decoders that find branch targets, with an image (capstone and numba's
+        compiled code: one to two seconds). Safe from another thread while this one reads
+        lines: the session uses them only once they are loaded."""
+        if self.image is not None and self._targets is None:
+            from .targets import BranchTargets
+
+            self._targets = BranchTargets.loaded()
+
     def _target(self, pc: int, opcode: int | None, size: int | None, isa: str | None) -> int | None:
         """A direct branch's target; only with an image, whose symbols name it."""
         if self.image is None:
             return None
         if self._targets is None:
-            from .targets import BranchTargets
-
-            self._targets = BranchTargets()
+            if self.targets_later:
+                return None
+            self.load_targets()
+            assert self._targets is not None
         return self._targets.target(pc, opcode, size, isa)
 
     def symbol(self, address: int) -> str | None:
