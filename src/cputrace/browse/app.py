@@ -659,9 +659,10 @@ def _show_lines(
 ) -> tuple[int, Line]:
     """Show the screenful of `session`'s lines with the line of instruction `index` on it in
     `pane`: the screen (its first line in `tops[cpu]`) scrolls only when the cursor leaves it,
-    and then just enough to show the cursor's line and records; lines whose seq is in
-    `divergent(first seq, last seq)` are marked. The number of lines of instructions shown
-    (whole or cut), and the cursor's line."""
+    and then puts the cursor's line in its middle (as `less` and `vi` do after a jump: a step
+    past the last line scrolls half a screen, not one line a step, each a repaint of the
+    whole pane); lines whose seq is in `divergent(first seq, last seq)` are marked. The number
+    of lines of instructions shown (whole or cut), and the cursor's line."""
     folds = session.folds
     rows = pane.rows
     multicore = len(session.cores) > 1
@@ -669,12 +670,13 @@ def _show_lines(
     lines = session.lines(cpu, top, rows, folds)
     blocks = [pane.rendered(line, multicore) for line in lines]
     at = next((i for i, line in enumerate(lines) if line.index == index), None)
-    if at is None or sum(map(len, blocks[: at + 1])) > rows:  # scroll: the cursor ends the screen
-        lines = session.lines(cpu, session.move(cpu, index, -(rows - 1), folds), rows, folds)
+    if at is None or sum(map(len, blocks[: at + 1])) > rows:  # scroll: the cursor to the middle
+        above = rows // 2
+        lines = session.lines(cpu, session.move(cpu, index, -above, folds), rows, folds)
         blocks = [pane.rendered(line, multicore) for line in lines]
         at = next(i for i, line in enumerate(lines) if line.index == index)
         drop = 0
-        while drop < at and sum(map(len, blocks[drop : at + 1])) > rows:
+        while drop < at and sum(map(len, blocks[drop:at])) > above:
             drop += 1
         lines, blocks, at = lines[drop:], blocks[drop:], at - drop
         used = sum(map(len, blocks))
