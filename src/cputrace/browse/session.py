@@ -190,7 +190,7 @@ class Session:
         core = self.core(cpu)
         if not 0 <= index < core.count:
             raise BrowseError(f"core {cpu} has instructions 0..{core.count - 1}, not {index}")
-        return int(self.index.tables["instructions"].row(core.first_row + index)["seq"])
+        return self.index.tables["instructions"].key_of(core.first_row + index)[1]
 
     def index_of(self, cpu: int, seq: int) -> int | None:
         core = self.core(cpu)
@@ -204,7 +204,7 @@ class Session:
                 row = self.index.tables["instructions"].lower_bound((cpu, seq))
                 if (
                     row < core.first_row + core.count
-                    and self.index.tables["instructions"].row(row)["seq"] == seq
+                    and self.index.tables["instructions"].key_of(row)[1] == seq
                 ):
                     return cpu
         first = min(c.first_seq for c in self.index.cores.values())
@@ -220,9 +220,9 @@ class Session:
             self.core(c)
             row = self.index.times.upper_bound((c, _clip(time), _SEQ_LIMIT)) - 1
             if row >= 0:
-                hit = self.index.times.row(row)
-                if hit["cpu"] == c:
-                    found.append(int(hit["seq"]))
+                hit_cpu, _, hit_seq = self.index.times.key_of(row)
+                if hit_cpu == c:
+                    found.append(hit_seq)
         if not found:
             raise BrowseError(f"no instruction at or before time {time}")
         return max(found)
@@ -244,8 +244,8 @@ class Session:
                 positions[other] = seq
             elif time is not None:
                 row = self.index.times.upper_bound((other, time, _SEQ_LIMIT)) - 1
-                hit = self.index.times.row(row) if row >= 0 else None
-                positions[other] = int(hit["seq"]) if hit is not None and hit["cpu"] == other else None
+                hit = self.index.times.key_of(row) if row >= 0 else None
+                positions[other] = hit[2] if hit is not None and hit[0] == other else None
             else:
                 index = self.index_of(other, seq)
                 positions[other] = None if index is None else self.seq_of(other, index)
@@ -484,8 +484,8 @@ class Session:
         start = strip.start_of(max(0, min(column, strip.columns - 1)))
         if strip.axis.name == "time":
             row = self.index.times.lower_bound((core.cpu, start, 0))
-            hit = self.index.times.row(row) if row < self.index.times.num_rows else None
-            return int(hit["seq"]) if hit is not None and hit["cpu"] == core.cpu else core.last_seq
+            hit = self.index.times.key_of(row) if row < self.index.times.num_rows else None
+            return hit[2] if hit is not None and hit[0] == core.cpu else core.last_seq
         row = self.index.tables["instructions"].lower_bound((core.cpu, start))
         return (
             self.seq_of(core.cpu, min(row - core.first_row, core.count - 1))
