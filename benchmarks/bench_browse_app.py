@@ -64,8 +64,8 @@ def first_screen(store: Path) -> tuple[float, float]:
         return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
-Action = Callable[[object], Awaitable[int]]
-"""Presses one action's keys through the pilot; returns how many keys it pressed."""
+Action = Callable[[object], Awaitable[list[str]]]
+"""Readies one action (a pane focused, a row selected: not timed) and gives its keys."""
 
 
 def actions(app: BrowseApp, rng: random.Random, memory: MemoryPane) -> dict[str, Action]:
@@ -74,50 +74,44 @@ def actions(app: BrowseApp, rng: random.Random, memory: MemoryPane) -> dict[str,
     def count() -> int:
         return session.count(app.cpu)
 
-    async def keys(pilot, *pressed: str) -> int:
-        await pilot.press(*pressed)
-        return len(pressed)
+    async def step(pilot) -> list[str]:
+        return [rng.choice(("down", "up"))]
 
-    async def step(pilot) -> int:
-        return await keys(pilot, rng.choice(("down", "up")))
+    async def page(pilot) -> list[str]:
+        return [rng.choice(("pagedown", "pageup"))]
 
-    async def page(pilot) -> int:
-        return await keys(pilot, rng.choice(("pagedown", "pageup")))
+    async def goto_seq(pilot) -> list[str]:
+        return ["g", *str(session.seq_of(app.cpu, rng.randrange(count()))), "enter"]
 
-    async def goto_seq(pilot) -> int:
-        return await keys(pilot, "g", *str(session.seq_of(app.cpu, rng.randrange(count()))), "enter")
-
-    async def goto_time(pilot) -> int:
+    async def goto_time(pilot) -> list[str]:
         line = session.lines(app.cpu, rng.randrange(count()), 1)[0]
-        return await keys(pilot, "t", *str(line.time), "enter")
+        return ["t", *str(line.time), "enter"]
 
-    async def pc_visit(pilot) -> int:
-        return await keys(pilot, rng.choice(("n", "N")))
+    async def pc_visit(pilot) -> list[str]:
+        return [rng.choice(("n", "N"))]
 
-    async def register_writer(pilot) -> int:
+    async def register_writer(pilot) -> list[str]:
         app.registers_pane.focus()
         app.registers_pane.move_cursor(row=rng.randrange(max(1, app.registers_pane.row_count)))
-        pressed = await keys(pilot, "enter")
-        app.trace_pane.focus()
-        return pressed
+        await pilot.pause()
+        return ["enter"]
 
-    async def memory_writer(pilot) -> int:
+    async def memory_writer(pilot) -> list[str]:
         memory.focus()
-        pressed = await keys(pilot, rng.choice(("1", "2", "4", "8")))
-        app.trace_pane.focus()
-        return pressed
+        await pilot.pause()
+        return [rng.choice(("1", "2", "4", "8"))]
 
-    async def fold(pilot) -> int:
-        return await keys(pilot, rng.choice(("minus", "plus", "left_square_bracket", "left_curly_bracket")))
+    async def fold(pilot) -> list[str]:
+        return [rng.choice(("minus", "plus", "left_square_bracket", "left_curly_bracket"))]
 
-    async def divergence(pilot) -> int:
-        return await keys(pilot, rng.choice(("d", "D")))
+    async def divergence(pilot) -> list[str]:
+        return [rng.choice(("d", "D"))]
 
-    async def exception(pilot) -> int:
-        return await keys(pilot, rng.choice(("e", "E")))
+    async def exception(pilot) -> list[str]:
+        return [rng.choice(("e", "E"))]
 
-    async def core(pilot) -> int:
-        return await keys(pilot, "x")
+    async def core(pilot) -> list[str]:
+        return ["x"]
 
     found = {
         "step": step, "page": page, "go to seq": goto_seq, "go to time": goto_time,
@@ -134,7 +128,9 @@ Costs = dict[str, list[float]]
 
 async def drive(app: BrowseApp, count: int, seed: int) -> tuple[Costs, Costs, list[float]]:
     """Per kind, each action's seconds beyond the pilot's, wall and CPU (this process's, the
-    pilot's and the app's); and the unbound key's own wall seconds."""
+    pilot's and the app's); and the unbound key's own wall seconds. Focusing a pane for an
+    action (Registers, Memory) and back is not timed: Textual repaints the whole screen when
+    the focus moves."""
     rng = random.Random(seed)
     costs: Costs = {}
     cpu_costs: Costs = {}
@@ -150,15 +146,19 @@ async def drive(app: BrowseApp, count: int, seed: int) -> tuple[Costs, Costs, li
         names = list(kinds)
         for number in range(count):
             name = names[number % len(names)]
+            keys = await kinds[name](pilot)
             start, cpu = time.perf_counter(), time.process_time()
-            pressed = await kinds[name](pilot)
+            await pilot.press(*keys)
             spent, cpu_spent = time.perf_counter() - start, time.process_time() - cpu
             start, cpu = time.perf_counter(), time.process_time()
-            await pilot.press(*[NOTHING] * pressed)
+            await pilot.press(*[NOTHING] * len(keys))
             baseline, cpu_baseline = time.perf_counter() - start, time.process_time() - cpu
-            nothing.append(baseline / pressed)
+            nothing.append(baseline / len(keys))
             costs.setdefault(name, []).append(spent - baseline)
             cpu_costs.setdefault(name, []).append(cpu_spent - cpu_baseline)
+            if app.focused is not app.trace_pane:
+                app.trace_pane.focus()
+                await pilot.pause()
     return costs, cpu_costs, nothing
 
 

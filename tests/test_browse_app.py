@@ -519,3 +519,46 @@ def test_registers_changed_by_a_step_are_highlighted(quicksort):
 def test_bad_usage_is_exit_2(quicksort, args, said):
     result = CliRunner().invoke(cli, ["browse", str(quicksort[0]), *args])
     assert result.exit_code == exits.USAGE and said in result.output
+
+
+def test_the_status_line_asks_and_edits_the_answer(quicksort):
+    """The prompt is the status line: typed keys edit the answer (bound keys such as `q` and
+    `d` too), Escape drops it, and the focus never leaves the pane it was on."""
+    store, _ = quicksort
+    seqs = {r["seq"] for r in _sql(store, "SELECT seq FROM instructions WHERE seq IN (192, 193, 50)")}
+    app = _browser(quicksort, seq=50)
+
+    async def script(pilot):
+        seen = []
+        await pilot.press("g", *"123", "backspace", "left", "9")
+        seen.append((app.status.asking, app.status.answer, app.focused is app.trace_pane))
+        await pilot.press("enter")
+        seen.append(_place(app)["seq"])
+        await pilot.press("g", *"5", "escape")
+        seen.append((app.status.asking, _place(app)["seq"]))
+        await pilot.press("backslash", *"seq = 50 and pc >= 0 or q", "home", "ctrl+u", *"seq = 50", "enter")
+        seen.append((app.is_running, _place(app)["seq"], app.status.message))
+        return seen
+
+    typing, went, cancelled, searched = drive(app, script)
+    assert seqs == {192, 193, 50}
+    assert typing == (True, "192", True)
+    assert went == "192"
+    assert cancelled == (False, "192")
+    assert searched[0] and searched[1] == "50" and "seq = 50" in searched[2]
+
+
+def test_branch_targets_are_named_after_the_first_screen(quicksort):
+    """As the command runs it (`targets_later`): the decoders that find branch targets load
+    in the background, and then the call into quicksort (`calls --tree`) names its target."""
+    store, elf = quicksort
+    call = next(f for f in _frames(store, elf) if f["name"] == "quicksort")
+    session = Session.open(Trace(store), load_elf(elf))
+    app = BrowseApp(session, Start(seq=int(call["call_seq"])), targets_later=True)
+
+    async def script(pilot):
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        return _cursor_line(app)
+
+    assert "<quicksort>" in drive(app, script)

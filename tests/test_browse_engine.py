@@ -62,6 +62,40 @@ def test_a_built_store_browses_without_the_isa_decoders(open_input) -> None:
     assert found.stdout.strip() == "[]"
 
 
+def test_with_an_image_the_branch_targets_can_wait_for_the_decoders(open_input) -> None:
+    """`targets_later` (the app's first screen): lines come without branch targets, and the
+    ISA decoders (longer to load than the rest of the browser) stay out, until `load_targets`;
+    then the direct calls into quicksort name it: the BLs SQL finds followed by its entry."""
+    trace = open_input(EXAMPLES / "quicksort.tarmac")
+    elf = EXAMPLES / "quicksort.elf"
+    Session.open(trace, load_elf(elf)).close()  # its indexes, built here
+    script = (
+        "import json, sys, cputrace\n"
+        "from cputrace.image import load_elf\n"
+        "from cputrace.browse.session import Session\n"
+        f"s = Session.open(cputrace.open({str(trace.path)!r}), load_elf({str(elf)!r}))\n"
+        "s.targets_later = True\n"
+        "before = [ln.target for ln in s.lines(s.cpu, 0, s.count(s.cpu))]\n"
+        "loaded = sorted(name for name in ('numba', 'capstone', 'cputrace.isa') if name in sys.modules)\n"
+        "s.load_targets()\n"
+        "after = [(ln.seq, ln.target, ln.target_symbol) for ln in s.lines(s.cpu, 0, s.count(s.cpu))]\n"
+        "print(json.dumps([before, loaded, after]))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    found = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert found.returncode == 0, found.stderr
+    before, loaded, after = json.loads(found.stdout)
+    assert set(before) == {None} and loaded == []
+    entry = _elf_symbol("quicksort")
+    calls = trace.sql(
+        "SELECT a.seq FROM instructions a JOIN instructions b ON b.seq = a.seq + 1 "
+        f"WHERE b.pc = {entry} AND upper(a.disasm) LIKE 'BL %' ORDER BY a.seq"
+    ).column("seq").to_pylist()
+    assert calls
+    assert [seq for seq, target, _ in after if target == entry] == calls
+    assert {name for _, target, name in after if target == entry} == {"quicksort"}
+
+
 def _elf_symbol(name: str) -> int:
     with open(EXAMPLES / "quicksort.elf", "rb") as f:
         symbols = ELFFile(f).get_section_by_name(".symtab")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
+from textual import events
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
@@ -36,7 +37,7 @@ from .panes.source import SourcePane
 from .panes.status import StatusLine
 from .panes.timeline import TimelinePane
 from .panes.trace import TracePane
-from .screens import CallTreeScreen, HelpScreen, PromptScreen
+from .screens import CallTreeScreen, HelpScreen
 from .session import Session
 from .timeline import Strip
 
@@ -100,7 +101,16 @@ class BrowseApp(App[None]):
     """
     BINDINGS = bindings()
 
-    def __init__(self, session: Session, start: Start = Start(), diff: DiffView | None = None) -> None:
+    def __init__(
+        self,
+        session: Session,
+        start: Start = Start(),
+        diff: DiffView | None = None,
+        targets_later: bool = False,
+    ) -> None:
+        """With `targets_later`, the first screen comes without branch targets, and the
+        decoders that find them load in the background after it (with an image; they take
+        longer to load than the rest of the app)."""
         super().__init__()
         self.session = session
         self.start = start
@@ -123,6 +133,9 @@ class BrowseApp(App[None]):
         """Seqs marked with `b`, ascending."""
         self._repeat: tuple[str, str] | None = None
         """The last pc visit or search (`p`, `/`): ("pc" or "sql", what was typed), for `n` `N`."""
+        self._targets_later = targets_later and session.image is not None
+        for opened in self._sessions:
+            opened.targets_later = self._targets_later
 
     @classmethod
     def open(
@@ -194,9 +207,36 @@ class BrowseApp(App[None]):
     def memory_panes(self) -> list[MemoryPane]:
         return list(self.query(MemoryPane))
 
+    async def on_event(self, event: events.Event) -> None:
+        """Keys and pastes go to the status line while it asks a question (`action_prompt`)."""
+        if isinstance(event, events.Key | events.Paste) and self.status.asking:
+            if isinstance(event, events.Paste):
+                self.status.paste(event.text)
+                return
+            if self.status.take(event):
+                return
+        await super().on_event(event)
+
+    @property
+    def _sessions(self) -> list[Session]:
+        return [self.session] if self.diff is None else [self.session, self.diff.b]
+
     def on_mount(self) -> None:
         self.trace_pane.focus()
         self._open_at_start()
+        if self._targets_later:
+            self.call_after_refresh(self.run_worker, self._load_targets, thread=True)
+
+    def _load_targets(self) -> None:
+        """(A worker thread's.) Load the branch targets' decoders, then show the targets."""
+        for opened in self._sessions:
+            opened.load_targets()
+        self.call_from_thread(self._show_targets)
+
+    def _show_targets(self) -> None:
+        for pane in self.query(TracePane):
+            pane.forget_rendered()
+        self._go(self.cpu, self.cursors[self.cpu])
 
     @_reported
     def _open_at_start(self) -> None:
@@ -431,7 +471,7 @@ class BrowseApp(App[None]):
 
     def action_prompt(self, what: str) -> None:
         question, answer = _PROMPTS[what]
-        self.push_screen(PromptScreen(question), lambda text: text is not None and answer(self, text))
+        self.status.ask(question, functools.partial(answer, self))
 
     @_reported
     def _go_to_expression(self, text: str) -> None:
@@ -619,9 +659,10 @@ def _show_lines(
 ) -> tuple[int, Line]:
     """Show the screenful of `session`'s lines with the line of instruction `index` on it in
     `pane`: the screen (its first line in `tops[cpu]`) scrolls only when the cursor leaves it,
-    and then just enough to show the cursor's line and records; lines whose seq is in
-    `divergent(first seq, last seq)` are marked. The number of lines of instructions shown
-    (whole or cut), and the cursor's line."""
+    and then puts the cursor's line in its middle (as `less` and `vi` do after a jump: a step
+    past the last line scrolls half a screen, not one line a step, each a repaint of the
+    whole pane); lines whose seq is in `divergent(first seq, last seq)` are marked. The number
+    of lines of instructions shown (whole or cut), and the cursor's line."""
     folds = session.folds
     rows = pane.rows
     multicore = len(session.cores) > 1
@@ -629,12 +670,13 @@ def _show_lines(
     lines = session.lines(cpu, top, rows, folds)
     blocks = [pane.rendered(line, multicore) for line in lines]
     at = next((i for i, line in enumerate(lines) if line.index == index), None)
-    if at is None or sum(map(len, blocks[: at + 1])) > rows:  # scroll: the cursor ends the screen
-        lines = session.lines(cpu, session.move(cpu, index, -(rows - 1), folds), rows, folds)
+    if at is None or sum(map(len, blocks[: at + 1])) > rows:  # scroll: the cursor to the middle
+        above = rows // 2
+        lines = session.lines(cpu, session.move(cpu, index, -above, folds), rows, folds)
         blocks = [pane.rendered(line, multicore) for line in lines]
         at = next(i for i, line in enumerate(lines) if line.index == index)
         drop = 0
-        while drop < at and sum(map(len, blocks[drop : at + 1])) > rows:
+        while drop < at and sum(map(len, blocks[drop:at])) > above:
             drop += 1
         lines, blocks, at = lines[drop:], blocks[drop:], at - drop
         used = sum(map(len, blocks))

@@ -36,8 +36,8 @@ class Navigator:
         row = visits.upper_bound((cpu, pc, seq)) if forward else visits.lower_bound((cpu, pc, seq)) - 1
         if not 0 <= row < visits.num_rows:
             return None
-        found = visits.row(row)
-        return int(found["seq"]) if (found["cpu"], found["pc"]) == (cpu, pc) else None
+        found_cpu, found_pc, found_seq = visits.key_of(row)
+        return found_seq if (found_cpu, found_pc) == (cpu, pc) else None
 
     def mark(
         self, cpu: int, seq: int, forward: bool, kinds: tuple[str, ...] = MARK_KINDS

@@ -1,5 +1,4 @@
-"""The browser's screens over the panes: the help (F1, ?) and the one-line prompt that asks
-for an expression, a seq, a time or an SQL condition."""
+"""The browser's screens over the panes: the help (F1, ?) and the call tree (f)."""
 
 from __future__ import annotations
 
@@ -9,9 +8,9 @@ from typing import ClassVar
 from rich.table import Table
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Input, Label, Static, Tree
+from textual.widgets import Static, Tree
 
 from .calls import TreeNode
 from .keys import Key
@@ -49,32 +48,6 @@ class HelpScreen(ModalScreen[None]):
         with VerticalScroll() as scroll:
             scroll.border_title = "cputrace browse: keys (Escape closes)"
             yield Static(table)
-
-
-class PromptScreen(ModalScreen[str | None]):
-    """A question and a line to answer it; Enter gives the text, Escape gives None."""
-
-    DEFAULT_CSS = """
-    PromptScreen { align: center bottom; }
-    PromptScreen > Vertical { height: auto; border: round $accent; background: $surface; }
-    """
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", show=False)]
-
-    def __init__(self, question: str, value: str = "") -> None:
-        super().__init__()
-        self.question = question
-        self.value = value
-
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Label(self.question)
-            yield Input(value=self.value, id="answer")
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value.strip() or None)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
 
 class CallTreeScreen(ModalScreen[int | None]):

@@ -51,6 +51,8 @@ decoded groups and a DuckDB connection: use it from one thread at a time.
     session.search(condition, cpu, seq, forward=True)    next/previous instruction meeting
                                         an SQL condition (untrusted-SQL mode)
     session.symbol(address)             `name+0x10`, or None
+    session.targets_later, load_targets()   lines without branch targets until the decoders
+                                        are loaded (from another thread, say)
     session.timeline(cpu, columns, rows)  Strip (timeline.py): instructions per stretch of the
                                         trace and band of code addresses
     session.timeline_column(strip, seq) / timeline_seq(strip, column)   cursor <-> column
@@ -117,6 +119,9 @@ class Session:
         self.cpu = cpu
         self._disassembler: Disassembler | None = None
         self._targets: BranchTargets | None = None
+        self.targets_later = False
+        """Lines name no branch targets until `load_targets` has run (the app runs it after its
+        first screen, in the background); otherwise the first line to need them loads them."""
         self._navigator = Navigator(trace, index)
         self.calls = calls
         self.folds = Folds(calls)
@@ -185,7 +190,7 @@ class Session:
         core = self.core(cpu)
         if not 0 <= index < core.count:
             raise BrowseError(f"core {cpu} has instructions 0..{core.count - 1}, not {index}")
-        return int(self.index.tables["instructions"].row(core.first_row + index)["seq"])
+        return self.index.tables["instructions"].key_of(core.first_row + index)[1]
 
     def index_of(self, cpu: int, seq: int) -> int | None:
         core = self.core(cpu)
@@ -199,7 +204,7 @@ class Session:
                 row = self.index.tables["instructions"].lower_bound((cpu, seq))
                 if (
                     row < core.first_row + core.count
-                    and self.index.tables["instructions"].row(row)["seq"] == seq
+                    and self.index.tables["instructions"].key_of(row)[1] == seq
                 ):
                     return cpu
         first = min(c.first_seq for c in self.index.cores.values())
@@ -215,9 +220,9 @@ class Session:
             self.core(c)
             row = self.index.times.upper_bound((c, _clip(time), _SEQ_LIMIT)) - 1
             if row >= 0:
-                hit = self.index.times.row(row)
-                if hit["cpu"] == c:
-                    found.append(int(hit["seq"]))
+                hit_cpu, _, hit_seq = self.index.times.key_of(row)
+                if hit_cpu == c:
+                    found.append(hit_seq)
         if not found:
             raise BrowseError(f"no instruction at or before time {time}")
         return max(found)
@@ -239,8 +244,8 @@ class Session:
                 positions[other] = seq
             elif time is not None:
                 row = self.index.times.upper_bound((other, time, _SEQ_LIMIT)) - 1
-                hit = self.index.times.row(row) if row >= 0 else None
-                positions[other] = int(hit["seq"]) if hit is not None and hit["cpu"] == other else None
+                hit = self.index.times.key_of(row) if row >= 0 else None
+                positions[other] = hit[2] if hit is not None and hit[0] == other else None
             else:
                 index = self.index_of(other, seq)
                 positions[other] = None if index is None else self.seq_of(other, index)
@@ -381,14 +386,24 @@ class Session:
             self._disassembler = Disassembler(self.image)
         return fill_disasm(rows, self._disassembler)
 
+    def load_targets(self) -> None:
+        """Load the decoders that find branch targets, with an image (capstone and numba's
+        compiled code: one to two seconds). Safe from another thread while this one reads
+        lines: the session uses them only once they are loaded."""
+        if self.image is not None and self._targets is None:
+            from .targets import BranchTargets
+
+            self._targets = BranchTargets.loaded()
+
     def _target(self, pc: int, opcode: int | None, size: int | None, isa: str | None) -> int | None:
         """A direct branch's target; only with an image, whose symbols name it."""
         if self.image is None:
             return None
         if self._targets is None:
-            from .targets import BranchTargets
-
-            self._targets = BranchTargets()
+            if self.targets_later:
+                return None
+            self.load_targets()
+            assert self._targets is not None
         return self._targets.target(pc, opcode, size, isa)
 
     def symbol(self, address: int) -> str | None:
@@ -469,8 +484,8 @@ class Session:
         start = strip.start_of(max(0, min(column, strip.columns - 1)))
         if strip.axis.name == "time":
             row = self.index.times.lower_bound((core.cpu, start, 0))
-            hit = self.index.times.row(row) if row < self.index.times.num_rows else None
-            return int(hit["seq"]) if hit is not None and hit["cpu"] == core.cpu else core.last_seq
+            hit = self.index.times.key_of(row) if row < self.index.times.num_rows else None
+            return hit[2] if hit is not None and hit[0] == core.cpu else core.last_seq
         row = self.index.tables["instructions"].lower_bound((core.cpu, start))
         return (
             self.seq_of(core.cpu, min(row - core.first_row, core.count - 1))

@@ -13,6 +13,15 @@ class BranchTargets:
     def __init__(self) -> None:
         self._cache: dict[tuple[int, int, int, str], int | None] = {}
 
+    @classmethod
+    def loaded(cls) -> BranchTargets:
+        """Targets with the decoders loaded: a NOP of each Arm instruction set decoded once,
+        which loads numba's compiled code (the first decode's second or so)."""
+        targets = cls()
+        for isa, opcode, size in _NOPS:
+            decode(opcode_bytes(opcode, size, isa), 0, isa)
+        return targets
+
     def target(self, pc: int, opcode: int | None, size: int | None, isa: str | None) -> int | None:
         """The branch's target, or None (not a direct branch, or no opcode to decode)."""
         if opcode is None or not size or isa not in Isa.__members__ or Isa[isa] not in SUPPORTED_ISAS:
@@ -22,3 +31,6 @@ class BranchTargets:
             info = decode(opcode_bytes(opcode, size, Isa[isa]), pc, Isa[isa])
             self._cache[key] = info.target if info is not None and info.is_direct else None
         return self._cache[key]
+
+
+_NOPS = ((Isa.A64, 0xD503201F, 4), (Isa.A32, 0xE320F000, 4), (Isa.T32, 0xBF00, 2))

@@ -93,7 +93,8 @@ def browse_cmd(
         return
     from ..browse.app import BrowseApp, Start
 
-    app = BrowseApp(session, Start(cpu=cpu, seq=seq, time=time), diff)
+    # a screenshot waits for the branch targets; a person sees the trace before they are named
+    app = BrowseApp(session, Start(cpu=cpu, seq=seq, time=time), diff, targets_later=screenshot is None)
     try:
         if screenshot is None:
             app.run()

@@ -37,38 +37,25 @@ class CallsPane(RowTable):
             self.seq = seq
 
     def __init__(self, **kwargs) -> None:
-        super().__init__(cursor_type="row", **kwargs)
+        super().__init__(("#", "function", "called from", "call seq"), **kwargs)
         self.border_title = "Calls"
-        self._rows: list[StackRow] = []
-
-    def on_mount(self) -> None:
-        self.add_columns("#", "function", "called from", "call seq")
+        self._stack: list[StackRow] = []
 
     def show(self, rows: Sequence[StackRow]) -> None:
-        """The stack `rows`, outermost first, the innermost selected. A stack of the same
-        depth as the one shown updates the frames that differ in place (no new layout)."""
+        """The stack `rows`, outermost first, the innermost selected (only the lines that
+        change are repainted)."""
         rows = list(rows)
-        if rows == self._rows:
+        if rows == self._stack:
             return
-        if len(rows) == len(self._rows):
-            self.update_rows(
-                {depth: _cells(depth, row) for depth, row in enumerate(rows) if row != self._rows[depth]},
-                update_width=True,
-            )
-        else:
-            self.clear()
-            for depth, row in enumerate(rows):
-                self.add_row(*_cells(depth, row))
-        self._rows = rows
-        if rows:
-            self.move_cursor(row=len(rows) - 1, animate=False)
+        self._stack = rows
+        self.set_rows([_cells(depth, row) for depth, row in enumerate(rows)], cursor=len(rows) - 1)
 
     def action_jump(self) -> None:
-        if self._rows:
-            row = self._rows[self.cursor_row]
+        if self._stack:
+            row = self._stack[self.cursor_row]
             self.post_message(self.JumpToCall(row.entry_seq if row.call_seq is None else row.call_seq))
 
 
-def _cells(depth: int, row: StackRow) -> tuple[str, Text, str, str]:
+def _cells(depth: int, row: StackRow) -> tuple[Text, Text, Text, Text]:
     seq = row.entry_seq if row.call_seq is None else row.call_seq
-    return str(depth), Text(row.function, style="bold"), row.call_site, str(seq)
+    return Text(str(depth)), Text(row.function, style="bold"), Text(row.call_site), Text(str(seq))

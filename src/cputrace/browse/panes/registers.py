@@ -22,7 +22,8 @@ UNKNOWN = "dim"
 
 
 class RegistersPane(RowTable):
-    """Registers as rows (name, value, writer seq); the row cursor selects one."""
+    """Registers as rows (name, seq of the writer, value: a 128-bit value may not fit); the
+    row cursor selects one."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "jump_to_writer", "writer", show=False)]
 
@@ -35,48 +36,31 @@ class RegistersPane(RowTable):
             self.seq = seq
 
     def __init__(self, **kwargs) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
+        super().__init__(("register", "writer", "value"), **kwargs)
         self.border_title = "Registers"
         self._shown: dict[str, str] = {}
         self._writers: dict[str, int] = {}
         self._names: list[str] = []
-        self._changed: set[str] = set()
-
-    def on_mount(self) -> None:
-        self.add_columns("register", "value", "written at")
 
     def show(self, names: Sequence[str], values: Sequence[RegisterValue]) -> None:
         """The registers `names`, in that order, with the `values` known at the cursor; those
-        whose text differs from the previous `show` are highlighted. The same registers as
-        before are updated in place, only the rows that change (a step changes a few)."""
+        whose text differs from the previous `show` are highlighted (only the lines that
+        change are repainted: a step changes a few)."""
         by_name = {v.name: v for v in values}
         texts = {name: ("0x" + by_name[name].hex() if name in by_name else "?") for name in names}
-        writers = {v.name: v.seq for v in values}
+        self._writers = {v.name: v.seq for v in values}
         previous = self._shown
         changed = {name for name in names if previous and previous.get(name) != texts[name]}
-        if list(names) != self._names:
-            row = self.cursor_row
-            self.clear()
-            for name in names:
-                self.add_row(*self._cells(name, texts[name], writers.get(name), name in changed), key=name)
-            if names:
-                self.move_cursor(row=min(row, len(names) - 1), animate=False)
-        else:
-            redraw = changed | self._changed | {n for n in names if writers.get(n) != self._writers.get(n)}
-            self.update_rows({
-                self.get_row_index(name): self._cells(name, texts[name], writers.get(name), name in changed)
-                for name in redraw
-            })  # fmt: skip
+        writers = self._writers
+        self.set_rows([self._cells(name, texts[name], writers.get(name), name in changed) for name in names])
         self._shown = texts
-        self._writers = writers
-        self._changed = changed
         self._names = list(names)
 
     @staticmethod
     def _cells(name: str, text: str, writer: int | None, changed: bool) -> tuple[Text, Text, Text]:
         style = CHANGED if changed else (UNKNOWN if writer is None else "")
-        seq = Text("" if writer is None else str(writer), style="dim")
-        return Text(name, style=style), Text(text, style=style), seq
+        seq = Text("" if writer is None else str(writer), style=CHANGED if changed else "dim")
+        return Text(name, style=style), seq, Text(text, style=style)
 
     def text(self) -> str:
         """The pane as plain text (`name value`), for copying."""

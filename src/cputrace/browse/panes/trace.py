@@ -58,6 +58,10 @@ class TracePane(Widget, can_focus=True):
             self._rendered.move_to_end(key)
         return found
 
+    def forget_rendered(self) -> None:
+        """Render lines anew from now on (their lines have changed: branch targets named)."""
+        self._rendered.clear()
+
     @property
     def rows(self) -> int:
         """Lines that fit in the pane."""
