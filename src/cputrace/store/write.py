@@ -20,10 +20,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import StoreError
-from ..model import MODEL_VERSION, SCHEMAS, TABLES
+from ..model import SCHEMAS, TABLES
 from .checksums import describe
 from .folder import Staging, check_output
-from .manifest import table_file
+from .manifest import PLAIN_MODEL, table_file
 
 
 class StoreWriter:
@@ -94,7 +94,7 @@ class StoreWriter:
             if table not in self._writers:
                 (version / table_file(table)).write_bytes(_empty_file(table))
         files = {table_file(table): describe(version / table_file(table)) for table in TABLES}
-        self._staging.commit({"model_version": MODEL_VERSION, **manifest, "files": files})
+        self._staging.commit({"model_version": PLAIN_MODEL, **manifest, "files": files})
         return self.path
 
     def abort(self) -> None:
