@@ -34,16 +34,11 @@ from ..model import TABLES
 from ..store.write import PartitionedStoreWriter, PartWriter, out_of_order
 from .cluster import distributed, run_tasks
 from .ingest import ingest_one
-from .tasks import Failed, absolute, absolute_images, readable, reported
+from .tasks import PART_BYTES, Failed, absolute, absolute_images, readable, reported
 
 if TYPE_CHECKING:
     from ..formats.tarmac.decoder import Carry, RangeFacts
     from ..formats.tarmac.split import RangeCount
-
-PART_BYTES = 256 << 20
-"""Input bytes per part, by default: a part is a task, and tasks of a few seconds keep the
-scheduler's cost per task (a few ms) and the stitch's small against the decoding."""
-
 
 @dataclass(frozen=True, slots=True)
 class _Job:
@@ -92,14 +87,17 @@ def ingest_split(
     options: Mapping[str, Any] | None = None,
     images: Sequence[str] = (),
     part_bytes: int = PART_BYTES,
+    splits: Sequence[int] | None = None,
     on_format: Callable[[str, str], None] | None = None,
     on_note: Callable[[str], None] | None = None,
-    on_done: Callable[[int], None] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> IngestResult:
     """Ingest one input on the cluster of `client`, split into parts of about `part_bytes`
     input bytes decoded side by side, into a partitioned store at `output` (default
-    INPUT.ctrace). Errors as `ingest`'s; a part that fails fails the whole (CputraceError
-    naming the input), leaving no store. `on_note` hears why an input is not split."""
+    INPUT.ctrace), or split at `splits` (byte offsets, each moved on to an instruction line
+    if not at one). Errors as `ingest`'s; a part that fails fails the whole (CputraceError
+    naming the input), leaving no store. `on_note` hears why an input is not split;
+    `progress` the input bytes of each task done (each byte is read twice: 2 x the size)."""
     from ..formats import check_options, get_decoder, sniff
 
     if part_bytes < 1:
@@ -115,8 +113,13 @@ def ingest_split(
     if why_not is not None:
         if on_note is not None:
             on_note(f"{file.path}: not split: {why_not}")
-        return _ingest_whole(client, file, store, decoder.name, strict, given, images, on_done)
-    return _SplitIngest(client, file, store, strict, given, on_done).run(part_bytes)
+        done = None if progress is None else lambda _tasks: progress(2 * file.size)
+        return _ingest_whole(client, file, store, decoder.name, strict, given, images, done)
+    from ..formats.tarmac.split import equal_shares
+
+    parts = math.ceil(file.size / part_bytes)
+    nominal = sorted(splits) if splits is not None else equal_shares(file.size, parts)
+    return _SplitIngest(client, file, store, strict, given, progress).run(nominal)
 
 
 def _ingest_whole(
@@ -136,24 +139,26 @@ class _SplitIngest:
 
     def __init__(
         self, client: distributed.Client, file: InputFile, store: Path, strict: bool, options: dict[str, Any],
-        on_done: Callable[[int], None] | None,
+        progress: Callable[[int], None] | None,
     ) -> None:  # fmt: skip
         self.client = client
         self.file = file
         self.store = store
         self.strict = strict
         self.options = options
-        self.on_done = on_done
+        self.progress = progress
+        self.sizes: list[int] = []  # of each range, in input bytes
 
-    def run(self, part_bytes: int) -> IngestResult:
+    def run(self, nominal: list[int]) -> IngestResult:
         from ..formats.tarmac.split import first_carries, split_points
 
         started = time.perf_counter()
-        starts = split_points(self.file, max(1, math.ceil(self.file.size / part_bytes)))
+        starts = split_points(self.file, nominal)
         ranges = list(zip(starts, [*starts[1:], self.file.size], strict=True))
         writer = PartitionedStoreWriter(self.store, [self.file.path])
         job = _Job(absolute(self.file.path), str(writer.version), str(self.store), self.strict, self.options)
         try:
+            self.sizes = [stop - start for start, stop in ranges]
             counts: list[RangeCount] = self._each(_count_part, [(job, r) for r in ranges])
             carries = first_carries(counts)
             last = len(ranges) - 1
@@ -164,20 +169,22 @@ class _SplitIngest:
                 if not parts[i].end.joins(carries[i + 1], parts[i + 1].facts):
                     carries[i + 1] = parts[i].end
                     again = (job, i + 1, ranges[i + 1], parts[i].end, i + 1 == last)
-                    [parts[i + 1]] = self._each(_decode_part, [again])
+                    [parts[i + 1]] = self._each(_decode_part, [again], first=i + 1)
             manifest, files = self._manifest(parts, ranges, started)
-            return IngestResult(writer.commit(manifest, len(parts), files), manifest)
+            return IngestResult(writer.commit(manifest, files), manifest)
         except BaseException:
             writer.abort()
             raise
 
-    def _each(self, task: Callable[..., Any], jobs: list[tuple[Any, ...]]) -> list[Any]:
-        """`task(*args)` for each of `jobs` on the cluster, their results in order; the first
-        failure (in input order) raised as the input's error."""
+    def _each(self, task: Callable[..., Any], jobs: list[tuple[Any, ...]], first: int = 0) -> list[Any]:
+        """`task(*args)` for each of `jobs` (of the ranges from `first` on) on the cluster, their
+        results in order; the first failure (in input order) raised as the input's error."""
         results: dict[int, Any] = {}
         named = [(self.file.path, args) for args in jobs]
-        for index, result in run_tasks(self.client, task, named, self.on_done):
+        for index, result in run_tasks(self.client, task, named):
             results[index] = result
+            if self.progress is not None:
+                self.progress(self.sizes[first + index])
         failed = [results[i] for i in sorted(results) if isinstance(results[i], Failed)]
         if failed:
             first = failed[0]
@@ -226,7 +233,8 @@ class _SplitIngest:
             ],
         }  # fmt: skip
         options = {"strict": self.strict, **self.options}
-        return manifest_of(["tarmac"], [recorded], options, stats, ctx, started), files
+        manifest = manifest_of(["tarmac"], [recorded], options, stats, ctx, started)
+        return {**manifest, "parts": len(parts)}, files
 
 
 @reported

@@ -243,8 +243,9 @@ class PartitionedStoreWriter:
         for table in TABLES:
             (self.version / table).mkdir()
 
-    def commit(self, manifest: dict[str, Any], parts: int, files: dict[str, dict[str, Any]]) -> Path:
-        self._staging.commit({"model_version": PARTITIONED_MODEL, **manifest, "parts": parts, "files": files})
+    def commit(self, manifest: dict[str, Any], files: dict[str, dict[str, Any]]) -> Path:
+        """Make the store of `manifest` (which says how many `parts`) and the parts' `files`."""
+        self._staging.commit({"model_version": PARTITIONED_MODEL, **manifest, "files": files})
         return self.path
 
     def abort(self) -> None:

@@ -40,23 +40,29 @@ LOOK_BYTES = 1 << 20
 MAX_LOOK_BYTES = 64 << 20
 
 
-def split_points(source: InputFile, parts: int) -> list[int]:
-    """Byte offsets of up to `parts` ranges, the first 0: each later one is the start of the
-    first instruction line at or after an equal share of the input."""
+def equal_shares(size: int, parts: int) -> list[int]:
+    """Where `parts` equal shares of `size` bytes start, after the first."""
+    return [size * index // parts for index in range(1, parts)]
+
+
+def split_points(source: InputFile, nominal: list[int]) -> list[int]:
+    """Where the ranges start, 0 first: each offset of `nominal` (increasing) moved on to the
+    start of the first instruction line at or after it; offsets with none after them before
+    the next are dropped."""
     size = source.size
     starts = [0]
     with open(source.path, "rb") as file:
-        for index in range(1, parts):
-            nominal = max(size * index // parts, starts[-1] + 1)
-            found = _instruction_line_at(file, nominal, size)
+        for offset in nominal:
+            found = _instruction_line_at(file, max(offset, starts[-1] + 1), size)
             if found is not None and found > starts[-1]:
                 starts.append(found)
     return starts
 
 
-def _instruction_line_at(file: BinaryIO, nominal: int, size: int) -> int | None:
-    """The offset of the first instruction line starting after `nominal` (None: none near)."""
+def _instruction_line_at(file: BinaryIO, offset: int, size: int) -> int | None:
+    """The offset of the first instruction line starting at or after `offset` (None: none near)."""
     look = LOOK_BYTES
+    nominal = offset - 1  # the newline that ends the line before, if a line starts at `offset`
     while nominal < size:
         file.seek(nominal)
         window = file.read(look)
