@@ -1,12 +1,13 @@
 """Writing a store: one Parquet file per table, behind `manifest.json`.
 
-A partitioned store's parts are written the same way, each by the worker that decoded it
-(`PartWriter`), into the staging folder of the ingest that split the input.
-
 The tables of a store are written into a staging folder and made the store's current version
 by one atomic rename when complete (folder.py), so a crash or a bad input never leaves
 something that looks like a finished store, nor damages the store being replaced. The
 manifest records each file's checksums (checksums.py).
+
+A partitioned store's parts are written the same way (`TableWriter`), each by the worker that
+decoded it (`PartWriter`), into the staging folder of the ingest that split the input
+(`PartitionedStoreWriter`).
 """
 
 from __future__ import annotations
