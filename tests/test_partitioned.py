@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import random
 import re
@@ -351,3 +352,20 @@ def test_a_part_whose_workers_keep_dying_fails_the_whole_and_leaves_nothing(
         client.run_on_scheduler(lambda dask_scheduler: setattr(dask_scheduler, "allowed_failures", allowed))
     assert str(failed.value).startswith(f"{source}: the job could not complete: 1 worker process died")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["calls.tarmac"]  # no store, no staging folder
+
+
+def test_batch_commands_read_partitioned_stores(client, recorded_pair) -> None:
+    elf, single, split = recorded_pair
+    status, out, err = _cli(
+        "batch", "diff", single, split, "--format", "json", "--scheduler", client.scheduler.address
+    )
+    assert status == 0, err
+    [pair] = json.loads(out)
+    assert (pair["status"], pair["divergences"]) == ("identical", 0)
+    profiles = []
+    for trace in (single, split):
+        status, out, err = _cli("batch", "profile", trace, "--image", elf, "--format", "json",
+                                "--scheduler", client.scheduler.address)  # fmt: skip
+        assert status == 0, err
+        profiles.append(out)
+    assert profiles[0] == profiles[1]
