@@ -369,3 +369,50 @@ def test_batch_commands_read_partitioned_stores(client, recorded_pair) -> None:
         assert status == 0, err
         profiles.append(out)
     assert profiles[0] == profiles[1]
+
+
+def test_a_split_inside_a_long_run_of_records_moves_on_to_the_next_instruction(
+    client, tmp_path: Path
+) -> None:
+    """More records between two instructions than the first window looked at for a split."""
+    lines = [b"0 clk IT (0) 00008000 e3a00001 A svc_s : MOV      r0,#1\n"]
+    lines += [b"0 clk R r%d %08x\n" % (i % 13, i) for i in range(8000)]  # about 160 KB
+    lines += [b"1 clk IT (1) 00008004 e3a01002 A svc_s : MOV      r1,#2\n", b"1 clk R r1 00000002\n"]
+    source = tmp_path / "long.tarmac"
+    source.write_bytes(b"".join(lines))
+    second = source.stat().st_size - len(lines[-1]) - len(lines[-2])
+    single, split, manifest = split_and_single(client, source, tmp_path, splits=[len(lines[0]) + 10])
+    assert manifest["parts"] == 2
+    assert manifest["inputs"][0]["parts"][1]["start"] == second
+    assert_same_store(single, split)
+
+
+def test_an_interrupted_split_ingest_cancels_its_tasks_and_leaves_nothing(client, tmp_path: Path) -> None:
+    """Ctrl-C while the client waits for the parts (KeyboardInterrupt out of the progress hook
+    after the first task done): the job's tasks left are cancelled on the cluster, no store."""
+    source = tmp_path / "t.tarmac"
+    shutil.copy(TARMAC / "parsertest.txt", source)
+
+    def interrupt(_done: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        ingest_split(
+            client, source, tmp_path / "t.ctrace", splits=every_instruction(source), progress=interrupt
+        )
+    for _ in range(200):
+        if not client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)):
+            break
+        time.sleep(0.05)
+    assert client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.tarmac"]
+
+
+def test_a_part_whose_ingest_has_ended_makes_no_folder_again(tmp_path: Path) -> None:
+    """A task still running when its ingest failed or was cancelled (its staging folder gone)."""
+    from cputrace.store.write import PartWriter
+
+    gone = tmp_path / "t.ctrace.tmp-0123abcd" / "v-0123456789ab"
+    with pytest.raises(FileNotFoundError):
+        PartWriter(gone, 3, tmp_path / "t.ctrace")
+    assert not list(tmp_path.iterdir())

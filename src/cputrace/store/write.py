@@ -70,7 +70,7 @@ class TableWriter:
         writer = self._writers.get(table)
         if writer is None:
             path = self.folder / self.names[table]
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(exist_ok=True)
             writer = pq.ParquetWriter(path, STORED_SCHEMAS[table], **_parquet_options(table))
             self._writers[table] = writer
         writer.write_table(data, row_group_size=data.num_rows)
@@ -103,7 +103,7 @@ class TableWriter:
         for table in TABLES:
             if table not in self._writers:
                 path = self.folder / self.names[table]
-                path.parent.mkdir(parents=True, exist_ok=True)
+                path.parent.mkdir(exist_ok=True)
                 path.write_bytes(_empty_file(table))
         return {name: describe(self.folder / name) for name in self.names.values()}
 
@@ -213,12 +213,16 @@ class PartWriter(TableWriter):
 
     The files are written in a folder of their own and moved to their places by `close`, one
     rename each: a part written again (its first worker died) replaces a whole part, never
-    one half-written."""
+    one half-written. No folder is made above that one: a task still running when its ingest
+    ended (cancelled, or the whole failed) cannot make the removed staging folder again."""
 
     def __init__(self, version: str | os.PathLike[str], index: int, label: Path) -> None:
         self.version = Path(version)
         names = {table: part_file(table, index) for table in TABLES}
         super().__init__(self.version / f".part-{index:05d}-{uuid.uuid4().hex[:8]}", names, label)
+        # Never made again if the ingest has ended meanwhile (its staging folder removed): a
+        # task cancelled while it ran fails here, or at its next write, leaving nothing.
+        self.folder.mkdir()
 
     def close(self) -> dict[str, dict[str, Any]]:
         files = super().close()

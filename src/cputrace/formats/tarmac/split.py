@@ -34,9 +34,10 @@ from .options import DEFAULT_ISA
 from .scan import KIND_INSN, KIND_SLOW, TIME_UNITS, scan_chunk
 from .timescale import TimeScale
 
-LOOK_BYTES = 1 << 20
+LOOK_BYTES = 64 << 10
 """How far past a nominal split to look for an instruction line, at first (doubled up to
-`MAX_LOOK_BYTES`; a range with none is merged with the next)."""
+`MAX_LOOK_BYTES`; a range with none is merged with the next): the client reads this much per
+part."""
 MAX_LOOK_BYTES = 64 << 20
 
 
