@@ -62,7 +62,7 @@ def test_store_files_and_manifest(tmp_path: Path) -> None:
         "events.parquet", "instructions.parquet", "memory.parquet", "registers.parquet",
     ]  # fmt: skip
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.tarmac", "a.tarmac.ctrace"]
-    assert manifest["model_version"] == MODEL_VERSION
+    assert manifest["model_version"] == 2  # a plain store: older cputrace reads it (3 is partitioned)
     assert manifest["counts"] == {"instructions": 2, "registers": 1, "memory": 1, "events": 0}
     assert manifest["inputs"][0]["size"] == len(TRACE)
     assert len(manifest["inputs"][0]["xxh3_128"]) == 32
@@ -136,8 +136,8 @@ def _manifest() -> dict:
 def test_writes_gather_batches_into_row_groups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(INGEST, "ROW_GROUP_ROWS", 1000)
     writer = StoreWriter(tmp_path / "s.ctrace")
-    stats = INGEST._Stats()
-    writes = INGEST._BackgroundWrites(writer, stats)
+    stats = INGEST.IngestStats()
+    writes = INGEST.BackgroundWrites(writer, stats)
     for first in range(0, 3000, 300):
         writes.submit("instructions", _instructions(first, 300))
     writes.drain()
@@ -158,7 +158,7 @@ def test_gathering_many_small_batches_takes_steps_linear_in_their_number(tmp_pat
     generator resumptions) in the ingest module, not timed."""
     count = 2000
     writer = StoreWriter(tmp_path / "s.ctrace")
-    writes = INGEST._BackgroundWrites(writer, INGEST._Stats())
+    writes = INGEST.BackgroundWrites(writer, INGEST.IngestStats())
     batches = [_instructions(first, 1) for first in range(count)]
     steps = 0
 
@@ -185,7 +185,7 @@ def test_batches_of_a_row_group_may_differ_in_schema(tmp_path: Path, monkeypatch
     model's schema in one row group."""
     monkeypatch.setattr(INGEST, "ROW_GROUP_ROWS", 1000)
     writer = StoreWriter(tmp_path / "s.ctrace")
-    writes = INGEST._BackgroundWrites(writer, INGEST._Stats())
+    writes = INGEST.BackgroundWrites(writer, INGEST.IngestStats())
     writes.submit("instructions", _instructions(0, 300))
     writes.submit("instructions", writer.checked("instructions", _instructions(300, 300)))
     writes.drain()
@@ -229,7 +229,7 @@ def test_rows_out_of_seq_order_are_refused(tmp_path: Path) -> None:
 def test_an_ingest_writing_rows_out_of_order_fails_and_leaves_nothing(tmp_path: Path) -> None:
     """The order is checked where rows are written, on the writing threads of an ingest."""
     writer = StoreWriter(tmp_path / "s.ctrace")
-    writes = INGEST._BackgroundWrites(writer, INGEST._Stats())
+    writes = INGEST.BackgroundWrites(writer, INGEST.IngestStats())
     writes.submit("instructions", _instructions(0, 3))
     writes.submit("instructions", _with_seq(_instructions(0, 1), [2]))  # the last one again, at the end
     with pytest.raises(StoreError, match=r"internal error: instructions row 3 has seq 2 after seq 2"):
@@ -242,7 +242,7 @@ def test_an_ingest_writing_rows_out_of_order_fails_and_leaves_nothing(tmp_path: 
 def test_a_null_in_a_batch_fails_the_ingest_when_written(tmp_path: Path) -> None:
     """Row groups are checked on the writing thread: the error comes back to the caller."""
     writer = StoreWriter(tmp_path / "s.ctrace")
-    writes = INGEST._BackgroundWrites(writer, INGEST._Stats())
+    writes = INGEST.BackgroundWrites(writer, INGEST.IngestStats())
     table = _instructions(0, 3)
     pc = table.schema.get_field_index("pc")
     writes.submit("instructions", table.set_column(pc, "pc", pa.array([1, None, 3], pa.uint64())))

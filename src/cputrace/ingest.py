@@ -20,7 +20,7 @@ from .inputs import Fingerprint, InputFile
 from .model import TABLES
 from .store.checksums import file_xxh3_128, read_manifest
 from .store.folder import STORE_SUFFIX, check_output, is_store
-from .store.write import StoreWriter
+from .store.write import StoreWriter, TableWriter
 
 if TYPE_CHECKING:
     from .formats import DecodeContext
@@ -36,7 +36,7 @@ class IngestResult:
 
 
 @dataclass
-class _Stats:
+class IngestStats:
     """Summary figures gathered from the batches as they are written."""
 
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TABLES, 0))
@@ -73,6 +73,23 @@ class _Stats:
                 if kind == "trace_gap":
                     self._add_gaps(data.filter(pc.equal(kinds.indices, item["values"])))
 
+    def merge(self, later: IngestStats) -> None:
+        """Add the figures of the rows that follow these (the next part of a split input)."""
+        for table, count in later.counts.items():
+            self.counts[table] += count
+        for value in (later.time_min, later.time_max):
+            if value is not None:
+                self.time_min = value if self.time_min is None else min(self.time_min, value)
+                self.time_max = value if self.time_max is None else max(self.time_max, value)
+        self.cpus |= later.cpus
+        self.isas |= later.isas
+        self.modes |= later.modes
+        for kind, count in later.event_kinds.items():
+            self.event_kinds[kind] = self.event_kinds.get(kind, 0) + count
+        for name, (count, text) in later.gaps.items():
+            mine, sample = self.gaps.get(name, (0, text))
+            self.gaps[name] = (mine + count, sample)
+
     def _add_gaps(self, gaps: pa.Table) -> None:
         """Count trace gaps by name, keeping one text of each."""
         names, texts = gaps.column("name").to_pylist(), gaps.column("text").to_pylist()
@@ -86,7 +103,7 @@ ROW_GROUP_ROWS = 1 << 17
 encode faster, and each costs the writing thread a wait for the interpreter lock."""
 
 
-class _BackgroundWrites:
+class BackgroundWrites:
     """Row groups checked, summed into `stats` and written on a thread per table, a few behind
     decoding.
 
@@ -99,7 +116,7 @@ class _BackgroundWrites:
     wait for the program's code to be decoded), instead of idling until a whole group is held.
     """
 
-    def __init__(self, writer: StoreWriter, stats: _Stats, depth: int = 2) -> None:
+    def __init__(self, writer: TableWriter, stats: IngestStats, depth: int = 2) -> None:
         self._writer = writer
         self._stats = stats
         self._stats_lock = threading.Lock()
@@ -171,7 +188,7 @@ WALK_LOSS_SPACING = 10
 it rebuilt is mostly gaps: the image is not the program that ran (or not where it ran)."""
 
 
-def _check_walk(ctx: DecodeContext, stats: _Stats, inputs: Sequence[str | os.PathLike[str]]) -> None:
+def check_walk(ctx: DecodeContext, stats: IngestStats, inputs: Sequence[str | os.PathLike[str]]) -> None:
     """Warn (an error with --strict) when a trace walked through an image says the image is
     wrong: its architecture runs none of the trace's instruction sets, or the walk is mostly gaps.
     Decoders report each gap where it happens; only the whole shows that none will end."""
@@ -196,6 +213,27 @@ def _check_walk(ctx: DecodeContext, stats: _Stats, inputs: Sequence[str | os.Pat
             f"the walk through the program image lost its place {lost:,} times in {instructions:,} "
             f"instructions (e.g. {sample}): is --image the program that ran, at its address?",
         )  # fmt: skip
+
+
+def manifest_of(
+    formats: Sequence[str], inputs: list[dict[str, Any]], options: dict[str, Any], stats: IngestStats,
+    ctx: DecodeContext, started: float,
+) -> dict[str, Any]:  # fmt: skip
+    """The manifest of a store of `inputs` decoded with `options` (store/manifest.py checks it)."""
+    return {
+        "format": formats[0] if len(set(formats)) == 1 else list(formats),
+        "inputs": inputs,
+        "options": options,
+        "counts": stats.counts,
+        "time": {"min": stats.time_min, "max": stats.time_max, "unit": ctx.notes.pop("time_unit", None)},
+        "cpus": sorted(stats.cpus),
+        "isas": sorted(stats.isas),
+        "modes": sorted(stats.modes),
+        "event_kinds": dict(sorted(stats.event_kinds.items())),
+        "warnings": {"count": ctx.warnings, "samples": ctx.warning_samples},
+        "notes": ctx.notes,
+        "ingest_seconds": round(time.perf_counter() - started, 3),
+    }
 
 
 def default_store_path(inputs: Sequence[str | os.PathLike[str]]) -> Path:
@@ -259,10 +297,10 @@ def ingest(
         from .image import load_image_specs  # ELF, DWARF and capstone: only when asked for
 
         ctx.image = load_image_specs(specs)
-    stats = _Stats()
+    stats = IngestStats()
     started = time.perf_counter()
     writer = StoreWriter(store)
-    writes = _BackgroundWrites(writer, stats)
+    writes = BackgroundWrites(writer, stats)
     formats_used = []
     recorded_inputs = []
     try:
@@ -292,25 +330,9 @@ def ingest(
                     "instructions": stats.counts["instructions"] - seq_base,
                 }
             )
-        _check_walk(ctx, stats, inputs)
-        manifest = {
-            "format": formats_used[0] if len(set(formats_used)) == 1 else formats_used,
-            "inputs": recorded_inputs,
-            "options": {"strict": strict, **({"images": specs} if specs else {}), **given},
-            "counts": stats.counts,
-            "time": {
-                "min": stats.time_min,
-                "max": stats.time_max,
-                "unit": ctx.notes.pop("time_unit", None),
-            },
-            "cpus": sorted(stats.cpus),
-            "isas": sorted(stats.isas),
-            "modes": sorted(stats.modes),
-            "event_kinds": dict(sorted(stats.event_kinds.items())),
-            "warnings": {"count": ctx.warnings, "samples": ctx.warning_samples},
-            "notes": ctx.notes,
-            "ingest_seconds": round(time.perf_counter() - started, 3),
-        }
+        check_walk(ctx, stats, inputs)
+        options_used = {"strict": strict, **({"images": specs} if specs else {}), **given}
+        manifest = manifest_of(formats_used, recorded_inputs, options_used, stats, ctx, started)
         path = writer.commit(manifest)
     except BaseException:
         writes.close()

@@ -144,13 +144,19 @@ class InputFile:
         finally:
             stream.close()
 
-    def line_chunks(self, chunk_bytes: int | None = None) -> Iterator[memoryview]:
+    def line_chunks(
+        self, chunk_bytes: int | None = None, byte_range: tuple[int, int] | None = None
+    ) -> Iterator[memoryview]:
         """The content in chunks of whole lines (the last may lack its newline).
 
         An uncompressed file is mapped a chunk at a time (no copy, no fresh memory to fault
         in); a compressed one is decompressed into a buffer per chunk. A line that runs on
-        past `max_line` bytes is cut (see MAX_LINE_BYTES).
+        past `max_line` bytes is cut (see MAX_LINE_BYTES). `byte_range` (start, stop), both
+        at the start of a line, reads only those bytes of an uncompressed file (a part of a
+        split input); `content_hash` is then theirs.
         """
+        if byte_range is not None and self.compression is not None:
+            raise ValueError(f"{self.path}: a compressed input is read whole, not in byte ranges")
         if self.compression is not None:
             stream = self.open()
             try:
@@ -160,8 +166,9 @@ class InputFile:
             return
         self._tally = _Tally(self._on_read)
         with open(self.path, "rb") as file:
+            start, stop = byte_range or (0, os.fstat(file.fileno()).st_size)
             yield from _mapped_line_chunks(
-                file.fileno(), chunk_bytes or CHUNK_BYTES, self.max_line, self._tally
+                file.fileno(), chunk_bytes or CHUNK_BYTES, self.max_line, self._tally, start, stop
             )
 
     def content_hash(self) -> str | None:
@@ -268,10 +275,11 @@ def _mapped(fd: int, start: int, end: int) -> tuple[mmap.mmap, int]:
     return window, start - base
 
 
-def _mapped_line_chunks(fd: int, chunk_bytes: int, max_line: int, tally: _Tally) -> Iterator[memoryview]:
-    """Whole-line chunks of a plain file, each a view of its own mapping (unmapped when dropped)."""
-    total = os.fstat(fd).st_size
-    start = 0
+def _mapped_line_chunks(
+    fd: int, chunk_bytes: int, max_line: int, tally: _Tally, start: int, total: int
+) -> Iterator[memoryview]:
+    """Whole-line chunks of a plain file from `start` to `total`, each a view of its own
+    mapping (unmapped when dropped)."""
     while start < total:
         want = chunk_bytes
         while True:

@@ -10,7 +10,9 @@ import enum
 
 import pyarrow as pa
 
-MODEL_VERSION = 2
+MODEL_VERSION = 3
+"""The newest model version this code reads and writes: 3 lets a table be a folder of parts (a
+partitioned store, store/manifest.py); stores of one file per table are still written as 2."""
 
 TABLES = ("instructions", "registers", "memory", "events")
 

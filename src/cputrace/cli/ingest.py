@@ -8,14 +8,15 @@ from typing import Any
 
 import click
 
+from ..batch.tasks import PART_BYTES, SHARED_STORAGE
 from ..formats import FORMATS
 from ..formats.etmv3.options import OPTIONS as ETMV3_OPTIONS
 from ..formats.tarmac.options import DEFAULT_ISA
-from ..ingest import ingest
+from ..ingest import IngestResult, ingest
 from ..inputs import Fingerprint
 from .common import cli, err, progress
 from .compiling import explain_compiling
-from .params import image_option, option_flags
+from .params import cluster_options, image_option, option_flags
 
 
 def decoder_params(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -56,15 +57,63 @@ def decoder_params(command: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-@cli.command("ingest", epilog="`cputrace formats` lists the formats and the options of each.")
+def _split_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--workers, --scheduler, --scheduler-file and --part-size: one input split across a
+    cluster; the command gets `cluster` (None when none of the first three is given)."""
+
+    @wraps(command)
+    def wrapper(*args: Any, cluster: dict[str, Any], **kwargs: Any) -> Any:
+        given = any(value is not None for value in cluster.values())
+        return command(*args, cluster=cluster if given else None, **kwargs)
+
+    wrapper = cluster_options(
+        wrapper, "Split the input into parts decoded side by side on a local cluster of N worker "
+        "processes, into a partitioned store (default: one process, no cluster).",
+    )  # fmt: skip
+    return click.option(
+        "--part-size", type=ByteSize(), default=f"{PART_BYTES >> 20}M", show_default=True, metavar="SIZE",
+        help="Input bytes per part when the input is split across a cluster (K, M, G: KiB, MiB, GiB).",
+    )(wrapper)  # fmt: skip
+
+
+class ByteSize(click.ParamType):
+    """A number of bytes, with an optional K, M or G suffix (binary multiples): 64M, 1G, 512K."""
+
+    name = "size"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().upper().removesuffix("B").removesuffix("I")
+        digits, suffix = (text[:-1], text[-1]) if text[-1:] in ("K", "M", "G") else (text, "")
+        if not digits.isdigit() or int(digits) < 1:
+            self.fail(f"expected a size such as 64M, 1G or 65536, got {value!r}", param, ctx)
+        return int(digits) * _SIZE_SUFFIXES[suffix]
+
+
+_SIZE_SUFFIXES = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+@cli.command(
+    "ingest",
+    epilog="`cputrace formats` lists the formats and the options of each. With --workers, --scheduler "
+    f"or --scheduler-file, the store is written by the workers: {SHARED_STORAGE}.",
+)
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", type=click.Path(), help="Store directory (default INPUT.ctrace).")
 @decoder_params
+@_split_options
 def ingest_cmd(
     inputs: tuple[str, ...], output: str | None, fmt: str | None, strict: bool, images: tuple[str, ...],
-    options: dict[str, object],
+    options: dict[str, object], cluster: dict[str, Any] | None, part_size: int,
 ) -> None:  # fmt: skip
-    """Decode INPUT... into a store (Parquet tables + manifest.json)."""
+    """Decode INPUT... into a store (Parquet tables + manifest.json).
+
+    With --workers N, --scheduler ADDRESS or --scheduler-file FILE, one INPUT is split at record
+    boundaries and its parts decoded side by side on a Dask cluster, into a partitioned store
+    equal row for row to the one a single process writes (Tarmac without --image; other
+    inputs are ingested whole by one worker).
+    """
     total = sum(Fingerprint.of(p).size for p in inputs)
     explain_compiling()  # the decoders are about to import numba
 
@@ -72,12 +121,41 @@ def ingest_cmd(
         how = "given" if fmt else "sniffed"
         err.print(f"{path}: format {name} ({how})", markup=False)
 
-    with progress(total, "ingesting") as hook:
-        result = ingest(
-            inputs, output, format=fmt, strict=strict, options=options, images=images, progress=hook,
-            on_format=said_format,
-        )  # fmt: skip
+    if cluster is not None:
+        if len(inputs) > 1:
+            raise click.UsageError("give one INPUT to split across a cluster (`batch ingest` ingests many)")
+        source = inputs[0]
+        result = _ingest_split(source, output, fmt, strict, images, options, cluster, part_size, said_format)
+    else:
+        with progress(total, "ingesting") as hook:
+            result = ingest(
+                inputs, output, format=fmt, strict=strict, options=options, images=images, progress=hook,
+                on_format=said_format,
+            )  # fmt: skip
     say_ingested(result.store, result.manifest)
+
+
+def _ingest_split(
+    source: str, output: str | None, fmt: str | None, strict: bool, images: tuple[str, ...],
+    options: dict[str, object], cluster: dict[str, Any], part_bytes: int,
+    said_format: Callable[[str, str], None],
+) -> IngestResult:  # fmt: skip
+    """`ingest --workers`: the input split across the cluster (batch/partition.py)."""
+    from ..batch.cluster import connect
+    from ..batch.partition import ingest_split
+
+    def dashboard(link: str) -> None:
+        err.print(f"dashboard: {link}", markup=False)
+
+    def note(text: str) -> None:
+        err.print(text, markup=False)
+
+    read_twice = 2 * Fingerprint.of(source).size  # a scan, then the decoding
+    with connect(**cluster, on_dashboard=dashboard) as client, progress(read_twice, "ingesting") as hook:
+        return ingest_split(
+            client, source, output, format=fmt, strict=strict, options=options, images=images,
+            part_bytes=part_bytes, on_format=said_format, on_note=note, progress=hook,
+        )  # fmt: skip
 
 
 def say_ingested(store: object, manifest: dict[str, Any]) -> None:

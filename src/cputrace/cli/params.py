@@ -63,7 +63,10 @@ def load_images(specs: Sequence[str]) -> Image | None:
     return load_image_specs(specs)
 
 
-def cluster_options(command: Callable[..., Any]) -> Callable[..., Any]:
+def cluster_options(
+    command: Callable[..., Any],
+    workers_help: str = "Run on a local cluster of N worker processes (default: one per core).",
+) -> Callable[..., Any]:
     """Where the work runs: --workers N (a local cluster of N processes; the default, with this
     machine's cores), --scheduler ADDRESS or --scheduler-file FILE (a running Dask cluster);
     the command gets them as `cluster`, the keywords of `batch.cluster.connect`."""
@@ -76,8 +79,7 @@ def cluster_options(command: Callable[..., Any]) -> Callable[..., Any]:
         return command(*args, cluster=cluster, **kwargs)
 
     options = (
-        click.option("--workers", type=click.IntRange(min=1), metavar="N",
-                     help="Run on a local cluster of N worker processes (default: one per core)."),
+        click.option("--workers", type=click.IntRange(min=1), metavar="N", help=workers_help),
         click.option("--scheduler", metavar="ADDRESS",
                      help="Run on the Dask cluster whose scheduler is at ADDRESS (tcp://host:8786)."),
         click.option("--scheduler-file", type=click.Path(exists=True, dir_okay=False),

@@ -10,7 +10,7 @@ from ..errors import StoreError
 from ..model import TABLES
 from ..store.checksums import store_problems
 from ..store.folder import pin
-from ..store.manifest import recorded_files, table_file
+from ..store.manifest import recorded_files, table_files
 from .common import cli
 
 
@@ -31,5 +31,6 @@ def verify_cmd(store: str) -> None:
         raise StoreError("damaged store: " + "\n  ".join(problems))
     files = recorded_files(held.manifest)
     how = "checksums match" if files else "no checksums recorded, every page read"
-    size = sum((held.data / table_file(table)).stat().st_size for table in TABLES)
+    names = [name for files in table_files(held.manifest).values() for name in files]
+    size = sum((held.data / name).stat().st_size for name in names)
     click.echo(f"{store}: OK, {len(TABLES)} tables, {size:,} bytes, {how}")

@@ -65,8 +65,8 @@ def _copy_model_table(request: ExportRequest, name: str, options: str) -> None:
             columns.append(f"lower(hex({column})) AS {column}")
         else:
             columns.append(column)
-    source = quoted(request.trace.file(name))
-    query = f"SELECT {', '.join(columns)} FROM read_parquet({source}) WHERE {request.window.sql()}"
+    source = request.trace.parquet_scan(name)
+    query = f"SELECT {', '.join(columns)} FROM {source} WHERE {request.window.sql()}"
     try:
         request.trace.db.execute(f"COPY ({query}) TO {quoted(request.output)} ({options})")
     except duckdb.IOException as exc:

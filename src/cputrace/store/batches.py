@@ -56,32 +56,33 @@ def reading_progress(hook: Callable[[int], None]) -> Iterator[None]:
 def read_batches(
     trace: Trace, table: str, columns: Sequence[str], window: Window = WHOLE_TRACE, rows: int = CHUNK_ROWS
 ) -> Iterator[pa.RecordBatch]:
-    """Record batches of `table` (seq order, as stored) restricted to the window, read from
-    the trace's version of the store with page CRCs checked (a damaged file: StoreError)."""
+    """Record batches of `table` (seq order, as stored: its file, or its parts one after the
+    other) restricted to the window, read from the trace's version of the store with page CRCs
+    checked (a damaged file: StoreError)."""
     progress = _instructions_read.get() if table == "instructions" else None
-    file = trace.parquet_file(table)
     wanted = list(dict.fromkeys(["seq", *columns]))
     last = None
-    batches = file.iter_batches(batch_size=rows, row_groups=_row_groups(file, window), columns=wanted)
-    while True:
-        try:
-            batch = next(batches, None)
-        except (OSError, pa.ArrowException) as exc:
-            raise trace.damaged(table, exc) from None
-        if batch is None:
-            return
-        seq = batch.column("seq").to_numpy()
-        if len(seq) and ((last is not None and seq[0] < last) or np.any(seq[1:] < seq[:-1])):
-            raise StoreError(f"{trace.path}: {table} is not in seq order; re-ingest the input")
-        if len(seq):
-            last = seq[-1]
-        lo, hi = window.bounds(seq)
-        if lo < hi:
-            if progress is not None:
-                progress(hi - lo)
-            yield batch.slice(lo, hi - lo)
-        if window.stop is not None and len(seq) and seq[-1] >= window.stop:
-            return
+    for name, file in trace.parquet_files(table):
+        batches = file.iter_batches(batch_size=rows, row_groups=_row_groups(file, window), columns=wanted)
+        while True:
+            try:
+                batch = next(batches, None)
+            except (OSError, pa.ArrowException) as exc:
+                raise trace.damaged(name, exc) from None
+            if batch is None:
+                break
+            seq = batch.column("seq").to_numpy()
+            if len(seq) and ((last is not None and seq[0] < last) or np.any(seq[1:] < seq[:-1])):
+                raise StoreError(f"{trace.path}: {table} is not in seq order; re-ingest the input")
+            if len(seq):
+                last = seq[-1]
+            lo, hi = window.bounds(seq)
+            if lo < hi:
+                if progress is not None:
+                    progress(hi - lo)
+                yield batch.slice(lo, hi - lo)
+            if window.stop is not None and len(seq) and seq[-1] >= window.stop:
+                return
 
 
 class SeqFollower:

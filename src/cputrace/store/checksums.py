@@ -26,8 +26,7 @@ import pyarrow.parquet as pq
 import xxhash
 
 from ..errors import StoreError
-from ..model import TABLES
-from .manifest import data_dir, load_manifest, recorded_files, table_file
+from .manifest import data_dir, load_manifest, recorded_files, table_files
 
 _PARQUET_MAGIC = b"PAR1"
 _TAIL = 8  # footer length (uint32, little-endian) and the magic
@@ -68,11 +67,12 @@ def describe(path: Path) -> dict[str, Any]:
     }
 
 
-def file_problem(data: Path, manifest: dict[str, Any], table: str, *, whole: bool) -> str | None:
-    """What is wrong with a table file, as `FILE: what` (None if nothing is): missing, another
+def file_problem(data: Path, manifest: dict[str, Any], name: str, *, whole: bool) -> str | None:
+    """What is wrong with the table file `name` (a path in the version folder, as
+    `manifest.table_files` gives it), as `FILE: what` (None if nothing is): missing, another
     size, another footer, and with `whole`, other bytes anywhere."""
-    path = data / table_file(table)
-    record = recorded_files(manifest).get(table_file(table))
+    path = data / name
+    record = recorded_files(manifest).get(name)
     try:
         size = path.stat().st_size
         if record is None:
@@ -93,10 +93,11 @@ def file_problem(data: Path, manifest: dict[str, Any], table: str, *, whole: boo
 def check_on_opening(data: Path, manifest: dict[str, Any]) -> None:
     """StoreError for the first table file missing, or of another size or footer than the
     manifest records: the checks cheap enough for every opening of a store."""
-    for table in TABLES:
-        problem = file_problem(data, manifest, table, whole=False)
-        if problem is not None:
-            raise StoreError(f"damaged store: {problem}")
+    for files in table_files(manifest).values():
+        for name in files:
+            problem = file_problem(data, manifest, name, whole=False)
+            if problem is not None:
+                raise StoreError(f"damaged store: {problem}")
 
 
 def read_manifest(store: str | os.PathLike[str]) -> dict[str, Any]:
@@ -109,15 +110,17 @@ def read_manifest(store: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def decode_problem(data: Path, manifest: dict[str, Any], table: str) -> str | None:
-    """What reading every page of a table file finds wrong (a store written without hashes):
+    """What reading every page of a table's files finds wrong (a store written without hashes):
     undecodable pages, failed page CRCs (where written), or another row count than the
-    manifest's. Memory stays bounded: the file is read a row group at a time."""
-    path = data / table_file(table)
+    manifest's. Memory stays bounded: the files are read a row group at a time."""
+    rows = 0
+    path = data
     try:
-        file = pq.ParquetFile(path, page_checksum_verification=True)
-        rows = 0
-        for group in range(file.metadata.num_row_groups):
-            rows += file.read_row_group(group).num_rows
+        for name in table_files(manifest)[table]:
+            path = data / name
+            file = pq.ParquetFile(path, page_checksum_verification=True)
+            for group in range(file.metadata.num_row_groups):
+                rows += file.read_row_group(group).num_rows
     except (OSError, pa.ArrowException) as exc:
         return f"{path}: {exc}"
     expected = manifest["counts"][table]
@@ -129,11 +132,10 @@ def decode_problem(data: Path, manifest: dict[str, Any], table: str) -> str | No
 def store_problems(data: Path, manifest: dict[str, Any]) -> list[str]:
     """Everything `verify` finds wrong with the table files, one `FILE: what` each."""
     problems = []
-    for table in TABLES:
-        hashed = bool(recorded_files(manifest))
-        problem = file_problem(data, manifest, table, whole=hashed)
-        if problem is None and not hashed:
-            problem = decode_problem(data, manifest, table)
-        if problem is not None:
-            problems.append(problem)
+    hashed = bool(recorded_files(manifest))
+    for table, files in table_files(manifest).items():
+        found = [problem for name in files if (problem := file_problem(data, manifest, name, whole=hashed))]
+        if not found and not hashed:
+            found = [problem] if (problem := decode_problem(data, manifest, table)) else []
+        problems += found
     return problems

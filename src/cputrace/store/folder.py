@@ -12,8 +12,9 @@ every POSIX filesystem. So a new version's tables are moved into a folder of the
 the current ones, and one rename of `manifest.json` switches every later reader to them: there
 is always a whole store at the path, and a failure at any step leaves the old one as it was.
 
-Readers hold a shared `flock` on their version's `instructions.parquet` for as long as they
-are open (`pin`); an old version is deleted only once nobody holds it (`collect`: by the ingest
+Readers hold a shared `flock` on their version's first instructions file (`held_file`:
+`instructions.parquet`, or `instructions/part-00000.parquet` in a partitioned store) for as
+long as they are open (`pin`); an old version is deleted only once nobody holds it (`collect`: by the ingest
 that replaced it, a later one, or its last reader closing). A reader thus sees one version for
 its whole life, whatever is re-ingested meanwhile. `flock` locks belong to an open file, so
 they work between threads and processes alike, and vanish with a killed process.
@@ -43,13 +44,14 @@ from typing import IO, Any
 
 from ..errors import StoreError, UsageError
 from ..model import TABLES
-from .manifest import MANIFEST, VERSION_FOLDER, data_dir, load_manifest, table_file
+from .manifest import MANIFEST, VERSION_FOLDER, data_dir, held_file, load_manifest, part_file, table_file
 
 STORE_SUFFIX = ".ctrace"
 """The suffix of a store's folder: `run.tarmac` is ingested into `run.tarmac.ctrace`."""
 
 HELD_FILE = table_file("instructions")
-"""The file of a version that readers lock: every version has it, and it never changes."""
+"""The file of a plain version that readers lock (a partitioned one's: `HELD_PART`)."""
+HELD_PART = part_file("instructions", 0)
 
 INGEST_MARKER = ".cputrace-ingest"
 _MARKER_TEXT = b"cputrace ingest in progress\n"
@@ -108,11 +110,11 @@ def pin(store: Path) -> Pin:
         manifest = load_manifest(store)
         data = data_dir(store, manifest)
         try:
-            held = open(data / HELD_FILE, "rb")  # noqa: SIM115 - kept open: it holds the lock
+            held = open(data / held_file(manifest), "rb")  # noqa: SIM115 - kept open: it holds the lock
         except FileNotFoundError:
             if load_manifest(store) != manifest:
                 continue
-            raise StoreError(f"damaged store: {data / HELD_FILE}: missing") from None
+            raise StoreError(f"damaged store: {data / held_file(manifest)}: missing") from None
         with contextlib.suppress(OSError):  # without locks, the version is read unheld
             fcntl.flock(held, fcntl.LOCK_SH)
         if load_manifest(store) == manifest:
@@ -141,7 +143,7 @@ class Staging:
         """
         text = json.dumps({**manifest, "data": self.version.name}, indent=2, default=str) + "\n"
         (self.version / _NEXT_MANIFEST).write_text(text)
-        with open(self.version / HELD_FILE, "rb") as held:
+        with open(self.version / held_file(manifest), "rb") as held:
             with contextlib.suppress(OSError):
                 fcntl.flock(held, fcntl.LOCK_SH)
             if is_store(self.store) or not self._create():
@@ -235,7 +237,7 @@ def collect(store: Path) -> None:
         return
     for folder in store.iterdir():
         if folder.name != name and _is_version(folder):
-            _remove_unheld(folder / HELD_FILE, [folder], lambda f=folder: current() not in (None, f.name))
+            _remove_unheld(_held_in(folder), [folder], lambda f=folder: current() not in (None, f.name))
     if name and (store / HELD_FILE).exists():  # a version-1 store's tables, now replaced
         legacy = [store / table_file(t) for t in TABLES if table_file(t) != HELD_FILE]
         legacy += [store / "index", store / HELD_FILE]
@@ -244,6 +246,11 @@ def collect(store: Path) -> None:
         old = _OLD_STORE.fullmatch(folder.name[len(store.name) :])
         if old and is_store(folder) and not folder.is_symlink():
             _remove_unheld(folder / HELD_FILE, [folder], lambda: True)
+
+
+def _held_in(version: Path) -> Path:
+    """The file readers lock in a version folder whose manifest is gone (an old version)."""
+    return version / HELD_PART if (version / HELD_PART).exists() else version / HELD_FILE
 
 
 def _is_version(folder: Path) -> bool:

@@ -24,7 +24,6 @@ import xxhash
 
 from ..cachedir import cache_dir
 from ..model import TABLES
-from .manifest import table_file
 from .trace import Trace
 
 
@@ -35,8 +34,9 @@ def store_key(trace: Trace, version: int) -> str:
     digest.update(f"v{version}".encode())
     digest.update(json.dumps(trace.manifest, sort_keys=True).encode())
     for table in TABLES:
-        st = os.stat(trace.data / table_file(table))
-        digest.update(f"{table}:{st.st_size}:{st.st_mtime_ns}".encode())
+        for path in trace.files(table):
+            st = os.stat(path)
+            digest.update(f"{path.relative_to(trace.data)}:{st.st_size}:{st.st_mtime_ns}".encode())
     return digest.hexdigest()
 
 

@@ -3,6 +3,11 @@
 A manifest that is not what cputrace writes (a JSON list, a field missing or of another type,
 a `data` folder outside the store) is a damaged store, reported as such: readers index its
 fields freely once it has passed here.
+
+A table is one Parquet file, or in a partitioned store (`parts`: N, model version 3) a folder
+of N part files, `TABLE/part-00000.parquet` on, whose rows follow each other in seq order
+(batch/partition.py writes them). `table_files` names them; readers go through it and never
+need to know which kind of store they read.
 """
 
 from __future__ import annotations
@@ -18,6 +23,11 @@ from ..model import MODEL_VERSION, TABLES
 
 MANIFEST = "manifest.json"
 
+PLAIN_MODEL = 2
+"""The model version a store of one file per table is written with (older cputrace reads it)."""
+PARTITIONED_MODEL = 3
+"""The model version from which a table may be a folder of parts (`parts` in the manifest)."""
+
 FIRST_VERSIONED_MODEL = 2
 """The model version from which tables live in a version folder named by the manifest's `data`
 (folder.py); stores of earlier versions keep them beside the manifest."""
@@ -28,6 +38,25 @@ _HEX128 = re.compile(r"[0-9a-f]{32}")
 
 def table_file(table: str) -> str:
     return f"{table}.parquet"
+
+
+def part_file(table: str, index: int) -> str:
+    """The file of part `index` of a table, in the version folder."""
+    return f"{table}/part-{index:05d}.parquet"
+
+
+def table_files(manifest: dict[str, Any]) -> dict[str, list[str]]:
+    """Each table's files (paths in the version folder), in seq order: one, or its parts."""
+    parts = manifest.get("parts")
+    if parts:
+        return {table: [part_file(table, index) for index in range(parts)] for table in TABLES}
+    return {table: [table_file(table)] for table in TABLES}
+
+
+def held_file(manifest: dict[str, Any]) -> str:
+    """The file of a version that readers lock (folder.py): its first instructions file, which
+    every version has and which never changes."""
+    return table_files(manifest)["instructions"][0]
 
 
 def load_manifest(store: str | os.PathLike[str]) -> dict[str, Any]:
@@ -59,9 +88,15 @@ def load_manifest(store: str | os.PathLike[str]) -> dict[str, Any]:
         if not check(manifest[name]):
             raise StoreError(f"damaged store: {file}: {name!r} is not {expected}")
     if version >= FIRST_VERSIONED_MODEL:
+        parts = manifest.get("parts")
+        if parts is not None and not (version >= PARTITIONED_MODEL and _is_count(parts) and parts > 0):
+            raise StoreError(f"damaged store: {file}: 'parts' is not a number of parts")
         for name, (check, expected) in _VERSIONED_FIELDS.items():
             if not check(manifest.get(name)):
                 raise StoreError(f"damaged store: {file}: {name!r} is not {expected}")
+        names = {name for files in table_files(manifest).values() for name in files}
+        if set(manifest["files"]) != names:
+            raise StoreError(f"damaged store: {file}: 'files' is not {_VERSIONED_FIELDS['files'][1]}")
     return manifest
 
 
@@ -72,9 +107,11 @@ def data_dir(store: str | os.PathLike[str], manifest: dict[str, Any]) -> Path:
 
 
 def table_path(store: str | os.PathLike[str], table: str) -> Path:
-    """The file of a table in the store's current version (an open `Trace` has its own,
-    `Trace.file`, which stays the same while the store is re-ingested)."""
-    return data_dir(store, load_manifest(store)) / table_file(table)
+    """The first file of a table in the store's current version (its only file, unless the
+    store is partitioned; an open `Trace` has its own, `Trace.files`, which stay the same
+    while the store is re-ingested)."""
+    manifest = load_manifest(store)
+    return data_dir(store, manifest) / table_files(manifest)[table][0]
 
 
 def recorded_files(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -131,8 +168,7 @@ def _is_file_record(value: Any) -> bool:
 
 
 def _is_files(value: Any) -> bool:
-    names = {table_file(table) for table in TABLES}
-    return isinstance(value, dict) and set(value) == names and all(map(_is_file_record, value.values()))
+    return isinstance(value, dict) and all(map(_is_file_record, value.values()))
 
 
 _HASHES = ("xxh3_128", "footer_xxh3_128")
@@ -151,5 +187,5 @@ _FIELDS = {
 }
 _VERSIONED_FIELDS = {
     "data": (lambda v: isinstance(v, str) and VERSION_FOLDER.fullmatch(v) is not None, "a folder name"),
-    "files": (_is_files, "the size and hashes of every table file"),
+    "files": (_is_files, "the size and hashes of every table file"),  # and names them all
 }

@@ -3,7 +3,8 @@
 Addresses are written in hex and DuckDB's SQL has no hex literals, so every query and filter
 condition has its `0x...` literals rewritten as decimal outside quotes first.
 
-A trusted connection reads the table files by path, as views over `read_parquet`. An
+A trusted connection reads the table files by path, as views over `read_parquet` (of the
+table's one file, or of its parts in order). An
 untrusted one (`Trace(untrusted=True)`: SQL from a service or a browser) runs one SELECT
 statement only, can read the four tables and nothing else: no file or network access
 (`enable_external_access`), no extension installed or loaded, and its configuration locked
@@ -14,12 +15,11 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import duckdb
-import pyarrow.dataset
 
 from ..errors import UsageError
 
@@ -49,20 +49,30 @@ def connect(config: Mapping[str, Any] | None = None) -> duckdb.DuckDBPyConnectio
     return db
 
 
-def create_parquet_view(db: duckdb.DuckDBPyConnection, view: str, path: Path) -> None:
-    """A view named `view` of the Parquet file at `path`."""
-    db.execute(f"CREATE VIEW {view} AS SELECT * FROM read_parquet({quoted(path)})")
+def parquet_scan(paths: Sequence[Path]) -> str:
+    """SQL reading the Parquet files at `paths` one after the other, rows in file order."""
+    if len(paths) == 1:
+        return f"read_parquet({quoted(paths[0])})"
+    return f"read_parquet([{', '.join(quoted(path) for path in paths)}])"
 
 
-def untrusted_connection(files: Mapping[str, Path]) -> duckdb.DuckDBPyConnection:
-    """A connection in which each of `files` (table name: file) is a table and nothing else
-    can be read. The tables are given to DuckDB as Arrow datasets: with external access off,
-    DuckDB opens no file at all (allowing it the table files would let `COPY ... TO`
-    overwrite them)."""
+def create_parquet_view(db: duckdb.DuckDBPyConnection, view: str, paths: Sequence[Path]) -> None:
+    """A view named `view` of the Parquet files at `paths` (a table's file, or its parts)."""
+    db.execute(f"CREATE VIEW {view} AS SELECT * FROM {parquet_scan(paths)}")
+
+
+def untrusted_connection(files: Mapping[str, Path | Sequence[Path]]) -> duckdb.DuckDBPyConnection:
+    """A connection in which each of `files` (table name: its file, folder of parts or list of
+    files) is a table and nothing else can be read. The tables are given to DuckDB as Arrow
+    datasets: with external access off, DuckDB opens no file at all (allowing it the table
+    files would let `COPY ... TO` overwrite them)."""
+    import pyarrow.dataset  # here: opening a store for anything else need not load it
+
     no_extensions = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
     db = connect(no_extensions)
     for name, file in files.items():
-        db.register(name, pyarrow.dataset.dataset(file, format="parquet"))
+        source = [str(path) for path in file] if isinstance(file, Sequence) else str(file)
+        db.register(name, pyarrow.dataset.dataset(source, format="parquet"))
     db.execute("SET enable_external_access = false")
     db.execute("SET lock_configuration = true")
     return db

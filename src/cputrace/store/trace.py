@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +16,22 @@ from ..errors import StoreError
 from ..model import TABLES
 from .checksums import check_on_opening, file_problem
 from .folder import Pin, collect, pin
-from .manifest import load_manifest, table_file
-from .sql import check_untrusted, connect, create_parquet_view, decimal_hex_literals, untrusted_connection
+from .manifest import load_manifest, table_files
+from .sql import (
+    check_untrusted,
+    connect,
+    create_parquet_view,
+    decimal_hex_literals,
+    parquet_scan,
+    untrusted_connection,
+)
 
 
 class Trace:
     """An ingested execution history: four tables that join on `seq`.
+
+    A table is one Parquet file, or a folder of parts in a partitioned store: `files`,
+    `parquet_files`, `table`, `sql` and the readers of batches.py read either alike.
 
     A Trace reads one version of its store for its whole life: the store can be re-ingested
     meanwhile, and the version this Trace holds stays until it is closed (folder.py). Its
@@ -47,6 +57,7 @@ class Trace:
         self.manifest: dict[str, Any] = held.manifest
         self.data = held.data
         """The folder of the version this Trace reads."""
+        self._files = table_files(held.manifest)
         self._hashed: set[str] = set()
         self._tables: dict[str, pa.Table] = {}
         self._db: duckdb.DuckDBPyConnection | None = None
@@ -54,54 +65,70 @@ class Trace:
     def __repr__(self) -> str:
         return f"<Trace {self.path} {self.manifest['counts']['instructions']} instructions>"
 
+    def files(self, table: str) -> list[Path]:
+        """The table's files in seq order (one, or its parts), each one's whole hash checked
+        (once per Trace: the files of a version never change), for any reader: DuckDB's
+        `read_parquet`, Arrow, other tools."""
+        self._check_open(table)
+        paths = []
+        for name in self._files[table]:
+            if name not in self._hashed:
+                problem = file_problem(self.data, self.manifest, name, whole=True)
+                if problem is not None:
+                    raise self.damaged(name, problem)
+                self._hashed.add(name)
+            paths.append(self.data / name)
+        return paths
+
     def file(self, table: str) -> Path:
-        """The table's file, its whole hash checked (once per Trace: the file of a version
-        never changes), for any reader: DuckDB's `read_parquet`, Arrow, other tools."""
-        path = self._file(table)
-        if table not in self._hashed:
-            problem = file_problem(self.data, self.manifest, table, whole=True)
-            if problem is not None:
-                raise self.damaged(table, problem)
-            self._hashed.add(table)
-        return path
+        """The table's file, or the folder of its parts in a partitioned store (what an Arrow
+        dataset reads whole); its files checked as `files` checks them."""
+        paths = self.files(table)
+        return paths[0] if len(paths) == 1 else paths[0].parent
 
-    def parquet_file(self, table: str) -> pq.ParquetFile:
-        """The table's file (see `file`) opened for reading through Arrow, which also checks
-        each page's CRC as it reads it (errors: `damaged`)."""
-        path = self.file(table)
-        try:
-            return pq.ParquetFile(path, page_checksum_verification=True)
-        except (OSError, pa.ArrowException) as exc:
-            raise self.damaged(table, exc) from None
+    def parquet_scan(self, table: str) -> str:
+        """SQL reading the table's rows from its files (`read_parquet(...)`), in seq order."""
+        return parquet_scan(self.files(table))
 
-    def damaged(self, table: str, problem: BaseException | str) -> StoreError:
-        """The error to raise when reading the table's file failed (`problem`: the exception,
-        or what `checksums` found, which names the file)."""
+    def parquet_files(self, table: str) -> Iterator[tuple[str, pq.ParquetFile]]:
+        """The table's files (see `files`) opened for reading through Arrow, in seq order, each
+        with its name for `damaged`; Arrow also checks each page's CRC as it reads it."""
+        for path in self.files(table):
+            name = str(path.relative_to(self.data))
+            try:
+                yield name, pq.ParquetFile(path, page_checksum_verification=True)
+            except (OSError, pa.ArrowException) as exc:
+                raise self.damaged(name, exc) from None
+
+    def damaged(self, name: str, problem: BaseException | str) -> StoreError:
+        """The error to raise when reading a table file failed (`name`: the file in the version
+        folder; `problem`: the exception, or what `checksums` found, which names the file)."""
         if not self.data.is_dir():
             return self._removed()
         if isinstance(problem, str):
             return StoreError(f"damaged store: {problem}")
-        return StoreError(f"damaged store: {self.data / table_file(table)}: {problem}")
+        return StoreError(f"damaged store: {self.data / name}: {problem}")
 
     def _removed(self) -> StoreError:
         """The version's folder is gone: removed by hand (no ingest removes a held version)."""
         return StoreError(f"{self.path}: the store's files were removed while it was open ({self.data})")
 
-    def _file(self, table: str) -> Path:
+    def _check_open(self, table: str) -> None:
         if table not in TABLES:
             raise KeyError(f"no table {table!r}; tables are {', '.join(TABLES)}")
         if self._pin is None:
             raise StoreError(f"{self.path}: this Trace is closed")
-        return self.data / table_file(table)
 
     def table(self, name: str) -> pa.Table:
         """A whole table as Arrow (read on first use; `sql` is better for slices of big ones)."""
         if name not in self._tables:
-            file = self.parquet_file(name)
-            try:
-                self._tables[name] = file.read()
-            except (OSError, pa.ArrowException) as exc:
-                raise self.damaged(name, exc) from None
+            parts = []
+            for file_name, file in self.parquet_files(name):
+                try:
+                    parts.append(file.read())
+                except (OSError, pa.ArrowException) as exc:
+                    raise self.damaged(file_name, exc) from None
+            self._tables[name] = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
         return self._tables[name]
 
     @property
@@ -125,7 +152,7 @@ class Trace:
         """A DuckDB connection in which the four tables are views (see `untrusted`)."""
         if self._db is None:
             if self.untrusted:
-                self._db = untrusted_connection({name: self.file(name) for name in TABLES})
+                self._db = untrusted_connection({name: self.files(name) for name in TABLES})
             else:
                 self._db = connect()
                 self.add_views(self._db)
@@ -134,7 +161,7 @@ class Trace:
     def add_views(self, db: duckdb.DuckDBPyConnection, tables: Sequence[str] = TABLES) -> None:
         """The tables as views of their files in another DuckDB connection (an index's, say)."""
         for name in tables:
-            create_parquet_view(db, name, self.file(name))
+            create_parquet_view(db, name, self.files(name))
 
     def sql(self, query: str, params: list[Any] | None = None) -> pa.Table:
         """Run SQL over the tables `instructions`, `registers`, `memory`, `events`."""

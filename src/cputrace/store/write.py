@@ -4,6 +4,10 @@ The tables of a store are written into a staging folder and made the store's cur
 by one atomic rename when complete (folder.py), so a crash or a bad input never leaves
 something that looks like a finished store, nor damages the store being replaced. The
 manifest records each file's checksums (checksums.py).
+
+A partitioned store's parts are written the same way (`TableWriter`), each by the worker that
+decoded it (`PartWriter`), into the staging folder of the ingest that split the input
+(`PartitionedStoreWriter`).
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import contextlib
 import functools
 import io
 import os
+import shutil
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -20,32 +26,39 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import StoreError
-from ..model import MODEL_VERSION, SCHEMAS, TABLES
+from ..model import SCHEMAS, TABLES
 from .checksums import describe
 from .folder import Staging, check_output
-from .manifest import table_file
+from .manifest import PARTITIONED_MODEL, PLAIN_MODEL, part_file, table_file
 
 
-class StoreWriter:
-    """Writes the tables of one store; `commit` makes it appear, anything else leaves nothing.
+class TableWriter:
+    """Writes the four tables into files of a folder (`names`: each table's path in it);
+    `close` gives what the manifest records of each file.
 
     Rows must come in seq order, table by table (docs/model.md): `write` refuses any that do
     not, as a decoder's bug, so no store is ever written that analyses would misread.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        check_output(self.path)
-        self._staging = Staging(self.path)
+    def __init__(self, folder: Path, names: dict[str, str], label: Path) -> None:
+        self.folder = folder
+        self.names = names
+        self.label = label  # the store, as errors name it
         self._writers: dict[str, pq.ParquetWriter] = {}
         self._rows = dict.fromkeys(TABLES, 0)
         self._last_seq: dict[str, int] = {}
+        self.first_seq: dict[str, int] = {}
+
+    @property
+    def last_seq(self) -> dict[str, int]:
+        """The seq of each table's last row written (tables with rows only)."""
+        return dict(self._last_seq)
 
     def checked(self, table: str, data: pa.Table) -> pa.Table:
         """`data` in the table's stored schema; StoreError if a column every row has has nulls."""
         for name in _REQUIRED[table]:
             if data.column(name).null_count:
-                raise StoreError(f"{self.path}: {table}.{name} has nulls; the model never leaves it empty")
+                raise StoreError(f"{self.label}: {table}.{name} has nulls; the model never leaves it empty")
         schema = STORED_SCHEMAS[table]
         return data.cast(schema) if data.schema != schema else data
 
@@ -56,9 +69,9 @@ class StoreWriter:
         self._check_order(table, data.column("seq").to_numpy())
         writer = self._writers.get(table)
         if writer is None:
-            writer = pq.ParquetWriter(
-                self._staging.version / table_file(table), STORED_SCHEMAS[table], **_parquet_options(table)
-            )
+            path = self.folder / self.names[table]
+            path.parent.mkdir(exist_ok=True)
+            writer = pq.ParquetWriter(path, STORED_SCHEMAS[table], **_parquet_options(table))
             self._writers[table] = writer
         writer.write_table(data, row_group_size=data.num_rows)
         self._rows[table] += data.num_rows
@@ -77,30 +90,55 @@ class StoreWriter:
             row = int(np.argmin(in_order)) + 1
             before = int(seq[row - 1])
         else:
+            self.first_seq.setdefault(table, int(seq[0]))
             self._last_seq[table] = int(seq[-1])
             return
-        order = "increasing" if strict else "non-decreasing"
-        raise StoreError(
-            f"{self.path}: internal error: {table} row {self._rows[table] + row:,} has seq {int(seq[row])} "
-            f"after seq {before}; a table's seq must be {order} (docs/model.md), so the decoder has a "
-            "bug: please report it with the input"
-        )
+        raise out_of_order(self.label, table, self._rows[table] + row, int(seq[row]), before)
 
-    def commit(self, manifest: dict[str, Any]) -> Path:
+    def close(self) -> dict[str, dict[str, Any]]:
+        """Finish the files (a table without rows gets an empty one): what the manifest records
+        of each (checksums.py), by file name."""
         for writer in self._writers.values():
             writer.close()
-        version = self._staging.version
         for table in TABLES:
             if table not in self._writers:
-                (version / table_file(table)).write_bytes(_empty_file(table))
-        files = {table_file(table): describe(version / table_file(table)) for table in TABLES}
-        self._staging.commit({"model_version": MODEL_VERSION, **manifest, "files": files})
-        return self.path
+                path = self.folder / self.names[table]
+                path.parent.mkdir(exist_ok=True)
+                path.write_bytes(_empty_file(table))
+        return {name: describe(self.folder / name) for name in self.names.values()}
 
     def abort(self) -> None:
         for writer in self._writers.values():
             with contextlib.suppress(Exception):  # cleaning up after a failure already reported
                 writer.close()
+
+
+def out_of_order(store: Path, table: str, row: int, seq: int, before: int) -> StoreError:
+    """The error for a row whose seq goes back: a decoder's bug."""
+    order = "increasing" if table == "instructions" else "non-decreasing"
+    return StoreError(
+        f"{store}: internal error: {table} row {row:,} has seq {seq} after seq {before}; a table's "
+        f"seq must be {order} (docs/model.md), so the decoder has a bug: please report it with the input"
+    )
+
+
+class StoreWriter(TableWriter):
+    """Writes the tables of one store, a file each; `commit` makes it appear, anything else
+    leaves nothing."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        check_output(self.path)
+        self._staging = Staging(self.path)
+        super().__init__(self._staging.version, {table: table_file(table) for table in TABLES}, self.path)
+
+    def commit(self, manifest: dict[str, Any]) -> Path:
+        files = self.close()
+        self._staging.commit({"model_version": PLAIN_MODEL, **manifest, "files": files})
+        return self.path
+
+    def abort(self) -> None:
+        super().abort()
         self._staging.discard()
 
 
@@ -167,3 +205,53 @@ def _empty_file(table: str) -> bytes:
     pq.write_table(STORED_SCHEMAS[table].empty_table(), sink, write_page_checksum=True)
     return sink.getvalue()
 
+
+
+class PartWriter(TableWriter):
+    """Writes part `index` of each table of a partitioned store being made (see
+    `PartitionedStoreWriter`), on whichever worker decodes it.
+
+    The files are written in a folder of their own and moved to their places by `close`, one
+    rename each: a part written again (its first worker died) replaces a whole part, never
+    one half-written. No folder is made above that one: a task still running when its ingest
+    ended (cancelled, or the whole failed) cannot make the removed staging folder again."""
+
+    def __init__(self, version: str | os.PathLike[str], index: int, label: Path) -> None:
+        self.version = Path(version)
+        names = {table: part_file(table, index) for table in TABLES}
+        super().__init__(self.version / f".part-{index:05d}-{uuid.uuid4().hex[:8]}", names, label)
+        # Never made again if the ingest has ended meanwhile (its staging folder removed): a
+        # task cancelled while it ran fails here, or at its next write, leaving nothing.
+        self.folder.mkdir()
+
+    def close(self) -> dict[str, dict[str, Any]]:
+        files = super().close()
+        for name in files:
+            os.replace(self.folder / name, self.version / name)
+        shutil.rmtree(self.folder, ignore_errors=True)
+        return files
+
+    def abort(self) -> None:
+        super().abort()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class PartitionedStoreWriter:
+    """A partitioned store being made: a staging version whose parts workers write
+    (`PartWriter` in `version`, a path they all reach), made the store by `commit`."""
+
+    def __init__(self, path: str | os.PathLike[str], inputs: list[str]) -> None:
+        self.path = Path(path)
+        check_output(self.path, inputs)
+        self._staging = Staging(self.path)
+        self.version = self._staging.version
+        for table in TABLES:
+            (self.version / table).mkdir()
+
+    def commit(self, manifest: dict[str, Any], files: dict[str, dict[str, Any]]) -> Path:
+        """Make the store of `manifest` (which says how many `parts`) and the parts' `files`."""
+        self._staging.commit({"model_version": PARTITIONED_MODEL, **manifest, "files": files})
+        return self.path
+
+    def abort(self) -> None:
+        self._staging.discard()

@@ -4,6 +4,10 @@ Chunks of whole lines are scanned in worker threads (the scanner releases the GI
 thread takes the results in input order, parses the lines the scanner left to the full
 grammar, carries the state that crosses lines (time and core of continuation lines, the
 instruction each record belongs to) and builds Arrow tables.
+
+What crosses lines is a `Carry`, so a byte range of the input (a part of a split input,
+split.py) decodes from a given one (`RangeDecode`) and says what its own result depended on
+(`RangeFacts`): the parts of an input decode side by side and are checked to join up.
 """
 
 from __future__ import annotations
@@ -34,16 +38,47 @@ _MEMORY_ATTRS = [
 ]
 
 
+MAX_CORES = 1 << 16
+"""Core numbers are uint16."""
+
+
 @dataclass
-class _Carry:
-    """State that crosses chunk boundaries."""
+class Carry:
+    """State that crosses chunk boundaries: all that decoding the lines after a point takes
+    from the lines before it (the line parser's own state never reaches past an instruction
+    line, where inputs are split)."""
 
     seq_base: int = 0
     line: int = 1  # the number of the next chunk's first line
     time: int | None = None
     cpu: int = 0
-    last_seq: np.ndarray = field(default_factory=lambda: np.full(1 << 16, NO_SEQ, np.int64))
+    last_seq: np.ndarray = field(default_factory=lambda: np.full(MAX_CORES, NO_SEQ, np.int64))
     ahead: dict[str, pa.Table] = field(default_factory=dict)  # rows of instructions still to come
+    unit: str | None = None  # the stored time unit, once a line has decided it
+
+    def joins(self, start: Carry, facts: RangeFacts) -> bool:
+        """Whether a range decoded from `start` comes out as it would from this carry: the same
+        numbering, unit and rows held back, and the same time, core and last instructions
+        where the range's lines took them from its start."""
+        return (
+            (self.seq_base, self.line, self.unit) == (start.seq_base, start.line, start.unit)
+            and self.ahead.keys() == start.ahead.keys()
+            and all(self.ahead[name].equals(start.ahead[name]) for name in self.ahead)
+            and (facts.time_given or self.time == start.time)
+            and (facts.cpu_given or self.cpu == start.cpu)
+            and all(self.last_seq[cpu] == start.last_seq[cpu] for cpu in facts.carried_cpus)
+        )
+
+
+@dataclass
+class RangeFacts:
+    """What a range's rows took from the carry it started from, besides numbering and unit."""
+
+    time_given: bool = True  # its first line has a time: no line takes the carried time
+    cpu_given: bool = True  # its first line names its core: no line takes the carried core
+    carried_cpus: set[int] = field(default_factory=set)  # cores whose records took the carried last_seq
+    instructions: bool = False
+    flow_line: int | None = None  # the first FD/FI record's line, before any instruction
 
 
 class TarmacDecoder:
@@ -52,62 +87,91 @@ class TarmacDecoder:
     def decode(self, source: InputFile, ctx: DecodeContext) -> Iterator[Batch]:
         image = ctx.image
         if image is None:
-            yield from _flow_noted(self._records(source, ctx), source.path, ctx)
+            whole = RangeDecode(source, ctx, Carry())
+            yield from whole.batches()
+            note_flow_only(whole.facts, source.path, ctx)
             return
         from .flowonly import BranchFlow  # the walk (capstone, compiled flow) loads only when needed
 
         flow = BranchFlow(image, ctx)  # a program-flow trace's FD/FI records walk the image
-        for batch in self._records(source, ctx):
+        for batch in RangeDecode(source, ctx, Carry()).batches():
             yield flow.expand(batch)
 
-    def _records(self, source: InputFile, ctx: DecodeContext) -> Iterator[Batch]:
-        default_isa = Isa[ctx.option(DEFAULT_ISA)]
+
+class RangeDecode:
+    """The records of an input, or of a byte range of it, decoded from a carry: `batches`, then
+    `end` (the carry after its last line) and `facts` (see RangeFacts).
+
+    The rows held back for instructions still to come are given at the end of the input
+    (`final`: a trace cut short); a range before the last keeps them in `end`."""
+
+    def __init__(
+        self, source: InputFile, ctx: DecodeContext, start: Carry,
+        byte_range: tuple[int, int] | None = None, final: bool = True,
+    ) -> None:  # fmt: skip
+        self.source = source
+        self.byte_range = byte_range
+        self.final = final
         big_endian = _big_endian(ctx)
-        parser = TarmacLineParser(default_isa, big_endian, TimeScale())
-        assembler = _Assembler(source, ctx, parser, big_endian)
+        parser = TarmacLineParser(Isa[ctx.option(DEFAULT_ISA)], big_endian, TimeScale(unit=start.unit))
+        self.assembler = _Assembler(source, ctx, parser, big_endian, start)
+        self.facts = self.assembler.facts
+        self.ctx = ctx
+
+    @property
+    def end(self) -> Carry:
+        return self.assembler.carry
+
+    def batches(self) -> Iterator[Batch]:
+        assembler = self.assembler
         held: Batch | None = None  # each batch waits for the next: a line there may complete it
-        for batch in _assembled(source, assembler):
+        for batch in _assembled(self.source, assembler, self.byte_range):
             if held is not None:
                 yield assembler.completed(held)
             held = batch
+            self._note_flow(batch)
         if held is not None:
             yield held
         rest = assembler.carry.ahead  # rows of instructions that never came (a trace cut short)
-        if rest:
+        if rest and self.final:
             yield rest
-        ctx.notes["time_unit"] = assembler.timescale.unit
+            assembler.carry.ahead = {}
+        assembler.carry.unit = assembler.timescale.unit
+        self.ctx.notes["time_unit"] = assembler.timescale.unit
 
-
-def _flow_noted(batches: Iterator[Batch], path: str, ctx: DecodeContext) -> Iterator[Batch]:
-    """`batches`, and a warning (an error with --strict) if they are of a flow-only trace: FD/FI
-    records and no instructions, which only the program image can rebuild."""
-    flow_line = None
-    instructions = False
-    for batch in batches:
-        instructions = instructions or batch["instructions"].num_rows > 0
-        if flow_line is None and not instructions and batch["events"].num_rows:
+    def _note_flow(self, batch: Batch) -> None:
+        """Keep the line of the first FD/FI record before any instruction (see note_flow_only)."""
+        facts = self.facts
+        facts.instructions = facts.instructions or batch["instructions"].num_rows > 0
+        if facts.flow_line is None and not facts.instructions and batch["events"].num_rows:
             events = batch["events"]
             flow = pc.and_(
                 pc.equal(events.column("kind").cast(pa.string()), "branch"),
                 pc.match_substring_regex(events.column("name"), "^F[DI]"),
             )
             lines = events.filter(pc.fill_null(flow, False)).column("src")
-            flow_line = lines[0].as_py() if len(lines) else None
-        yield batch
-    if flow_line is not None and not instructions:
+            facts.flow_line = lines[0].as_py() if len(lines) else None
+
+
+def note_flow_only(facts: RangeFacts, path: str, ctx: DecodeContext) -> None:
+    """A warning (an error with --strict) if the input is a flow-only trace: FD/FI records and
+    no instructions, which only the program image can rebuild."""
+    if facts.flow_line is not None and not facts.instructions:
         ctx.doubt(
             path,
-            str(flow_line),
+            str(facts.flow_line),
             "a flow-only trace (FD/FI records and no instructions): give the program image with "
             "--image PATH to rebuild its instructions; only its branches are kept",
         )
 
 
-def _assembled(source: InputFile, assembler: _Assembler) -> Iterator[Batch]:
+def _assembled(
+    source: InputFile, assembler: _Assembler, byte_range: tuple[int, int] | None
+) -> Iterator[Batch]:
     """Chunks scanned two at a time on worker threads, assembled in input order."""
     with ThreadPoolExecutor(max_workers=2) as pool:
         pending: deque[tuple[memoryview, Future[_Scanned]]] = deque()
-        for chunk in prefetched(source.line_chunks()):
+        for chunk in prefetched(source.line_chunks(byte_range=byte_range)):
             pending.append((chunk, pool.submit(_scan_and_build, chunk, source.max_line)))
             if len(pending) > 2:
                 done, scanned = pending.popleft()
@@ -142,7 +206,7 @@ class _Assembler:
     """Turns one scanned chunk into model tables, in input order."""
 
     def __init__(
-        self, source: InputFile, ctx: DecodeContext, parser: TarmacLineParser, big_endian: bool
+        self, source: InputFile, ctx: DecodeContext, parser: TarmacLineParser, big_endian: bool, carry: Carry
     ) -> None:
         self.path = source.path
         self.max_line = source.max_line
@@ -150,7 +214,10 @@ class _Assembler:
         self.ctx = ctx
         self.parser = parser
         self.timescale = parser.timescale
-        self.carry = _Carry()
+        self.carry = carry
+        self.facts = RangeFacts()
+        self._first = True
+        self._seen = np.zeros(MAX_CORES, np.bool_)  # cores with an instruction in these lines
 
     def assemble(self, chunk: memoryview, scanned: _Scanned) -> Batch:
         scan = scanned.scan
@@ -168,6 +235,10 @@ class _Assembler:
                 for name, table in fast.items()
             }
         line_time, line_has_time = self._line_times(scan, has_time, slow_time)
+        if self._first and scan.n_lines:
+            self._first = False
+            self.facts.time_given = bool(has_time[0] or 0 in slow_time)
+            self.facts.cpu_given = bool(scan.cpu[0] >= 0)
         line_cpu = self._line_cpus(scan.cpu)
 
         insns = _merge(fast["instructions"], rows.instructions.to_table())
@@ -185,13 +256,29 @@ class _Assembler:
         ):
             line = table.column("src").to_numpy() - first
             seq = self._seq_of(line, line_cpu[line], insn_line, insn_cpu)
+            self._note_carried(line, line_cpu[line], insn_line, insn_cpu)
             batch[name] = self._stamp(table, line, line_time, line_has_time, line_cpu, seq)
 
+        self._seen[insn_cpu] = True
         update_last_seq(insn_cpu, self.carry.seq_base, self.carry.last_seq)
         self.carry.seq_base += len(insn_line)
         for name in ("registers", "memory", "events"):
             batch[name] = self._in_seq_order(name, batch[name], len(insn_line) > 0)
         return batch
+
+    def _note_carried(
+        self, line: np.ndarray, cpu: np.ndarray, insn_line: np.ndarray, insn_cpu: np.ndarray
+    ) -> None:
+        """Note the cores of records that took their seq from the carry's `last_seq`: records of
+        a core before its first instruction in these lines."""
+        fresh = ~self._seen[cpu]
+        if not fresh.any():
+            return
+        first_line = np.full(MAX_CORES, np.iinfo(np.int64).max, np.int64)
+        cores, at = np.unique(insn_cpu, return_index=True)
+        first_line[cores] = insn_line[at]
+        cpu, line = cpu[fresh], line[fresh]
+        self.facts.carried_cpus.update(np.unique(cpu[line < first_line[cpu]]).tolist())
 
     def _in_seq_order(self, name: str, table: pa.Table, keep_back: bool) -> pa.Table:
         """`table` sorted by seq (then line), the rows of instructions still to come kept back.

@@ -1,0 +1,277 @@
+"""One input split across a cluster's workers into a partitioned store (`cputrace ingest
+--workers N`, `--scheduler ADDRESS`).
+
+The input is split into byte ranges at record boundaries; each range is decoded on a worker
+into a part of each table (`PartWriter`), and the parts make one store whose rows are those
+of the single-process ingest, row for row (seq and line numbers run on across parts). How
+a range is decoded from the state of the lines before it, and checked to join up with its
+neighbours, is the format's: formats/tarmac/split.py. The client only splits, sums small
+results and writes the manifest.
+
+A format that cannot be split (compressed inputs, and every format but Tarmac without an
+image: see docs/formats.md) is ingested whole by one worker, into a plain store.
+
+Atomic as `ingest`: the parts are written into the store's staging folder, which becomes the
+store only once every part is written and checked; a part that fails, a worker that dies
+too often or Ctrl-C leave no store (the staging folder is removed). A worker that dies
+mid-part is replaced and its part written again whole.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import CputraceError, UsageError
+from ..ingest import IngestResult, IngestStats, check_walk, default_store_path, manifest_of
+from ..inputs import InputFile
+from ..model import TABLES
+from ..store.write import PartitionedStoreWriter, PartWriter, out_of_order
+from .cluster import distributed, run_tasks
+from .ingest import ingest_one
+from .tasks import PART_BYTES, Failed, absolute, absolute_images, readable, reported
+
+if TYPE_CHECKING:
+    from ..formats.tarmac.decoder import Carry, RangeFacts
+    from ..formats.tarmac.split import RangeCount
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    """What every task of one split ingest is given."""
+
+    path: str
+    version: str  # the staging version folder the parts go into
+    store: str  # as errors name it
+    strict: bool
+    options: dict[str, Any]
+
+
+@dataclass
+class _Part:
+    """A part decoded on a worker: its files, figures and where it ended."""
+
+    files: dict[str, dict[str, Any]]
+    stats: IngestStats
+    warnings: int
+    samples: list[str]
+    end: Carry
+    facts: RangeFacts
+    first_seq: dict[str, int]
+    last_seq: dict[str, int]
+    content_hash: str | None
+
+
+def splittable(source: InputFile, format: str, images: Sequence[str]) -> str | None:
+    """Why the input cannot be split (None: it can)."""
+    if source.compression is not None:
+        return f"a {source.compression} input is read from its start"
+    if format != "tarmac":
+        return f"{format} inputs are decoded whole (docs/formats.md)"
+    if images:
+        return "a Tarmac trace walked through an image is decoded whole"
+    return None
+
+
+def ingest_split(
+    client: distributed.Client,
+    source: str | os.PathLike[str],
+    output: str | os.PathLike[str] | None = None,
+    *,
+    format: str | None = None,
+    strict: bool = False,
+    options: Mapping[str, Any] | None = None,
+    images: Sequence[str] = (),
+    part_bytes: int = PART_BYTES,
+    splits: Sequence[int] | None = None,
+    on_format: Callable[[str, str], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> IngestResult:
+    """Ingest one input on the cluster of `client`, split into parts of about `part_bytes`
+    input bytes decoded side by side, into a partitioned store at `output` (default
+    INPUT.ctrace), or split at `splits` (byte offsets, each moved on to an instruction line
+    if not at one). Errors as `ingest`'s; a part that fails fails the whole (CputraceError
+    naming the input), leaving no store. `on_note` hears why an input is not split;
+    `progress` the input bytes of each task done (each byte is read twice: 2 x the size)."""
+    from ..formats import check_options, get_decoder, sniff
+
+    if part_bytes < 1:
+        raise UsageError(f"a part must be 1 byte or more, got {part_bytes}")
+    store = Path(output) if output is not None else default_store_path([source])
+    given = dict(options or {})
+    file = InputFile(source)
+    decoder = get_decoder(format) if format else sniff(file.head(), file.path)
+    check_options(given, {decoder.name})
+    if on_format is not None:
+        on_format(file.path, decoder.name)
+    why_not = splittable(file, decoder.name, images)
+    if why_not is not None:
+        if on_note is not None:
+            on_note(f"{file.path}: not split: {why_not}")
+        done = None if progress is None else lambda _tasks: progress(2 * file.size)
+        return _ingest_whole(client, file, store, decoder.name, strict, given, images, done)
+    from ..formats.tarmac.split import equal_shares
+
+    parts = math.ceil(file.size / part_bytes)
+    nominal = sorted(splits) if splits is not None else equal_shares(file.size, parts)
+    return _SplitIngest(client, file, store, strict, given, progress).run(nominal)
+
+
+def _ingest_whole(
+    client: distributed.Client, file: InputFile, store: Path, format: str, strict: bool,
+    options: dict[str, Any], images: Sequence[str], on_done: Callable[[int], None] | None,
+) -> IngestResult:  # fmt: skip
+    """The input ingested by one worker into a plain store."""
+    args = (absolute(file.path), absolute(store), format, strict, options, absolute_images(images))
+    [(_, result)] = run_tasks(client, ingest_one, [(file.path, args)], on_done)
+    if isinstance(result, Failed):
+        raise UsageError(result.message) if result.usage else CputraceError(result.message)
+    return IngestResult(store, result.manifest)
+
+
+class _SplitIngest:
+    """The steps of one split ingest, on the client."""
+
+    def __init__(
+        self, client: distributed.Client, file: InputFile, store: Path, strict: bool, options: dict[str, Any],
+        progress: Callable[[int], None] | None,
+    ) -> None:  # fmt: skip
+        self.client = client
+        self.file = file
+        self.store = store
+        self.strict = strict
+        self.options = options
+        self.progress = progress
+        self.sizes: list[int] = []  # of each range, in input bytes
+
+    def run(self, nominal: list[int]) -> IngestResult:
+        from ..formats.tarmac.split import first_carries, split_points
+
+        started = time.perf_counter()
+        starts = split_points(self.file, nominal)
+        ranges = list(zip(starts, [*starts[1:], self.file.size], strict=True))
+        writer = PartitionedStoreWriter(self.store, [self.file.path])
+        job = _Job(absolute(self.file.path), str(writer.version), str(self.store), self.strict, self.options)
+        try:
+            self.sizes = [stop - start for start, stop in ranges]
+            counts: list[RangeCount] = self._each(_count_part, [(job, r) for r in ranges])
+            carries = first_carries(counts)
+            last = len(ranges) - 1
+            parts: list[_Part] = self._each(
+                _decode_part, [(job, i, r, carries[i], i == last) for i, r in enumerate(ranges)]
+            )
+            for i in range(last):  # the parts that did not join up, decoded again in turn
+                if not parts[i].end.joins(carries[i + 1], parts[i + 1].facts):
+                    carries[i + 1] = parts[i].end
+                    again = (job, i + 1, ranges[i + 1], parts[i].end, i + 1 == last)
+                    [parts[i + 1]] = self._each(_decode_part, [again], first=i + 1)
+            manifest, files = self._manifest(parts, ranges, started)
+            return IngestResult(writer.commit(manifest, files), manifest)
+        except BaseException:
+            writer.abort()
+            raise
+
+    def _each(self, task: Callable[..., Any], jobs: list[tuple[Any, ...]], first: int = 0) -> list[Any]:
+        """`task(*args)` for each of `jobs` (of the ranges from `first` on) on the cluster, their
+        results in order; the first failure (in input order) raised as the input's error."""
+        results: dict[int, Any] = {}
+        named = [(self.file.path, args) for args in jobs]
+        for index, result in run_tasks(self.client, task, named):
+            results[index] = result
+            if self.progress is not None:
+                self.progress(self.sizes[first + index])
+        failed = [results[i] for i in sorted(results) if isinstance(results[i], Failed)]
+        if failed:
+            first = failed[0]
+            raise UsageError(first.message) if first.usage else CputraceError(first.message)
+        return [results[index] for index in range(len(jobs))]
+
+    def _manifest(
+        self, parts: list[_Part], ranges: list[tuple[int, int]], started: float
+    ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        """The store's manifest and files, after checking that the parts' rows follow each
+        other in seq order (as `TableWriter` checks a file's)."""
+        from ..formats import DecodeContext
+        from ..formats.base import MAX_WARNINGS_KEPT
+        from ..formats.tarmac.decoder import RangeFacts, note_flow_only
+
+        stats = IngestStats()
+        ctx = DecodeContext(strict=self.strict, options=self.options)
+        files: dict[str, dict[str, Any]] = {}
+        last_seq: dict[str, int] = {}
+        for part in parts:
+            for table in TABLES:
+                before, first = last_seq.get(table), part.first_seq.get(table)
+                repeats = table == "instructions" and first == before
+                if before is not None and first is not None and (first < before or repeats):
+                    raise out_of_order(self.store, table, stats.counts[table], first, before)
+                if table in part.last_seq:
+                    last_seq[table] = part.last_seq[table]
+            stats.merge(part.stats)
+            ctx.warnings += part.warnings
+            ctx.warning_samples += part.samples[: MAX_WARNINGS_KEPT - len(ctx.warning_samples)]
+            files.update(part.files)
+        flow_lines = [part.facts.flow_line for part in parts if part.facts.flow_line is not None]
+        instructions = any(part.facts.instructions for part in parts)
+        whole = RangeFacts(instructions=instructions, flow_line=min(flow_lines, default=None))
+        note_flow_only(whole, self.file.path, ctx)
+        check_walk(ctx, stats, [self.file.path])
+        ctx.notes["time_unit"] = parts[-1].end.unit
+        fingerprint = self.file.fingerprint
+        recorded = {
+            "path": fingerprint.path, "size": fingerprint.size, "mtime_ns": fingerprint.mtime_ns,
+            "xxh3_128": None, "compression": None, "format": "tarmac", "first_seq": 0,
+            "instructions": stats.counts["instructions"],
+            "parts": [
+                {"start": start, "stop": stop, "xxh3_128": part.content_hash}
+                for (start, stop), part in zip(ranges, parts, strict=True)
+            ],
+        }  # fmt: skip
+        options = {"strict": self.strict, **self.options}
+        manifest = manifest_of(["tarmac"], [recorded], options, stats, ctx, started)
+        return {**manifest, "parts": len(parts)}, files
+
+
+@reported
+def _count_part(job: _Job, byte_range: tuple[int, int]) -> RangeCount:
+    """The task of step 1 (formats/tarmac/split.py): a range's lines and instructions."""
+    from ..formats import DecodeContext, check_options
+    from ..formats.tarmac.split import count_range
+
+    ctx = DecodeContext(strict=job.strict, options=check_options(job.options, {"tarmac"}))
+    return count_range(InputFile(readable(job.path)), ctx, byte_range)
+
+
+@reported
+def _decode_part(job: _Job, index: int, byte_range: tuple[int, int], start: Carry, final: bool) -> _Part:
+    """The task of step 2: a range decoded from `start` into part `index` of each table."""
+    from ..formats import DecodeContext, check_options
+    from ..formats.tarmac.decoder import RangeDecode
+    from ..ingest import BackgroundWrites
+
+    source = InputFile(readable(job.path))
+    ctx = DecodeContext(strict=job.strict, options=check_options(job.options, {"tarmac"}))
+    writer = PartWriter(job.version, index, Path(job.store))
+    stats = IngestStats()
+    writes = BackgroundWrites(writer, stats)
+    decode = RangeDecode(source, ctx, start, byte_range, final)
+    try:
+        for batch in decode.batches():
+            for table, data in batch.items():
+                writes.submit(table, data)
+        writes.drain()
+        files = writer.close()
+    except BaseException:
+        writes.close()
+        writer.abort()
+        raise
+    writes.close()
+    return _Part(
+        files, stats, ctx.warnings, ctx.warning_samples, decode.end, decode.facts, writer.first_seq,
+        writer.last_seq, source.content_hash(),
+    )  # fmt: skip

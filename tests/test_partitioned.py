@@ -1,0 +1,418 @@
+"""One input split across a Dask cluster into a partitioned store (`ingest --workers`).
+
+Every partitioned store is checked against the single-process ingest of the same input, row
+for row and column for column, with the split points chosen to hurt: before every
+instruction line of small inputs (every part one instruction), and on larger ones right
+after every kind of record (the parts then start with the instruction that follows it) and
+right before every kind (moved on to the next instruction line). Commands on a partitioned
+store are checked against the same commands on the single store. One local cluster of two
+worker processes serves the module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from click.testing import CliRunner
+
+from cputrace.cli import cli
+from cputrace.errors import CputraceError
+from cputrace.ingest import ingest
+from cputrace.model import TABLES
+from cputrace.store.manifest import load_manifest
+from cputrace.store.trace import Trace
+
+pytest.importorskip("distributed")
+
+import paths
+
+from cputrace.batch.cluster import connect
+from cputrace.batch.partition import ingest_split
+
+TARMAC = paths.DATA / "tarmac"
+SAMPLES = (
+    "calculator-aarch32-es-ld-st-style", "calculator-aarch32-fastmodel", "calculator-aarch64-es-ld-st-style",
+    "calculator-aarch64-fastmodel", "calculator-aarch64-gem5",
+)  # fmt: skip
+RECORD = re.compile(rb"^\s*(?:[\d.]+\s*(?:[a-z]+\s+)?)?(?:cpu\d+\s+)?(\S+)")
+INSTRUCTION_RECORDS = (b"IT", b"IS", b"IF")
+MANIFEST_FIELDS = ("counts", "time", "cpus", "isas", "modes", "event_kinds", "warnings", "format")
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A local cluster of two worker processes for the module, stopped at its end."""
+    with connect(workers=2) as client:
+        yield client
+
+
+def _lines(path: Path) -> list[tuple[int, bytes, bytes]]:
+    """Each line's byte offset, its record keyword (b"" for none) and its text."""
+    offset, lines = 0, []
+    for line in path.read_bytes().splitlines(keepends=True):
+        match = RECORD.match(line)
+        keyword = match.group(1) if match else b""
+        if keyword == b"ES" and b"(" in line:
+            keyword = b"IT"  # ES (address:opcode): an instruction
+        lines.append((offset, keyword, line))
+        offset += len(line)
+    return lines
+
+
+def every_instruction(path: Path) -> list[int]:
+    return [offset for offset, keyword, _ in _lines(path) if keyword in INSTRUCTION_RECORDS and offset]
+
+
+def around_every_kind(path: Path, per_kind: int = 3, seed: int = 21) -> list[int]:
+    """Offsets right after and right before lines of each kind of record (up to `per_kind`
+    of each), and a few at random."""
+    lines = _lines(path)
+    after: dict[bytes, list[int]] = {}
+    before: dict[bytes, list[int]] = {}
+    for (_, kind, _), (offset, keyword, _) in itertools.pairwise(lines):
+        if keyword in INSTRUCTION_RECORDS:
+            after.setdefault(kind, []).append(offset)
+        before.setdefault(keyword, []).append(offset)
+    chosen = {offset for offsets in (*after.values(), *before.values()) for offset in offsets[:per_kind]}
+    chosen |= set(random.Random(seed).sample([offset for offset, _, _ in lines[1:]], min(20, len(lines) - 1)))
+    return sorted(chosen)
+
+
+def plain(table: pa.Table) -> pa.Table:
+    """The table with dictionary columns as their values (parts have dictionaries of their own)."""
+    columns = [c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c for c in table.columns]
+    return pa.table(columns, names=table.column_names)
+
+
+def assert_same_store(single: Path, split: Path) -> None:
+    with Trace(single) as a, Trace(split) as b:
+        for name in TABLES:
+            expected, got = plain(a.table(name)), plain(b.table(name))
+            assert got.schema == expected.schema, name
+            for column in expected.column_names:
+                assert got.column(column).equals(expected.column(column)), (name, column)
+        for field in MANIFEST_FIELDS:
+            assert b.manifest[field] == a.manifest[field], field
+
+
+def split_and_single(client, source: Path, tmp_path: Path, **kwargs) -> tuple[Path, Path, dict]:
+    options = {key: kwargs.pop(key) for key in ("strict", "options") if key in kwargs}
+    single = ingest([source], tmp_path / "single.ctrace", **options).store
+    result = ingest_split(client, source, tmp_path / "split.ctrace", **options, **kwargs)
+    return single, result.store, result.manifest
+
+
+@pytest.mark.parametrize("name", ["parsertest.txt", "seed_fastmodels_example.tarmac"])
+def test_split_before_every_instruction_equals_the_single_ingest(client, tmp_path: Path, name: str) -> None:
+    source = TARMAC / name
+    splits = every_instruction(source)
+    single, split, manifest = split_and_single(client, source, tmp_path, splits=splits)
+    # split at all but the few instruction lines of rare dialects (left to the line parser)
+    assert len(splits) * 0.8 < manifest["parts"] <= len(splits) + 1
+    assert_same_store(single, split)
+
+
+@pytest.mark.parametrize("sample", SAMPLES)
+def test_split_around_every_kind_of_record_equals_the_single_ingest(
+    client, tmp_path: Path, sample: str
+) -> None:
+    source = paths.shared("tarmac-trace-utilities", "samples", f"{sample}.tarmac")
+    single, split, manifest = split_and_single(client, source, tmp_path, splits=around_every_kind(source))
+    assert manifest["parts"] > 20
+    assert_same_store(single, split)
+
+
+MULTICORE = b"""\
+0 clk cpu0 IT (0) 00008000 e3a00001 A svc_s : MOV      r0,#1
+0 clk cpu0 R r0 00000001
+0 clk cpu1 R r1 00000005
+1 clk cpu0 IT (1) 00008004 e3a01002 A svc_s : MOV      r1,#2
+1 clk cpu1 R r2 00000007
+1 clk cpu1 IT (1) 00009000 e3a02003 A svc_s : MOV      r2,#3
+2 clk cpu1 R r2 00000003
+IT (2) 00009004 e3a03004 A svc_s : MOV      r3,#4
+R r3 00000004
+3 clk cpu0 ES IRQ
+      EXC [0x12] IRQ
+4 clk cpu0 IT (3) 00000018 e3a04005 A irq : MOV      r4,#5
+4 clk cpu2 MR4 00001000 12345678
+5 clk cpu2 IT (4) 0000a000 e3a05006 A svc_s : MOV      r5,#6
+"""
+
+
+def test_state_that_crosses_a_split_is_carried(client, tmp_path: Path) -> None:
+    """A core's records before its first instruction (they belong to the next instruction, in
+    the next part), lines that take the time and core of the lines before (an instruction line
+    without them starts a part), and an exception whose number is on the next line."""
+    source = tmp_path / "multicore.tarmac"
+    source.write_bytes(MULTICORE)
+    single, split, _ = split_and_single(client, source, tmp_path, splits=every_instruction(source))
+    assert_same_store(single, split)
+    with Trace(single) as trace:  # what the carried state decides, as the single ingest has it
+        rows = trace.sql("SELECT seq, cpu, reg FROM registers ORDER BY seq, src").to_pylist()
+        assert {"seq": 1, "cpu": 1, "reg": "r1"} in rows
+        assert trace.sql("SELECT time, cpu FROM instructions WHERE seq = 3").to_pylist() == [
+            {"time": 2, "cpu": 1}
+        ]
+
+
+def test_a_recorded_program_splits_into_an_equal_store(client, tmp_path: Path, recorded_calls_a64) -> None:
+    _, trace = recorded_calls_a64
+    source = Path(trace.manifest["inputs"][0]["path"])
+    single, split, manifest = split_and_single(
+        client, source, tmp_path, part_bytes=-(-source.stat().st_size // 7)
+    )
+    assert manifest["parts"] == 7
+    assert_same_store(single, split)
+
+
+def test_a_strict_error_in_a_later_part_fails_the_whole_and_leaves_nothing(client, tmp_path: Path) -> None:
+    text = (TARMAC / "seed_fastmodels_example.tarmac").read_bytes()
+    lines = text.splitlines(keepends=True)
+    bad = len(lines) * 3 // 4
+    lines[bad] = b"12 clk IT (12) zzzz0000 e3a00000 A svc : MOV r0,#0\n"
+    source = tmp_path / "bad.tarmac"
+    source.write_bytes(b"".join(lines))
+    with pytest.raises(CputraceError) as single:
+        ingest([source], tmp_path / "single.ctrace", strict=True)
+    with pytest.raises(CputraceError) as split:
+        ingest_split(client, source, tmp_path / "split.ctrace", strict=True, part_bytes=len(text) // 4)
+    assert str(split.value) == str(single.value)
+    assert f"{source}:{bad + 1}" in str(split.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.tarmac"]  # no store, no staging folder
+
+
+def test_lenient_warnings_are_those_of_the_single_ingest(client, tmp_path: Path) -> None:
+    lines = (TARMAC / "seed_fastmodels_example.tarmac").read_bytes().splitlines(keepends=True)
+    for at in range(5, len(lines), len(lines) // 6):
+        lines[at] = b"this is no Tarmac line\n"
+    source = tmp_path / "noisy.tarmac"
+    source.write_bytes(b"".join(lines))
+    single, split, manifest = split_and_single(
+        client, source, tmp_path, part_bytes=source.stat().st_size // 5
+    )
+    assert manifest["warnings"]["count"] == 6
+    assert_same_store(single, split)
+
+
+def test_an_input_that_cannot_be_split_is_ingested_whole_by_a_worker(client, tmp_path: Path) -> None:
+    source = paths.DATA / "armulator" / "seed_example.trc"
+    notes: list[str] = []
+    single = ingest([source], tmp_path / "single.ctrace").store
+    result = ingest_split(client, source, tmp_path / "split.ctrace", part_bytes=64, on_note=notes.append)
+    assert notes == [f"{source}: not split: armulator inputs are decoded whole (docs/formats.md)"]
+    assert "parts" not in result.manifest
+    assert_same_store(single, result.store)
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, [str(arg) for arg in args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture(scope="module")
+def recorded_pair(
+    client, tmp_path_factory: pytest.TempPathFactory, recorded_calls_a64
+) -> tuple[Path, Path, Path]:
+    """The recorded calls-a64 trace ingested by one process and split in 5 parts by the CLI."""
+    elf, trace = recorded_calls_a64
+    where = tmp_path_factory.mktemp("pair")
+    source = where / "calls.tarmac"
+    shutil.copy(trace.manifest["inputs"][0]["path"], source)
+    single = ingest([source], where / "single.ctrace").store
+    size = -(-source.stat().st_size // 5)  # 5 parts
+    status, out, err = _cli("ingest", source, "-o", where / "split.ctrace", "--part-size", size,
+                            "--scheduler", client.scheduler.address)  # fmt: skip
+    assert status == 0, err
+    assert out.startswith(
+        f"{where / 'split.ctrace'}: {trace.manifest['counts']['instructions']:,} instructions"
+    )
+    assert load_manifest(where / "split.ctrace")["parts"] == 5
+    return elf, single, where / "split.ctrace"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["calls", "{trace}", "--image", "{elf}"],
+        ["calls", "{trace}", "--image", "{elf}", "--tree", "--format", "json"],
+        ["profile", "{trace}", "--image", "{elf}", "--format", "json"],
+        ["coverage", "{trace}", "--image", "{elf}"],
+        ["state", "{trace}", "--at", "1500", "--format", "json"],
+        ["list", "{trace}", "--format", "tarmac"],
+        ["list", "{trace}", "--where", "pc >= 0x400 AND size = 4", "--limit", "50", "--format", "csv"],
+        [
+            "sql",
+            "{trace}",
+            "SELECT reg, count(*) AS n, sum(value) AS s FROM registers GROUP BY reg ORDER BY reg",
+        ],
+        ["sql", "{trace}", "SELECT * FROM memory ORDER BY seq LIMIT 40 OFFSET 900", "--format", "csv"],
+        ["diff", "{trace}", "{other}", "--format", "json"],
+    ],
+)
+def test_commands_on_a_partitioned_store_say_what_they_say_on_the_single_store(
+    recorded_pair, command
+) -> None:
+    elf, single, split = recorded_pair
+    outputs = []
+    for trace, other in ((single, split), (split, single)):
+        args = [arg.format(trace=trace, other=other, elf=elf) for arg in command]
+        status, out, err = _cli(*args)
+        assert status == 0, err
+        outputs.append(out.replace(str(trace), "TRACE").replace(str(other), "OTHER"))
+    assert outputs[0] == outputs[1]
+    assert outputs[0].strip()
+
+
+def test_info_and_verify_read_every_part(recorded_pair) -> None:
+    _, single, split = recorded_pair
+    status, out, _ = _cli("verify", split)
+    assert status == 0 and ", 4 tables," in out
+    damaged = sorted((split / load_manifest(split)["data"] / "memory").iterdir())[3]
+    data = bytearray(damaged.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    damaged.chmod(0o644)
+    damaged.write_bytes(bytes(data))
+    status, _, err = _cli("verify", split)
+    assert status == 1 and str(damaged) in err and "checksum mismatch" in err
+    data[len(data) // 2] ^= 0x01
+    damaged.write_bytes(bytes(data))
+    _, a, _ = _cli("info", single)
+    _, b, _ = _cli("info", split)
+    assert a.replace(str(single), "S") == b.replace(str(split), "S")
+
+
+def test_the_cli_refuses_two_inputs_to_split(client, tmp_path: Path) -> None:
+    status, _, err = _cli("ingest", TARMAC / "parsertest.txt", TARMAC / "seed_fastmodels_example.tarmac",
+                          "--scheduler", client.scheduler.address)  # fmt: skip
+    assert status == 2 and "give one INPUT to split" in err
+
+
+def _kill_a_busy_worker(client) -> str:
+    """SIGKILL a worker process that is running a task; its address."""
+    pids = client.run(os.getpid)
+    for _ in range(3000):
+        busy = [address for address, keys in client.processing().items() if keys]
+        if busy:
+            os.kill(pids[busy[0]], signal.SIGKILL)
+            return busy[0]
+        time.sleep(0.005)
+    raise AssertionError("no worker ran a task")
+
+
+@contextlib.contextmanager
+def _killing_a_busy_worker(client) -> Iterator[list[str]]:
+    """While the block runs a job: the first worker seen running a task is killed."""
+    killed: list[str] = []
+    killer = threading.Thread(target=lambda: killed.append(_kill_a_busy_worker(client)))
+    killer.start()
+    try:
+        yield killed
+    finally:
+        killer.join()
+        client.wait_for_workers(2, timeout=180)
+
+
+def test_a_worker_killed_mid_part_changes_nothing(client, tmp_path: Path, recorded_calls_a64) -> None:
+    _, trace = recorded_calls_a64
+    source = Path(trace.manifest["inputs"][0]["path"])
+    single = ingest([source], tmp_path / "single.ctrace").store
+    with _killing_a_busy_worker(client) as killed:
+        split = ingest_split(client, source, tmp_path / "split.ctrace", part_bytes=source.stat().st_size // 8)
+    assert killed and killed[0] not in client.scheduler_info()["workers"]
+    assert_same_store(single, split.store)
+    assert not list(tmp_path.glob("*.tmp-*"))
+
+
+def test_a_part_whose_workers_keep_dying_fails_the_whole_and_leaves_nothing(
+    client, tmp_path: Path, recorded_calls_a64
+) -> None:
+    _, trace = recorded_calls_a64
+    source = tmp_path / "calls.tarmac"
+    shutil.copy(trace.manifest["inputs"][0]["path"], source)
+    allowed = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.allowed_failures)
+    client.run_on_scheduler(lambda dask_scheduler: setattr(dask_scheduler, "allowed_failures", 0))
+    try:
+        with _killing_a_busy_worker(client), pytest.raises(CputraceError) as failed:
+            ingest_split(client, source, tmp_path / "split.ctrace", part_bytes=source.stat().st_size // 8)
+    finally:
+        client.run_on_scheduler(lambda dask_scheduler: setattr(dask_scheduler, "allowed_failures", allowed))
+    assert str(failed.value).startswith(f"{source}: the job could not complete: 1 worker process died")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["calls.tarmac"]  # no store, no staging folder
+
+
+def test_batch_commands_read_partitioned_stores(client, recorded_pair) -> None:
+    elf, single, split = recorded_pair
+    status, out, err = _cli(
+        "batch", "diff", single, split, "--format", "json", "--scheduler", client.scheduler.address
+    )
+    assert status == 0, err
+    [pair] = json.loads(out)
+    assert (pair["status"], pair["divergences"]) == ("identical", 0)
+    profiles = []
+    for trace in (single, split):
+        status, out, err = _cli("batch", "profile", trace, "--image", elf, "--format", "json",
+                                "--scheduler", client.scheduler.address)  # fmt: skip
+        assert status == 0, err
+        profiles.append(out)
+    assert profiles[0] == profiles[1]
+
+
+def test_a_split_inside_a_long_run_of_records_moves_on_to_the_next_instruction(
+    client, tmp_path: Path
+) -> None:
+    """More records between two instructions than the first window looked at for a split."""
+    lines = [b"0 clk IT (0) 00008000 e3a00001 A svc_s : MOV      r0,#1\n"]
+    lines += [b"0 clk R r%d %08x\n" % (i % 13, i) for i in range(8000)]  # about 160 KB
+    lines += [b"1 clk IT (1) 00008004 e3a01002 A svc_s : MOV      r1,#2\n", b"1 clk R r1 00000002\n"]
+    source = tmp_path / "long.tarmac"
+    source.write_bytes(b"".join(lines))
+    second = source.stat().st_size - len(lines[-1]) - len(lines[-2])
+    single, split, manifest = split_and_single(client, source, tmp_path, splits=[len(lines[0]) + 10])
+    assert manifest["parts"] == 2
+    assert manifest["inputs"][0]["parts"][1]["start"] == second
+    assert_same_store(single, split)
+
+
+def test_an_interrupted_split_ingest_cancels_its_tasks_and_leaves_nothing(client, tmp_path: Path) -> None:
+    """Ctrl-C while the client waits for the parts (KeyboardInterrupt out of the progress hook
+    after the first task done): the job's tasks left are cancelled on the cluster, no store."""
+    source = tmp_path / "t.tarmac"
+    shutil.copy(TARMAC / "parsertest.txt", source)
+
+    def interrupt(_done: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        ingest_split(
+            client, source, tmp_path / "t.ctrace", splits=every_instruction(source), progress=interrupt
+        )
+    for _ in range(200):
+        if not client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)):
+            break
+        time.sleep(0.05)
+    assert client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.tarmac"]
+
+
+def test_a_part_whose_ingest_has_ended_makes_no_folder_again(tmp_path: Path) -> None:
+    """A task still running when its ingest failed or was cancelled (its staging folder gone)."""
+    from cputrace.store.write import PartWriter
+
+    gone = tmp_path / "t.ctrace.tmp-0123abcd" / "v-0123456789ab"
+    with pytest.raises(FileNotFoundError):
+        PartWriter(gone, 3, tmp_path / "t.ctrace")
+    assert not list(tmp_path.iterdir())
