@@ -18,6 +18,8 @@ from cputrace.flow.ops import (
     EXCEPTION_CANCELS,
     EXCEPTION_NO_VECTOR,
     RUN_TAKEN,
+    WAYPOINT_BEFORE_ADDRESS,
+    WAYPOINT_TAKEN,
     GapReason,
     Op,
     OpBuffer,
@@ -243,6 +245,22 @@ def test_exception_cancels_the_last_instruction_and_enters_the_vector() -> None:
     assert instructions.column("executed").to_pylist() == [True, False, True]
     assert instructions.column("flags").to_pylist()[1] == Flag.RECONSTRUCTED | Flag.CANCELLED
     assert events.num_rows == 0
+
+
+def test_a_run_before_an_address_stops_short_of_it_and_is_empty_when_already_there() -> None:
+    """An ETMv4 exception's run ends before its preferred return address (IHI 0064, exception
+    element): a not-taken conditional branch on the way is passed, and a second run to the
+    same address walks nothing."""
+    program = a32_program(NOP, BEQ_PLUS_8, NOP, NOP, BEQ_PLUS_8, NOP, NOP, base=0)
+    before_0xc = {"kind": Op.WAYPOINT, "address": 0xC, "flags": WAYPOINT_BEFORE_ADDRESS}
+    instructions, events, walker = walk(
+        program,
+        ops(sync(0), before_0xc, before_0xc, {"kind": Op.WAYPOINT, "flags": WAYPOINT_TAKEN},
+            exception(0, EXCEPTION_NO_VECTOR), target(0x14), atom()),
+    )  # fmt: skip
+    assert instructions.column("pc").to_pylist() == [0, 4, 8, 0xC, 0x10, 0x14]
+    assert instructions.column("executed").to_pylist() == [True, False, True, True, True, True]
+    assert events.num_rows == 0 and walker.dropped == 0
 
 
 def test_trap_runs_to_the_exception_generating_instruction() -> None:

@@ -25,6 +25,7 @@ from .ops import (
     RETURN_STACK_DEPTH,
     RUN_TAKEN,
     RUN_THUMB_PAIRS,
+    WAYPOINT_BEFORE_ADDRESS,
     WAYPOINT_RETURN_STACK,
     WAYPOINT_TAKEN,
     WAYPOINT_TARGET_FOLLOWS,
@@ -131,6 +132,14 @@ def _take(st, idx, insns) -> None:
 
 
 @numba.njit(cache=True, nogil=True)
+def _is_at(st, insns, address) -> bool:
+    """Whether the walk's next instruction is the one at `address` (False when it is lost)."""
+    if st.pos >= 0:
+        return insns[st.pos].pc == address
+    return st.key >= 0 and (st.key >> 3) == np.int64(address)
+
+
+@numba.njit(cache=True, nogil=True)
 def _resolve(st, insns, index) -> bool:
     """Turn a pending address into an index; False when it must be decoded first."""
     if st.pos != UNRESOLVED or st.key == -1:
@@ -187,19 +196,24 @@ def _emit(st, out, idx, executed, op, insns) -> None:
 
 
 @numba.njit(cache=True, nogil=True)
-def _ends_op(op, steps, pc, f, halves) -> bool:
-    """Whether the instruction with flags `f` at `pc` is the last one of a RUN/BRANCH/TRAP op.
+def _ends_op(op, steps, insn, halves) -> bool:
+    """Whether the instruction `insn` is the last one of a RUN/BRANCH/TRAP/WAYPOINT op.
 
     `halves` is THUMB_PAIR when a RUN counts Thumb BL/BLX pairs as two (RUN_THUMB_PAIRS), else 0.
     A pair is an unconditional branch, so only a RUN's last instruction can be one (anywhere
     else the walk is a mismatch): only there does it count twice.
     """
+    f = insn.flags
     if op.kind == Op.RUN:
         return steps + (2 if f & halves else 1) >= op.count
     if op.kind == Op.BRANCH:
-        return pc == op.address
+        return insn.pc == op.address
     if op.kind == Op.WAYPOINT:
-        return pc == op.address if op.flags & WAYPOINT_TO_ADDRESS else f & (BRANCH | ISB) != 0
+        if op.flags & WAYPOINT_TO_ADDRESS:
+            return insn.pc == op.address
+        if op.flags & WAYPOINT_BEFORE_ADDRESS:
+            return insn.pc + insn.size == op.address
+        return f & (BRANCH | ISB) != 0
     return f & TRAP != 0
 
 
@@ -219,7 +233,7 @@ def _check_run(st, idx, op, taken, halves, insns, index) -> int:
         if f & UNDEFINED:
             _lose(st, GapReason.UNDEFINED, insn.pc)
             return _CHECK_LOST
-        if _ends_op(op, steps, insn.pc, f, halves):
+        if _ends_op(op, steps, insn, halves):
             if taken and not f & BRANCH:
                 _lose(st, GapReason.MISMATCH, insn.pc)  # a taken branch that is not one
                 return _CHECK_LOST
@@ -272,7 +286,7 @@ def _run_checked(st, out, idx, op, halves, insns):
     room = len(out) - 1  # rows < room: space for a branch and its delay slot
     cycles = NO_TIME if op.kind == Op.WAYPOINT else op.cycles  # a waypoint's are its last instruction's
     f = insns[idx].flags
-    while rows < room and not _ends_op(op, steps, insns[idx].pc, f, halves):
+    while rows < room and not _ends_op(op, steps, insns[idx], halves):
         last = idx + 1 if f & DELAY else idx  # a branch not taken runs its delay slot too
         for row in range(idx, last + 1):
             if row == idx:
@@ -347,7 +361,7 @@ def _end_waypoint(st, out, idx, op, insns) -> None:
     keeps one and gives none), anything else in sequence."""
     insn = insns[idx]
     f = insn.flags
-    to_address = op.flags & WAYPOINT_TO_ADDRESS != 0
+    to_address = op.flags & (WAYPOINT_TO_ADDRESS | WAYPOINT_BEFORE_ADDRESS) != 0
     taken = op.flags & WAYPOINT_TAKEN != 0 and not to_address
     executed = _in_sequence(f) if to_address else (EXECUTED if taken else NOT_EXECUTED)
     _emit(st, out, idx, executed, op, insns)
@@ -398,8 +412,10 @@ def _walk(ops, insns, index, state, out, gaps, op_first, op_end):
         elif kind == Op.GAP:
             _lose(st, 0, 0)  # the decoder reports its own gaps
             st.returns_size = 0
-        elif kind == Op.RUN and op.count == 0:
-            pass
+        elif (kind == Op.RUN and op.count == 0) or (
+            kind == Op.WAYPOINT and op.flags & WAYPOINT_BEFORE_ADDRESS and _is_at(st, insns, op.address)
+        ):
+            pass  # nothing to run
         else:  # ATOM, RUN, BRANCH, TRAP: these need the position
             if not _resolve(st, insns, index):
                 return NEED
@@ -439,7 +455,7 @@ def _walk(ops, insns, index, state, out, gaps, op_first, op_end):
             else:  # checked, so every link up to the op's last instruction is cached
                 idx, steps = _run_checked(st, out, idx, op, halves, insns)
                 f = insns[idx].flags
-                if not _ends_op(op, steps, insns[idx].pc, f, halves):
+                if not _ends_op(op, steps, insns[idx], halves):
                     continue  # the output is full: the loop's top hands it over
                 if kind == Op.WAYPOINT:
                     _end_waypoint(st, out, idx, op, insns)
