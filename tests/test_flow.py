@@ -19,6 +19,7 @@ from cputrace.flow.ops import (
     EXCEPTION_NO_VECTOR,
     RUN_TAKEN,
     WAYPOINT_BEFORE_ADDRESS,
+    WAYPOINT_RETURN_STACK,
     WAYPOINT_TAKEN,
     GapReason,
     Op,
@@ -261,6 +262,17 @@ def test_a_run_before_an_address_stops_short_of_it_and_is_empty_when_already_the
     assert instructions.column("pc").to_pylist() == [0, 4, 8, 0xC, 0x10, 0x14]
     assert instructions.column("executed").to_pylist() == [True, False, True, True, True, True]
     assert events.num_rows == 0 and walker.dropped == 0
+
+
+def test_an_address_after_a_return_overrides_the_return_stack_which_keeps_its_entry() -> None:
+    """ETMv4 (IHI 0064, return stack): a taken indirect branch pops the return stack only when
+    no address follows it; when one does, the address wins and the entry stays."""
+    bl_plus_16 = 0xEB000002  # bl .+16
+    program = a32_program(bl_plus_16, NOP, BX_LR, NOP, BX_LR)
+    taken = {"kind": Op.WAYPOINT, "flags": WAYPOINT_TAKEN | WAYPOINT_RETURN_STACK}
+    instructions, events, _ = walk(program, ops(sync(0x1000), taken, taken, target(0x100C), taken, taken))
+    assert instructions.column("pc").to_pylist() == [0x1000, 0x1010, 0x100C, 0x1010, 0x1004, 0x1008]
+    assert events.num_rows == 0
 
 
 def test_trap_runs_to_the_exception_generating_instruction() -> None:

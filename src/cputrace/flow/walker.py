@@ -61,7 +61,7 @@ WALK = np.dtype(
         ("lost_address", "<i8"), ("lost_src", "<i8"), ("isa", "<i8"), ("rows", "<i8"), ("seq", "<i8"),
         ("gaps", "<i8"), ("dropped", "<i8"), ("need", "<i8"), ("op_src", "<i8"),
         ("returns", "<i8", (RETURN_STACK_DEPTH,)), ("returns_top", "<i8"), ("returns_size", "<i8"),
-        ("begun", "?"), ("checked", "?"), ("resumed", "?"), ("link_to_target", "?"),
+        ("begun", "?"), ("checked", "?"), ("resumed", "?"), ("link_to_target", "?"), ("pop_pending", "?"),
     ],
     align=True,
 )  # fmt: skip
@@ -78,7 +78,9 @@ WALK = np.dtype(
 - rows, gaps: records in the output buffers; seq: of the next row; dropped: ops dropped for
   want of a position; need: the key to decode when the loop returns NEED;
 - returns: the return stack of WAYPOINT ops (keys, a ring of RETURN_STACK_DEPTH), its top
-  (the next slot) and how many it holds; a SYNC or GAP empties it."""
+  (the next slot) and how many it holds; a SYNC or GAP empties it; pop_pending: a taken
+  indirect branch waits for its target from the stack, which the next op that is not a
+  SYNC, TARGET or GAP pops (an address, when the trace gives one, comes first)."""
 
 DONE, FULL, NEED = 0, 1, 2
 _CHECK_LOST, _CHECK_OK, _CHECK_NEED = 0, 1, 2
@@ -372,13 +374,20 @@ def _end_waypoint(st, out, idx, op, insns) -> None:
     if stacked and f & CALL:
         _push_return(st, (np.int64(insn.pc + insn.size) << 3) | np.int64(insn.isa))
     if stacked and not f & DIRECT and not op.flags & WAYPOINT_TARGET_FOLLOWS:
-        key = _pop_return(st)
-        if key < 0:
-            _lose(st, GapReason.NO_TARGET, insn.pc)
-        else:
-            _go_to(st, key >> 3, key & 7)
+        _lose(st, GapReason.NO_TARGET, insn.pc)
+        st.pop_pending = True  # an address may follow (ETMv4): the next op decides
     else:
         _take(st, idx, insns)
+
+
+@numba.njit(cache=True, nogil=True)
+def _pop_pending(st) -> None:
+    """Go to the return address a taken indirect branch left waiting on the return stack;
+    lost (as the branch left it) when the stack is empty."""
+    st.pop_pending = False
+    key = _pop_return(st)
+    if key >= 0:
+        _go_to(st, key >> 3, key & 7)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -397,6 +406,9 @@ def _walk(ops, insns, index, state, out, gaps, op_first, op_end):
             st.begun = True
             st.op_src = op.src
         kind = op.kind
+        if st.pop_pending and kind != Op.SYNC and kind != Op.TARGET and kind != Op.GAP:
+            _pop_pending(st)
+        st.pop_pending = False  # a SYNC, TARGET or GAP says where the walk goes instead
         if kind == Op.SYNC or kind == Op.TARGET:
             _go_to(st, op.address, op.isa)
             if kind == Op.SYNC:
