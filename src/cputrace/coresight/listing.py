@@ -17,7 +17,9 @@ FIELDS = (
 )  # fmt: skip
 """Every field a protocol's `packet_fields` can give, in listing order (csv columns)."""
 
-ISA_NAMES: dict[int, str] = {Isa.A32: "A32", Isa.T32: "T32", Isa.T32EE: "T32EE", Isa.JAZELLE: "Jazelle"}
+ISA_NAMES: dict[int, str] = {
+    Isa.A32: "A32", Isa.T32: "T32", Isa.A64: "A64", Isa.T32EE: "T32EE", Isa.JAZELLE: "Jazelle",
+}  # fmt: skip
 
 
 def isa_name(isa: int) -> str:

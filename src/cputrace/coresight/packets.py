@@ -1,4 +1,4 @@
-"""What the CoreSight packet decoders (ETMv3, PTM) share: the packet record, a batch of
+"""What the CoreSight packet decoders (ETMv3, PTM, ETMv4) share: the packet record, a batch of
 packets, the compiled helpers of synchronisation, and the driver that feeds a stream to a
 compiled scanner in chunks.
 
@@ -25,14 +25,16 @@ from .frames import read_only
 
 PACKET = np.dtype(
     [
-        ("offset", "<i8"), ("pos", "<i8"), ("value", "<u8"), ("cycles", "<i8"), ("address", "<u4"),
-        ("address2", "<u4"), ("size", "<i4"), ("exception", "<i2"), ("flags", "<u2"), ("atoms", "<u2"),
-        ("kind", "u1"), ("bits", "u1"), ("isa", "u1"), ("count", "u1"), ("info", "u1"),
+        ("offset", "<i8"), ("pos", "<i8"), ("value", "<u8"), ("value2", "<u8"), ("cycles", "<i8"),
+        ("address", "<u8"), ("address2", "<u4"), ("size", "<i4"), ("atoms", "<u4"), ("exception", "<i2"),
+        ("flags", "<u2"), ("kind", "u1"), ("bits", "u1"), ("isa", "u1"), ("count", "u1"), ("info", "u1"),
     ],
     align=True,
 )  # fmt: skip
 """One packet: `offset` in the buffer, `pos` in the source's stream, `size` in bytes, then
-the decoded fields (what each means depends on the protocol and the packet's kind)."""
+the decoded fields (what each means depends on the protocol and the packet's kind). `address`
+holds 64-bit addresses (ETMv4), `atoms` the 24 atoms of an ETMv4 format-6 atom packet, and
+`value2` a second number where a packet has two (an ETMv4 context's VMID)."""
 _OPAQUE = np.dtype((np.void, PACKET.itemsize))
 
 K_UNSYNCED, K_ERROR, K_A_SYNC, K_I_SYNC = 0, 1, 2, 3
@@ -102,6 +104,7 @@ def start_packet(rec, kind, start, end):
     rec.size = end - start
     rec.offset = 0
     rec.value = 0
+    rec.value2 = 0
     rec.cycles = -1
     rec.address = 0
     rec.address2 = 0
