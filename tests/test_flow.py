@@ -275,6 +275,20 @@ def test_an_address_after_a_return_overrides_the_return_stack_which_keeps_its_en
     assert events.num_rows == 0
 
 
+def test_code_at_the_top_of_the_address_space_walks_and_names_its_gaps_unsigned() -> None:
+    """An AArch64 kernel runs at 0xFFFF...: its addresses do not fit the int64 the walk keeps
+    them in as keys, yet it walks, and a gap names the address as the trace gives it."""
+    kernel = 0xFFFFFFC000081000
+    a64_nop, a64_b_minus_4 = 0xD503201F, 0x17FFFFFF  # nop; b .-4
+    program = a32_program(a64_nop, a64_b_minus_4, base=kernel)
+    instructions, events, _ = walk(
+        program, ops(sync(kernel, Isa.A64), atom(), atom(), atom(), target(kernel + 8, Isa.A64), atom())
+    )
+    assert instructions.column("pc").to_pylist() == [kernel, kernel + 4, kernel]
+    assert events.column("value").to_pylist() == [kernel + 8]
+    assert f"0x{kernel + 8:x}" in events.column("text")[0].as_py()
+
+
 def test_trap_runs_to_the_exception_generating_instruction() -> None:
     program = a32_program(NOP, NOP, SVC, NOP, BX_LR, base=0)
     instructions, events, _ = walk(

@@ -35,6 +35,7 @@ from .ops import (
     Ops,
 )
 from .program import (
+    ADDRESS_MASK,
     ANNUL,
     BLOCK_END,
     BRANCH,
@@ -50,6 +51,7 @@ from .program import (
     UNDEFINED,
     UNRESOLVED,
     Program,
+    key_address,
 )
 
 MAX_SEQUENTIAL = 1 << 20
@@ -578,6 +580,7 @@ class Walker:
     def _gap_text(self, reason: GapReason, address: int) -> str:
         if reason is GapReason.VECTOR:
             return GAP_TEXT[reason]
-        failure = next((m for k, m in self.program.failures.items() if k >> 3 == address), None)
+        address = address & ADDRESS_MASK  # the GAP record's int64
+        failure = next((m for k, m in self.program.failures.items() if key_address(k) == address), None)
         detail = f" ({failure})" if failure and reason is GapReason.NO_CODE else ""
         return f"{GAP_TEXT[reason]} at 0x{address:x}{detail}"
