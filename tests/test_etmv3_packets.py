@@ -597,7 +597,7 @@ def test_cli_packets_csv_and_jsonl() -> None:
 def test_cli_packets_bad_input(tmp_path: Path) -> None:
     runner = CliRunner()
     result = runner.invoke(cli, ["etm", "packets", str(TC2), "--source", "0x15"])
-    assert result.exit_code == 1 and "no ETMv3 or PTM source with trace ID 0x15" in result.stderr
+    assert result.exit_code == 1 and "no ETMv3, PTM or ETMv4 source with trace ID 0x15" in result.stderr
     result = runner.invoke(cli, ["etm", "packets", str(TC2 / "cstrace.bin")])
     assert result.exit_code == 1 and "--etmcr" in result.stderr
     assert f"error: {TC2 / 'cstrace.bin'}: a bare ETMv3 buffer needs" in result.stderr  # names the buffer

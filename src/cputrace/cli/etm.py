@@ -1,4 +1,4 @@
-"""ETMv3 and PTM commands: `etm packets`."""
+"""CoreSight ETM-family commands (ETMv3, PTM, ETMv4): `etm packets`."""
 
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ from ..formats.etmv3.capture import Capture, EtmSource, PacketReader, open_captu
 from ..formats.etmv3.options import OPTIONS as ETMV3_OPTIONS
 from ..formats.etmv3.packets import Packets
 from ..formats.etmv3.protocol import KIND_NAMES
+from ..formats.etmv4 import listing as etmv4_listing
+from ..formats.etmv4.config import Etmv4Config
+from ..formats.etmv4.protocol import KIND_NAMES as ETMV4_KIND_NAMES
 from ..formats.ptm import listing as ptm_listing
 from ..formats.ptm.config import PtmConfig
 from ..formats.ptm.protocol import KIND_NAMES as PTM_KIND_NAMES
@@ -28,7 +31,7 @@ RAW_WIDTH = 3 * RAW_SHOWN + 2
 
 @cli.group("etm")
 def etm_group() -> None:
-    """Arm ETMv3 and PTM trace: CoreSight snapshots and trace buffers."""
+    """Arm ETMv3, PTM and ETMv4 trace: CoreSight snapshots and trace buffers."""
 
 
 @etm_group.command("packets")
@@ -39,7 +42,7 @@ def etm_group() -> None:
     "--format", "fmt", type=click.Choice(["text", "csv", "jsonl"]), default="text", show_default=True
 )
 def packets_cmd(input_path: str, limit: int | None, fmt: str, flagged: dict[str, Any]) -> None:
-    """List the ETMv3 and PTM packets of INPUT: a snapshot.ini, a snapshot directory, or a bare buffer.
+    """List the ETMv3, PTM and ETMv4 packets of INPUT: a snapshot.ini, a snapshot directory, or a bare buffer.
 
     One line per packet: its offset in the trace buffer, trace ID, raw bytes, kind and decoded
     fields. Sources are listed one after another (a snapshot's in its device order, a bare
@@ -82,6 +85,8 @@ def _write(out: Any, fmt: str, writer: Any, source: EtmSource, batch: Packets, i
     raw = batch.raw(index)
     if isinstance(source.config, PtmConfig):
         name, fields = PTM_KIND_NAMES[kind], ptm_listing.packet_fields(batch, index, source.config)
+    elif isinstance(source.config, Etmv4Config):
+        name, fields = ETMV4_KIND_NAMES[kind], etmv4_listing.packet_fields(batch, index, source.config)
     else:
         name, fields = KIND_NAMES[kind], etmv3_listing.packet_fields(batch, index, source.config)
     if fmt == "text":

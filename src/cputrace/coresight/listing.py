@@ -1,5 +1,5 @@
-"""Packets of the ETM-architecture protocols (ETMv3, PTM) as listing rows (`cputrace etm
-packets`): the columns both share, the fields of the packets they have in common, and a
+"""Packets of the CoreSight trace protocols (ETMv3, PTM, ETMv4) as listing rows (`cputrace etm
+packets`): the columns they share, the fields of the packets they have in common, and a
 row's text. Each protocol's `listing` gives the fields of its own packets.
 """
 
@@ -13,7 +13,8 @@ from .packets import Packets
 
 FIELDS = (
     "address", "isa", "atoms", "cycles", "timestamp", "context_id", "vmid", "value", "exception",
-    "resume", "reason", "flags", "bits", "lsip_address", "tag", "bytes", "error",
+    "resume", "reason", "flags", "bits", "lsip_address", "tag", "bytes", "error", "el", "format", "commit",
+    "cancel", "count", "entry", "key", "speculation", "threshold", "event", "marker", "e1e0", "value2",
 )  # fmt: skip
 """Every field a protocol's `packet_fields` can give, in listing order (csv columns)."""
 
@@ -54,12 +55,12 @@ def common_fields(
 
 
 def packet_text(kind: str, fields: dict[str, Any]) -> str:
-    """`kind key=value ...` with addresses and IDs in hex (of ETMv3 and PTM packets alike)."""
+    """`kind key=value ...` with addresses and IDs in hex (of every protocol's packets alike)."""
     parts = [kind]
     for key, value in fields.items():
         if key == "flags":
             parts.append(value)
-        elif key in ("address", "lsip_address", "context_id", "vmid", "value"):
+        elif key in ("address", "lsip_address", "context_id", "vmid", "value", "value2"):
             parts.append(f"{key}=0x{value:x}")
         elif key == "error":
             parts.append(f"({value})")

@@ -50,6 +50,7 @@ BATCH_PACKETS = 1 << 18
 MAX_ZEROS = 4096  # the longest zero run carried from one feed to the next
 MAX_UNSYNCED = 1 << 16  # unsynced runs are reported in pieces of at most this many bytes
 NEED_MORE = -1  # a helper's status: the packet continues past the bytes given
+A_SYNC_ZEROS = 5  # zero bytes before the 0x80 of an ETMv3 or PFT A-sync (ETMv4's has eleven)
 
 
 @numba.njit(inline="always")
@@ -124,28 +125,28 @@ def error_packet(rec, reason, start, end):
 
 
 @numba.njit(cache=True, nogil=True)
-def hunt_a_sync(data, i, n, final):
-    """Look for an A-sync (five 0x00 then 0x80) from i: (its start, or -1, bytes to skip to)."""
+def hunt_a_sync(data, i, n, final, sync_zeros=A_SYNC_ZEROS):
+    """Look for an A-sync (`sync_zeros` 0x00 then 0x80) from i: (its start, or -1, bytes to skip to)."""
     zeros = 0
     for p in range(i, n):
         b = data[p]
         if b == 0:
             zeros += 1
-        elif b == 0x80 and zeros >= 5:
-            return p - 5, p - 5
+        elif b == 0x80 and zeros >= sync_zeros:
+            return p - sync_zeros, p - sync_zeros
         else:
             zeros = 0
     return -1, (n if final else n - min(zeros, MAX_ZEROS))
 
 
 @numba.njit(cache=True, nogil=True)
-def skip_to_a_sync(data, i, n, final, out, k, a_sync_kind):
-    """Bytes from i up to the next A-sync as UNSYNCED packets (MAX_UNSYNCED bytes from the
-    start of the run, then a shorter last one, so that chunking does not change them), and the
-    A-sync packet. Returns (packets written, next byte, whether an A-sync was found); stops
-    early, before the A-sync, when `out` has no room."""
+def skip_to_a_sync(data, i, n, final, out, k, a_sync_kind, sync_zeros=A_SYNC_ZEROS):
+    """Bytes from i up to the next A-sync (`sync_zeros` 0x00, then 0x80) as UNSYNCED packets
+    (MAX_UNSYNCED bytes from the start of the run, then a shorter last one, so that chunking
+    does not change them), and the A-sync packet. Returns (packets written, next byte, whether
+    an A-sync was found); stops early, before the A-sync, when `out` has no room."""
     cap = len(out)
-    found, skip_to = hunt_a_sync(data, i, n, final)
+    found, skip_to = hunt_a_sync(data, i, n, final, sync_zeros)
     end = found if found >= 0 else skip_to
     while end - i >= MAX_UNSYNCED and k + 2 <= cap:
         start_packet(out[k], K_UNSYNCED, i, i + MAX_UNSYNCED)
@@ -159,14 +160,14 @@ def skip_to_a_sync(data, i, n, final, out, k, a_sync_kind):
         i = end
     if found < 0:
         return k, i, False
-    start_packet(out[k], a_sync_kind, i, i + 6)
-    return k + 1, i + 6, True
+    start_packet(out[k], a_sync_kind, i, i + sync_zeros + 1)
+    return k + 1, i + sync_zeros + 1, True
 
 
 @numba.njit(cache=True, nogil=True)
-def zeros_in_sync(data, i, n, final, out, k, a_sync_kind, bad_a_sync, truncated):
-    """A zero byte at i in a synchronised stream: an A-sync (at least five 0x00, then 0x80;
-    zeros beyond five an error before it), or an error. Returns (packets written, next byte,
+def zeros_in_sync(data, i, n, final, out, k, a_sync_kind, bad_a_sync, truncated, sync_zeros=A_SYNC_ZEROS):
+    """A zero byte at i in a synchronised stream: an A-sync (at least `sync_zeros` 0x00, then
+    0x80; zeros beyond those an error before it), or an error. Returns (packets written, next byte,
     still synchronised, done: the bytes given end here)."""
     p = i
     while p < n and data[p] == 0:
@@ -177,14 +178,14 @@ def zeros_in_sync(data, i, n, final, out, k, a_sync_kind, bad_a_sync, truncated)
             error_packet(out[k], truncated, i, n)
             return k + 1, n, True, True
         if zeros > MAX_ZEROS:
-            error_packet(out[k], bad_a_sync, i, n - 5)
-            return k + 1, n - 5, True, False
+            error_packet(out[k], bad_a_sync, i, n - sync_zeros)
+            return k + 1, n - sync_zeros, True, False
         return k, i, True, True
-    if data[p] == 0x80 and zeros >= 5:
-        if zeros > 5:
-            error_packet(out[k], bad_a_sync, i, p - 5)
+    if data[p] == 0x80 and zeros >= sync_zeros:
+        if zeros > sync_zeros:
+            error_packet(out[k], bad_a_sync, i, p - sync_zeros)
             k += 1
-        start_packet(out[k], a_sync_kind, p - 5, p + 1)
+        start_packet(out[k], a_sync_kind, p - sync_zeros, p + 1)
         return k + 1, p + 1, True, False
     error_packet(out[k], bad_a_sync, i, p)
     return k + 1, p, False, False

@@ -1,9 +1,10 @@
-"""Where ETMv3 and PTM trace comes from, and reading its packets source by source.
+"""Where ETMv3, PTM and ETMv4 trace comes from, and reading its packets source by source.
 
 An input is a CoreSight snapshot (its snapshot.ini, or the directory holding it) or a bare
-buffer with its ETM registers given as options (see `config`). Either way it becomes one
-`Capture` per trace buffer: the buffer file, its layout, and the ETMv3 and PTM sources in it,
-each with its registers (an `EtmConfig` or a `ptm.config.PtmConfig`) and a core number
+buffer with its ETM registers given as options (see `config`; ETMv3 and PTM only). Either way
+it becomes one `Capture` per trace buffer: the buffer file, its layout, and the sources in it,
+each with its registers (an `EtmConfig`, a `ptm.config.PtmConfig` or an
+`etmv4.config.Etmv4Config`) and a core number
 (`cpu`): the position of its core among a snapshot's cores; in a bare formatted buffer, the
 trace ID; in a raw stream, 0. The option `source` (a trace ID) keeps one source.
 
@@ -23,10 +24,14 @@ from typing import Any
 import numpy as np
 
 from ...coresight.frames import Deformatter, FrameStats
+from ...coresight.packets import PacketScanner
 from ...coresight.snapshot import SNAPSHOT_INI, Device, Snapshot, read_snapshot
 from ...coresight.sniff import is_snapshot_ini, sniff_layout
 from ...errors import CputraceError, UsageError
 from ...inputs import InputFile, read_exactly
+from ..etmv4 import packets as etmv4_packets
+from ..etmv4.config import PROTOCOLS as ETMV4_PROTOCOLS
+from ..etmv4.config import Etmv4Config
 from ..ptm import packets as ptm_packets
 from ..ptm.config import PtmConfig
 from .config import EtmConfig, bare_buffer_settings
@@ -38,19 +43,22 @@ ETMV3_PROTOCOL = "ETM3"
 PTM_PROTOCOLS = frozenset({"PTM", "PTM1", "PFT", "PFT1"})
 """Device types of PTMs without their minor version, as snapshots spell them (PTM1.0, PFT1.1...)."""
 
-SourceConfig = EtmConfig | PtmConfig
+SourceConfig = EtmConfig | PtmConfig | Etmv4Config
 
 
-def packet_decoder(config: SourceConfig) -> PacketDecoder | ptm_packets.PacketDecoder:
+def packet_decoder(config: SourceConfig) -> PacketScanner:
     """The packet decoder of a source's protocol."""
     if isinstance(config, PtmConfig):
         return ptm_packets.PacketDecoder(config)
+    if isinstance(config, Etmv4Config):
+        return etmv4_packets.PacketDecoder(config)
     return PacketDecoder(config)
 
 
 @dataclass(frozen=True)
 class EtmSource:
-    """One ETMv3 or PTM trace source: its registers, trace ID (None: an unformatted stream) and core."""
+    """One ETMv3, PTM or ETMv4 trace source: its registers, trace ID (None: an unformatted
+    stream) and core."""
 
     config: SourceConfig
     trace_id: int | None
@@ -65,7 +73,7 @@ class EtmSource:
 
 @dataclass
 class Capture:
-    """A trace buffer and the ETMv3 and PTM sources to decode from it."""
+    """A trace buffer and the ETMv3, PTM and ETMv4 sources to decode from it."""
 
     path: Path
     layout: str  # coresight, dstream_coresight or source_data
@@ -104,6 +112,8 @@ def _snapshot_captures(snapshot: Snapshot, wanted: int | None) -> list[Capture]:
             kind: type[SourceConfig] = EtmConfig
         elif device.protocol in PTM_PROTOCOLS:
             kind = PtmConfig
+        elif device.protocol in ETMV4_PROTOCOLS:
+            kind = Etmv4Config
         else:
             continue
         core = snapshot.core_of(device)
@@ -116,10 +126,12 @@ def _snapshot_captures(snapshot: Snapshot, wanted: int | None) -> list[Capture]:
             continue
         formatted = buffer.format != "source_data"
         if config.trace_id is None and formatted:
-            raise CputraceError(f"{device.path}: no ETMTRACEIDR to find its bytes in {buffer.path.name} by")
+            register = "TRCTRACEIDR" if kind is Etmv4Config else "ETMTRACEIDR"
+            raise CputraceError(f"{device.path}: no {register} to find its bytes in {buffer.path.name} by")
         if formatted and config.trace_id not in TRACE_IDS:
+            register = "TRCTRACEIDR" if kind is Etmv4Config else "ETMTRACEIDR"
             raise CputraceError(
-                f"{device.path}: ETMTRACEIDR gives trace ID 0x{config.trace_id:02x}, which no source's bytes "
+                f"{device.path}: {register} gives trace ID 0x{config.trace_id:02x}, which no source's bytes "
                 f"in {buffer.path.name} can have (expected 0x01 to 0x6F)"
             )
         cpu = snapshot.cpu_of(core) if core else len(snapshot.cores) + position
@@ -133,7 +145,7 @@ def _snapshot_captures(snapshot: Snapshot, wanted: int | None) -> list[Capture]:
         raise CputraceError(f"{snapshot.path}: no trace buffer is listed for any trace source ({names})")
     if not found:
         kinds = ", ".join(sorted({d.type for d in snapshot.sources})) or "none"
-        message = f"no ETMv3 or PTM trace source in this snapshot (sources: {kinds})"
+        message = f"no ETMv3, PTM or ETMv4 trace source in this snapshot (sources: {kinds})"
         raise CputraceError(f"{snapshot.path}: {message}")
     if not captures:
         raise CputraceError(f"{snapshot.path}: {_unknown_source(snapshot, wanted, found)}")
@@ -143,9 +155,10 @@ def _snapshot_captures(snapshot: Snapshot, wanted: int | None) -> list[Capture]:
 def _unknown_source(snapshot: Snapshot, wanted: int | None, found: list[tuple[Device, EtmSource]]) -> str:
     listed = ", ".join(f"{s.label} ({d.name})" for d, s in found)
     for device in snapshot.sources:
-        if device.registers.get("ETMTRACEIDR", -1) & 0x7F == wanted:
-            return f"source 0x{wanted:02x} is {device.name} ({device.type}), not ETMv3 or PTM ({listed})"
-    return f"no ETMv3 or PTM source with trace ID 0x{wanted:02x} (they are: {listed})"
+        if device.registers.get("ETMTRACEIDR", device.registers.get("TRCTRACEIDR", -1)) & 0x7F == wanted:
+            kind = f"{device.name} ({device.type})"
+            return f"source 0x{wanted:02x} is {kind}, not ETMv3, PTM or ETMv4 ({listed})"
+    return f"no ETMv3, PTM or ETMv4 source with trace ID 0x{wanted:02x} (they are: {listed})"
 
 
 def _bare_capture(path: Path, options: Mapping[str, Any]) -> Capture:

@@ -23,6 +23,7 @@ from ...flow.program import Program
 from ...image import Image
 from ...inputs import InputFile
 from ..base import Batch, DecodeContext
+from ..etmv4.config import Etmv4Config
 from ..ptm.config import PtmConfig
 from ..ptm.instructions import PtmSourceWalk
 from ..ptm.protocol import EXPECTED as PTM_EXPECTED
@@ -50,6 +51,7 @@ def decode_captures(
     `programs` holds the decoded program images by core; pass the same dict to decode more
     captures of the same cores without decoding their code again."""
     programs = {} if programs is None else programs
+    _refuse_etmv4(captures)
     next_seq = 0
     for capture in captures:
         for etm, batches in source_packets(capture):
@@ -63,6 +65,18 @@ def decode_captures(
             if walk is not None:
                 yield from walk.finish()
                 next_seq = walk.next_seq
+
+
+def _refuse_etmv4(captures: list[Capture]) -> None:
+    """ETMv4 sources have packets (`cputrace etm packets`) but no instruction decoder yet: a
+    decode that would need one stops before it starts, naming the source."""
+    for capture in captures:
+        for etm in capture.sources:
+            if isinstance(etm.config, Etmv4Config):
+                raise CputraceError(
+                    f"{capture.path}: source {etm.label} ({etm.name}) is ETMv4 instruction trace, which "
+                    "cputrace lists (`cputrace etm packets`) but does not decode into instructions yet"
+                )
 
 
 def _packet_error(path: Path, etm: EtmSource, ctx: DecodeContext, packets: Packets, row: int) -> None:
