@@ -18,6 +18,9 @@ from cputrace.flow.ops import (
     EXCEPTION_CANCELS,
     EXCEPTION_NO_VECTOR,
     RUN_TAKEN,
+    WAYPOINT_BEFORE_ADDRESS,
+    WAYPOINT_RETURN_STACK,
+    WAYPOINT_TAKEN,
     GapReason,
     Op,
     OpBuffer,
@@ -243,6 +246,47 @@ def test_exception_cancels_the_last_instruction_and_enters_the_vector() -> None:
     assert instructions.column("executed").to_pylist() == [True, False, True]
     assert instructions.column("flags").to_pylist()[1] == Flag.RECONSTRUCTED | Flag.CANCELLED
     assert events.num_rows == 0
+
+
+def test_a_run_before_an_address_stops_short_of_it_and_is_empty_when_already_there() -> None:
+    """An ETMv4 exception's run ends before its preferred return address (IHI 0064, exception
+    element): a not-taken conditional branch on the way is passed, and a second run to the
+    same address walks nothing."""
+    program = a32_program(NOP, BEQ_PLUS_8, NOP, NOP, BEQ_PLUS_8, NOP, NOP, base=0)
+    before_0xc = {"kind": Op.WAYPOINT, "address": 0xC, "flags": WAYPOINT_BEFORE_ADDRESS}
+    instructions, events, walker = walk(
+        program,
+        ops(sync(0), before_0xc, before_0xc, {"kind": Op.WAYPOINT, "flags": WAYPOINT_TAKEN},
+            exception(0, EXCEPTION_NO_VECTOR), target(0x14), atom()),
+    )  # fmt: skip
+    assert instructions.column("pc").to_pylist() == [0, 4, 8, 0xC, 0x10, 0x14]
+    assert instructions.column("executed").to_pylist() == [True, False, True, True, True, True]
+    assert events.num_rows == 0 and walker.dropped == 0
+
+
+def test_an_address_after_a_return_overrides_the_return_stack_which_keeps_its_entry() -> None:
+    """ETMv4 (IHI 0064, return stack): a taken indirect branch pops the return stack only when
+    no address follows it; when one does, the address wins and the entry stays."""
+    bl_plus_16 = 0xEB000002  # bl .+16
+    program = a32_program(bl_plus_16, NOP, BX_LR, NOP, BX_LR)
+    taken = {"kind": Op.WAYPOINT, "flags": WAYPOINT_TAKEN | WAYPOINT_RETURN_STACK}
+    instructions, events, _ = walk(program, ops(sync(0x1000), taken, taken, target(0x100C), taken, taken))
+    assert instructions.column("pc").to_pylist() == [0x1000, 0x1010, 0x100C, 0x1010, 0x1004, 0x1008]
+    assert events.num_rows == 0
+
+
+def test_code_at_the_top_of_the_address_space_walks_and_names_its_gaps_unsigned() -> None:
+    """An AArch64 kernel runs at 0xFFFF...: its addresses do not fit the int64 the walk keeps
+    them in as keys, yet it walks, and a gap names the address as the trace gives it."""
+    kernel = 0xFFFFFFC000081000
+    a64_nop, a64_b_minus_4 = 0xD503201F, 0x17FFFFFF  # nop; b .-4
+    program = a32_program(a64_nop, a64_b_minus_4, base=kernel)
+    instructions, events, _ = walk(
+        program, ops(sync(kernel, Isa.A64), atom(), atom(), atom(), target(kernel + 8, Isa.A64), atom())
+    )
+    assert instructions.column("pc").to_pylist() == [kernel, kernel + 4, kernel]
+    assert events.column("value").to_pylist() == [kernel + 8]
+    assert f"0x{kernel + 8:x}" in events.column("text")[0].as_py()
 
 
 def test_trap_runs_to_the_exception_generating_instruction() -> None:

@@ -11,7 +11,7 @@ Each op kind uses the operands that carry its meaning; the others stay 0:
 | BRANCH    | the taken branch               | where it went |              |               |
 | TARGET    | where an indirect branch went  |               |              |               |
 | EXCEPTION | the vector                     |               |              | EXCEPTION_*   |
-| WAYPOINT  | (TO_ADDRESS) the last one run  |               |              | WAYPOINT_*    |
+| WAYPOINT  | (TO_/BEFORE_ADDRESS) where it ends |               |              | WAYPOINT_*    |
 | GAP, TRAP |                                |               |              |               |
 
 `isa` is the instruction set at `address` (or `target` for BRANCH); `cycles` and `time` are
@@ -64,6 +64,10 @@ WAYPOINT_TARGET_FOLLOWS = 4
 WAYPOINT_TO_ADDRESS = 8
 """`flags` bit of WAYPOINT: run in sequence up to and including the instruction at `address`
 (a PTM waypoint update); the conditional branches it passes were not taken."""
+WAYPOINT_BEFORE_ADDRESS = 16
+"""`flags` bit of WAYPOINT: run in sequence up to the instruction at `address`, not including
+it (an ETMv4 exception's preferred return address): none when the walk is there already; the
+conditional branches it passes were not taken."""
 RETURN_STACK_DEPTH = 16
 """Return addresses a walk keeps; a deeper push forgets the oldest."""
 

@@ -70,6 +70,14 @@ UNRESOLVED = MISSING
 """A link or position not known (yet)."""
 NO_CODE = -2
 """Index value: decoding failed there (the reason in Program.failures)."""
+ADDRESS_MASK = (1 << 64) - 1
+
+
+def key_address(key: int) -> int:
+    """The address of an index key (address << 3 | ISA, int64). The key keeps the low 61 bits
+    of the address: an address whose top bits are all ones (an AArch64 kernel's, 0xFFFF...) or
+    all zeros comes back whole, by sign extension."""
+    return (key >> 3) & ADDRESS_MASK
 
 
 class Program:
@@ -90,7 +98,7 @@ class Program:
 
     def decode(self, key: int) -> None:
         """Decode the block at `key` (address << 3 | ISA) into the records."""
-        address, isa = key >> 3, Isa(key & 7)
+        address, isa = key_address(key), Isa(key & 7)
         architecture = self.image.architecture
         try:  # up to the next unconditional branch, or to code decoded before from another entry point
             if architecture is not None and isa not in architecture.isas:

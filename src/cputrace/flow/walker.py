@@ -25,6 +25,7 @@ from .ops import (
     RETURN_STACK_DEPTH,
     RUN_TAKEN,
     RUN_THUMB_PAIRS,
+    WAYPOINT_BEFORE_ADDRESS,
     WAYPOINT_RETURN_STACK,
     WAYPOINT_TAKEN,
     WAYPOINT_TARGET_FOLLOWS,
@@ -34,6 +35,7 @@ from .ops import (
     Ops,
 )
 from .program import (
+    ADDRESS_MASK,
     ANNUL,
     BLOCK_END,
     BRANCH,
@@ -49,6 +51,7 @@ from .program import (
     UNDEFINED,
     UNRESOLVED,
     Program,
+    key_address,
 )
 
 MAX_SEQUENTIAL = 1 << 20
@@ -60,7 +63,7 @@ WALK = np.dtype(
         ("lost_address", "<i8"), ("lost_src", "<i8"), ("isa", "<i8"), ("rows", "<i8"), ("seq", "<i8"),
         ("gaps", "<i8"), ("dropped", "<i8"), ("need", "<i8"), ("op_src", "<i8"),
         ("returns", "<i8", (RETURN_STACK_DEPTH,)), ("returns_top", "<i8"), ("returns_size", "<i8"),
-        ("begun", "?"), ("checked", "?"), ("resumed", "?"), ("link_to_target", "?"),
+        ("begun", "?"), ("checked", "?"), ("resumed", "?"), ("link_to_target", "?"), ("pop_pending", "?"),
     ],
     align=True,
 )  # fmt: skip
@@ -77,7 +80,9 @@ WALK = np.dtype(
 - rows, gaps: records in the output buffers; seq: of the next row; dropped: ops dropped for
   want of a position; need: the key to decode when the loop returns NEED;
 - returns: the return stack of WAYPOINT ops (keys, a ring of RETURN_STACK_DEPTH), its top
-  (the next slot) and how many it holds; a SYNC or GAP empties it."""
+  (the next slot) and how many it holds; a SYNC or GAP empties it; pop_pending: a taken
+  indirect branch waits for its target from the stack, which the next op that is not a
+  SYNC, TARGET or GAP pops (an address, when the trace gives one, comes first)."""
 
 DONE, FULL, NEED = 0, 1, 2
 _CHECK_LOST, _CHECK_OK, _CHECK_NEED = 0, 1, 2
@@ -128,6 +133,14 @@ def _take(st, idx, insns) -> None:
         _follow(st, idx, True, insn.target_idx, insn.target, insn.next_isa)
     else:
         _lose(st, GapReason.NO_TARGET, insn.pc)
+
+
+@numba.njit(cache=True, nogil=True)
+def _is_at(st, insns, address) -> bool:
+    """Whether the walk's next instruction is the one at `address` (False when it is lost)."""
+    if st.pos >= 0:
+        return insns[st.pos].pc == address
+    return st.key >= 0 and (st.key >> 3) == np.int64(address)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -187,19 +200,24 @@ def _emit(st, out, idx, executed, op, insns) -> None:
 
 
 @numba.njit(cache=True, nogil=True)
-def _ends_op(op, steps, pc, f, halves) -> bool:
-    """Whether the instruction with flags `f` at `pc` is the last one of a RUN/BRANCH/TRAP op.
+def _ends_op(op, steps, insn, halves) -> bool:
+    """Whether the instruction `insn` is the last one of a RUN/BRANCH/TRAP/WAYPOINT op.
 
     `halves` is THUMB_PAIR when a RUN counts Thumb BL/BLX pairs as two (RUN_THUMB_PAIRS), else 0.
     A pair is an unconditional branch, so only a RUN's last instruction can be one (anywhere
     else the walk is a mismatch): only there does it count twice.
     """
+    f = insn.flags
     if op.kind == Op.RUN:
         return steps + (2 if f & halves else 1) >= op.count
     if op.kind == Op.BRANCH:
-        return pc == op.address
+        return insn.pc == op.address
     if op.kind == Op.WAYPOINT:
-        return pc == op.address if op.flags & WAYPOINT_TO_ADDRESS else f & (BRANCH | ISB) != 0
+        if op.flags & WAYPOINT_TO_ADDRESS:
+            return insn.pc == op.address
+        if op.flags & WAYPOINT_BEFORE_ADDRESS:
+            return insn.pc + insn.size == op.address
+        return f & (BRANCH | ISB) != 0
     return f & TRAP != 0
 
 
@@ -219,7 +237,7 @@ def _check_run(st, idx, op, taken, halves, insns, index) -> int:
         if f & UNDEFINED:
             _lose(st, GapReason.UNDEFINED, insn.pc)
             return _CHECK_LOST
-        if _ends_op(op, steps, insn.pc, f, halves):
+        if _ends_op(op, steps, insn, halves):
             if taken and not f & BRANCH:
                 _lose(st, GapReason.MISMATCH, insn.pc)  # a taken branch that is not one
                 return _CHECK_LOST
@@ -272,7 +290,7 @@ def _run_checked(st, out, idx, op, halves, insns):
     room = len(out) - 1  # rows < room: space for a branch and its delay slot
     cycles = NO_TIME if op.kind == Op.WAYPOINT else op.cycles  # a waypoint's are its last instruction's
     f = insns[idx].flags
-    while rows < room and not _ends_op(op, steps, insns[idx].pc, f, halves):
+    while rows < room and not _ends_op(op, steps, insns[idx], halves):
         last = idx + 1 if f & DELAY else idx  # a branch not taken runs its delay slot too
         for row in range(idx, last + 1):
             if row == idx:
@@ -347,7 +365,7 @@ def _end_waypoint(st, out, idx, op, insns) -> None:
     keeps one and gives none), anything else in sequence."""
     insn = insns[idx]
     f = insn.flags
-    to_address = op.flags & WAYPOINT_TO_ADDRESS != 0
+    to_address = op.flags & (WAYPOINT_TO_ADDRESS | WAYPOINT_BEFORE_ADDRESS) != 0
     taken = op.flags & WAYPOINT_TAKEN != 0 and not to_address
     executed = _in_sequence(f) if to_address else (EXECUTED if taken else NOT_EXECUTED)
     _emit(st, out, idx, executed, op, insns)
@@ -358,13 +376,20 @@ def _end_waypoint(st, out, idx, op, insns) -> None:
     if stacked and f & CALL:
         _push_return(st, (np.int64(insn.pc + insn.size) << 3) | np.int64(insn.isa))
     if stacked and not f & DIRECT and not op.flags & WAYPOINT_TARGET_FOLLOWS:
-        key = _pop_return(st)
-        if key < 0:
-            _lose(st, GapReason.NO_TARGET, insn.pc)
-        else:
-            _go_to(st, key >> 3, key & 7)
+        _lose(st, GapReason.NO_TARGET, insn.pc)
+        st.pop_pending = True  # an address may follow (ETMv4): the next op decides
     else:
         _take(st, idx, insns)
+
+
+@numba.njit(cache=True, nogil=True)
+def _pop_pending(st) -> None:
+    """Go to the return address a taken indirect branch left waiting on the return stack;
+    lost (as the branch left it) when the stack is empty."""
+    st.pop_pending = False
+    key = _pop_return(st)
+    if key >= 0:
+        _go_to(st, key >> 3, key & 7)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -383,6 +408,9 @@ def _walk(ops, insns, index, state, out, gaps, op_first, op_end):
             st.begun = True
             st.op_src = op.src
         kind = op.kind
+        if st.pop_pending and kind != Op.SYNC and kind != Op.TARGET and kind != Op.GAP:
+            _pop_pending(st)
+        st.pop_pending = False  # a SYNC, TARGET or GAP says where the walk goes instead
         if kind == Op.SYNC or kind == Op.TARGET:
             _go_to(st, op.address, op.isa)
             if kind == Op.SYNC:
@@ -398,8 +426,10 @@ def _walk(ops, insns, index, state, out, gaps, op_first, op_end):
         elif kind == Op.GAP:
             _lose(st, 0, 0)  # the decoder reports its own gaps
             st.returns_size = 0
-        elif kind == Op.RUN and op.count == 0:
-            pass
+        elif (kind == Op.RUN and op.count == 0) or (
+            kind == Op.WAYPOINT and op.flags & WAYPOINT_BEFORE_ADDRESS and _is_at(st, insns, op.address)
+        ):
+            pass  # nothing to run
         else:  # ATOM, RUN, BRANCH, TRAP: these need the position
             if not _resolve(st, insns, index):
                 return NEED
@@ -439,7 +469,7 @@ def _walk(ops, insns, index, state, out, gaps, op_first, op_end):
             else:  # checked, so every link up to the op's last instruction is cached
                 idx, steps = _run_checked(st, out, idx, op, halves, insns)
                 f = insns[idx].flags
-                if not _ends_op(op, steps, insns[idx].pc, f, halves):
+                if not _ends_op(op, steps, insns[idx], halves):
                     continue  # the output is full: the loop's top hands it over
                 if kind == Op.WAYPOINT:
                     _end_waypoint(st, out, idx, op, insns)
@@ -550,6 +580,7 @@ class Walker:
     def _gap_text(self, reason: GapReason, address: int) -> str:
         if reason is GapReason.VECTOR:
             return GAP_TEXT[reason]
-        failure = next((m for k, m in self.program.failures.items() if k >> 3 == address), None)
+        address = address & ADDRESS_MASK  # the GAP record's int64
+        failure = next((m for k, m in self.program.failures.items() if key_address(k) == address), None)
         detail = f" ({failure})" if failure and reason is GapReason.NO_CODE else ""
         return f"{GAP_TEXT[reason]} at 0x{address:x}{detail}"

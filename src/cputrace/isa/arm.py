@@ -507,8 +507,9 @@ def arm_block(
     # every row comes from `first` or from the bytes (two or more each), or is the undefined one
     out = np.empty((len(first) + len(code) // 2 + 1, C_COUNT), np.int64)
     scratch = np.empty((LARGEST_CHUNK, _O_COUNT), np.int64)
+    signed = address - (1 << 64) if address >= 1 << 63 else address  # as the int64 columns hold it
     n, why, branch, left = _block(
-        engine.entry, np.frombuffer(code, np.uint8), address, int(isa), engine.layout, *_tables(isa),
+        engine.entry, np.frombuffer(code, np.uint8), signed, int(isa), engine.layout, *_tables(isa),
         index.table, through_conditional, first, scratch, out,
     )  # fmt: skip
     return out[:n].copy(), why, branch, out[n : n + left].copy()

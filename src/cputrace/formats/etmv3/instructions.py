@@ -78,10 +78,7 @@ class SourceWalk:
         self.on_error = on_error
         self.walker = Walker(program, cpu=source.cpu, first_seq=first_seq)
         self.state = new_state()
-        self.cycle_accurate = source.config.cycle_accurate
-        config = source.config
-        traces_data = config.data_value or config.data_address
-        self.data = DataMatcher(program, config, source.cpu, first_seq) if traces_data else None
+        self.data = self._data_matcher(program)
         self._context = np.full(2, -1, np.int64)  # the last context ID and VMID seen (_C_*), -1: none yet
 
     def batch(self, packets: Packets) -> Iterator[Batch]:
@@ -96,7 +93,7 @@ class SourceWalk:
         if self.on_error is not None:  # errors are among the few eventful packets
             for row in built.eventful[packets["kind"][built.eventful] == Kind.ERROR].tolist():
                 self.on_error(packets, row)
-        if self.source.config.data_only:  # its I-syncs have no address: there is nothing to walk
+        if self._data_only:  # its I-syncs have no address: there is nothing to walk
             built = built.without_ops()
         gaps: list[pa.Table] = []
         yield from self._walked(self.walker.run(built.ops), gaps)
@@ -106,9 +103,21 @@ class SourceWalk:
             yield from self._matched(self.data.rows(), events)
         yield {"events": in_seq_order(events)}
 
+    def _data_matcher(self, program: Program) -> DataMatcher | None:
+        """The matcher of the source's data packets with its instructions, when it traces data
+        (ETMv3 data trace; a protocol without it gives None)."""
+        config = self.source.config
+        traces_data = config.data_value or config.data_address
+        return DataMatcher(program, config, self.source.cpu, self.first_seq) if traces_data else None
+
+    @property
+    def _data_only(self) -> bool:
+        """The source traces data and no instructions (ETMv3's data-only mode)."""
+        return self.source.config.data_only
+
     def _packet_ops(self, packets: Packets) -> PacketOps:
         """The waypoint ops of a batch (a protocol's walk gives its own)."""
-        return packet_ops(packets, self.state, self.cycle_accurate)
+        return packet_ops(packets, self.state, self.source.config.cycle_accurate)
 
     def finish(self) -> Iterator[Batch]:
         gaps: list[pa.Table] = []
@@ -162,8 +171,8 @@ class SourceWalk:
         rows = out[:, : self._event_rows(t, built, first_seq, out)]
         kind = rows[R_KIND]
         names, texts = Labels(self._names, rows[R_NAME]), trace_texts(kind)
-        self._label(t, rows, names, texts)
         gap_texts(texts, kind, rows[R_ROW], t, self._error_text)
+        self._label(t, rows, names, texts)  # after: a protocol's own trace gaps have their texts
         return event_table(rows, self.source.cpu, names, texts, t["offset"])
 
     _names = _NAMES  # `name` labels of the event rows; exceptions get theirs after
@@ -173,7 +182,7 @@ class SourceWalk:
         """The event rows of a batch's eventful packets into `out`; returns how many."""
         config = self.source.config
         return _event_rows(t, built.eventful, built.before, built.pending, built.gap, self.walker.op_end,
-                           first_seq, self.first_seq, self.cycle_accurate, config.context_id_bytes > 0,
+                           first_seq, self.first_seq, config.cycle_accurate, config.context_id_bytes > 0,
                            self._context, out)  # fmt: skip
 
     def _label(self, t: np.ndarray, rows: np.ndarray, names: Labels, texts: Labels) -> None:
