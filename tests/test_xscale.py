@@ -130,9 +130,9 @@ def test_wrapped_buffers_give_the_tail_of_the_run_back(armv5, tmp_path, stop, ch
     assert events_named(tables, "debug_entry")[0]["value"] == truth.pc[stop]
     gaps = [e["name"] for e in tables["events"].to_pylist() if e["kind"] == "trace_gap"]
     assert gaps == ["unanchored"]
-    marked = [m for m in parse_messages(TraceBuffer(buffer.data, range(256))).messages if m.checkpointed]
-    assert len(events_named(tables, "checkpoint")) == len(marked)
-    assert len(marked) == checkpoints or stop == 300  # a short run: no room for them
+    marked = int(parse_messages(TraceBuffer(buffer.data, range(256))).messages["checkpointed"].sum())
+    assert len(events_named(tables, "checkpoint")) == marked
+    assert marked == checkpoints or stop == 300  # a short run: no room for them
 
 
 def test_a_checkpoint_anchors_before_the_first_indirect_address(armv5, tmp_path) -> None:
@@ -358,8 +358,7 @@ def test_three_checkpointed_messages_map_the_newest_two(armv5, tmp_path, stop) -
     checkpoints have overwritten (the manual: one is CHKPT0's, of two the older is CHKPT1's)."""
     truth, blocks, elf = armv5
     buffer = wrap_buffer(truth, blocks, stop, checkpoints=3)
-    marked = [m for m in parse_messages(TraceBuffer(buffer.data, range(256))).messages if m.checkpointed]
-    assert len(marked) == 3
+    assert parse_messages(TraceBuffer(buffer.data, range(256))).messages["checkpointed"].sum() == 3
     tables = decode(write_text(tmp_path, [buffer]), elf)
     assert not events_named(tables, "checkpoint_mismatch")
     checkpoints = events_named(tables, "checkpoint")
@@ -393,9 +392,9 @@ def test_an_address_outside_the_image_is_a_gap_with_its_byte(armv5, tmp_path) ->
     stop = 2_000
     buffer = wrap_buffer(truth, blocks, stop)
     parsed = parse_messages(TraceBuffer(buffer.data, range(256)))
-    last = [m for m in parsed.messages if m.kind is Kind.INDIRECT][-1]
+    last = int(parsed.messages["index"][parsed.messages["kind"] == Kind.INDIRECT][-1])
     corrupt = bytearray(buffer.data)
-    corrupt[last.index - 4 : last.index] = (0x7000000).to_bytes(4, "big")
+    corrupt[last - 4 : last] = (0x7000000).to_bytes(4, "big")
     tables = decode(write_text(tmp_path, [Buffer(bytes(corrupt), pc=buffer.pc)]), elf)
     (gap,) = events_named(tables, "no_code")
     assert gap["value"] == 0x7000000
@@ -683,11 +682,44 @@ def test_a_sample_with_a_flipped_bit_decodes_or_fails_at_its_place(tmp_path, sam
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.binary(min_size=1, max_size=256))
-def test_any_buffer_parses_without_an_exception(data: bytes) -> None:
+def test_any_buffer_parses_as_the_manual_reads_it(data: bytes) -> None:
+    """The compiled parse against a plain reading of the manual's rules (13.13), byte by byte
+    from the newest: every field of every message, the fill, the cut and the bad byte."""
     parsed = parse_messages(TraceBuffer(data, range(len(data))))
-    used = {m.index for m in parsed.messages}
-    assert all(0 <= i < len(data) for i in used)
-    assert parsed.bad_index is None or all(i > parsed.bad_index for i in used)
+    messages, fill, cut, bad = _read_as_the_manual_says(data)
+    fields = ("kind", "count", "index", "checkpointed", "vector", "has_address", "address")
+    assert [tuple(m[f].item() for f in fields) for m in parsed.messages] == messages
+    assert (parsed.fill, parsed.cut, parsed.bad_index) == (fill, cut, bad)
+
+
+def _read_as_the_manual_says(data: bytes) -> tuple[list[tuple], int, int, int | None]:
+    """Messages oldest first as (kind, count, index, checkpointed, vector, has_address,
+    address), and the fill, cut and bad byte (see messages.Parsed)."""
+    found, p = [], len(data) - 1
+    padding = 256 - len(data)
+    first_set = next((i for i, b in enumerate(data) if b), len(data))
+    while p >= 0:
+        if p < first_set:
+            return found[::-1], p + 1 + padding, 0, None
+        byte = data[p]
+        if byte >> 4 in (0x9, 0xD):
+            whole = p >= 4
+            address = int.from_bytes(data[p - 4 : p], "big") if whole else 0
+            found.append((Kind.INDIRECT, byte & 0xF, p, byte >> 4 == 0xD, 0, whole, address))
+            if not whole:
+                return found[::-1], 0, p, None
+            p -= 5
+            continue
+        if byte < 0x80:
+            found.append((Kind.EXCEPTION, byte & 0xF, p, False, byte >> 4, False, 0))
+        elif byte >> 4 in (0x8, 0xC):
+            found.append((Kind.DIRECT, byte & 0xF, p, byte >> 4 == 0xC, 0, False, 0))
+        elif byte == 0xFF:
+            found.append((Kind.ROLL_OVER, 0, p, False, 0, False, 0))
+        else:
+            return found[::-1], 0, 0, p
+        p -= 1
+    return found[::-1], padding, 0, None
 
 
 @settings(max_examples=300, deadline=None)

@@ -12,7 +12,10 @@ the older bytes cannot be told apart any more, so they are dropped, never guesse
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+import numba
+import numpy as np
 
 from .buffers import TraceBuffer
 
@@ -28,21 +31,24 @@ class Kind(enum.IntEnum):
     ROLL_OVER = 15  # 1111 1111
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
-    kind: Kind
-    count: int  # CCCC
-    index: int  # of the message byte in the buffer
-    checkpointed: bool = False
-    vector: int = 0  # exception: VVV, the vector address bits 4:2
-    address: int | None = None  # indirect branch target; None when cut by a wrap
+MESSAGE = np.dtype(
+    [
+        ("index", "<i8"), ("address", "<i8"), ("kind", "u1"), ("count", "u1"), ("vector", "u1"),
+        ("checkpointed", "?"), ("has_address", "?"),
+    ]
+)  # fmt: skip
+"""One message: `index` of its message byte in the buffer, `kind` (Kind), `count` (CCCC),
+`vector` (an exception's VVV, the vector address bits 4:2), `checkpointed`, and an indirect
+branch's target `address` (`has_address` false when a wrap cut its address bytes)."""
+
+NO_BAD_BYTE = -1
 
 
 @dataclass
 class Parsed:
-    """A buffer's messages, oldest first, and what the parse could not use."""
+    """A buffer's messages, oldest first (MESSAGE records), and what the parse could not use."""
 
-    messages: list[Message] = field(default_factory=list)
+    messages: np.ndarray
     fill: int = 0  # zero bytes never written (0: the buffer wrapped or was filled)
     cut: int = 0  # bytes at the start belonging to a message overwritten by a wrap
     bad_index: int | None = None  # a byte that is no message type; older bytes are dropped
@@ -53,54 +59,70 @@ class Parsed:
 
 
 def parse_messages(buffer: TraceBuffer) -> Parsed:
-    data = buffer.data
+    data = np.frombuffer(buffer.data, np.uint8)
     padding = 256 - len(data)  # the zero bytes a shortened read-out (OpenOCD) left out
-    first_set = next((i for i, b in enumerate(data) if b), len(data))
-    parsed = Parsed()
-    found: list[Message] = []
+    out = np.empty(len(data), MESSAGE)
+    n, fill, cut, bad = _parse(data, padding, out)
+    return Parsed(out[:n][::-1].copy(), int(fill), int(cut), None if bad == NO_BAD_BYTE else int(bad))
+
+
+_K_EXCEPTION, _K_DIRECT, _K_INDIRECT = int(Kind.EXCEPTION), int(Kind.DIRECT), int(Kind.INDIRECT)
+_K_ROLL_OVER = int(Kind.ROLL_OVER)
+
+
+@numba.njit(cache=True, nogil=True)
+def _parse(data, padding, out):
+    """The messages of `data` into `out`, newest first. Returns (messages, fill, cut, bad byte
+    or NO_BAD_BYTE): see Parsed."""
+    first_set = 0
+    while first_set < len(data) and data[first_set] == 0:
+        first_set += 1
+    n = 0
     p = len(data) - 1
     while p >= 0:
-        if p < first_set:
-            parsed.fill = p + 1 + padding
-            break
-        byte = data[p]
+        if p < first_set:  # every older byte is zero: the initial fill
+            return n, p + 1 + padding, 0, NO_BAD_BYTE
+        byte = np.int64(data[p])
         kind = byte >> 4
-        if kind in (0x9, 0xD):
+        m = out[n]
+        m.index, m.count, m.vector = p, byte & 0xF, 0
+        m.checkpointed, m.address, m.has_address = False, 0, False
+        if kind == 0x9 or kind == 0xD:
+            m.kind, m.checkpointed = _K_INDIRECT, kind == 0xD
+            n += 1
             start = p - ADDRESS_BYTES
-            address = int.from_bytes(data[start:p], "big") if start >= 0 else None
-            found.append(Message(Kind.INDIRECT, byte & 0xF, p, kind == 0xD, address=address))
-            if start < 0:
-                parsed.cut = p
-                break
+            if start < 0:  # the address bytes were overwritten by a wrap
+                return n, 0, p, NO_BAD_BYTE
+            address = 0
+            for j in range(start, p):
+                address = (address << 8) | np.int64(data[j])
+            m.address, m.has_address = address, True
             p = start - 1
             continue
         if byte < 0x80:
-            message = Message(Kind.EXCEPTION, byte & 0xF, p, vector=byte >> 4)
-        elif kind in (0x8, 0xC):
-            message = Message(Kind.DIRECT, byte & 0xF, p, kind == 0xC)
+            m.kind, m.vector = _K_EXCEPTION, byte >> 4
+        elif kind == 0x8 or kind == 0xC:
+            m.kind, m.checkpointed = _K_DIRECT, kind == 0xC
         elif byte == ROLL_OVER:
-            message = Message(Kind.ROLL_OVER, 0, p)
+            m.kind, m.count = _K_ROLL_OVER, 0
         else:
-            parsed.bad_index = p
-            break
-        found.append(message)
+            return n, 0, 0, p
+        n += 1
         p -= 1
-    else:
-        parsed.fill = padding
-    parsed.messages = found[::-1]
-    return parsed
+    return n, padding, 0, NO_BAD_BYTE
 
 
-def instructions_of(message: Message) -> int:
-    """How many instructions a message stands for (a faulting instruction included)."""
-    if message.kind is Kind.ROLL_OVER:
-        return ROLL_OVER_COUNT
-    if message.kind is Kind.EXCEPTION:
-        return message.count + (1 if message.vector in FAULTING_VECTORS else 0)
-    return message.count + 1  # the branch itself
+def instruction_counts(messages: np.ndarray) -> np.ndarray:
+    """How many instructions each message stands for (a faulting instruction included)."""
+    kind = messages["kind"]
+    count = messages["count"].astype(np.int64)
+    faulting = (kind == _K_EXCEPTION) & np.isin(messages["vector"], FAULTING_VECTORS)
+    return np.select(
+        [kind == _K_ROLL_OVER, kind == _K_EXCEPTION], [ROLL_OVER_COUNT, count + faulting], count + 1
+    )
 
 
-FAULTING_VECTORS = frozenset({1, 2, 3})
+FAULTING_VECTORS = (1, 2, 3)
 """Undefined instruction, SWI, prefetch abort: the count leaves out the faulting instruction."""
 
 VECTOR_NAMES = ("reset", "undefined", "swi", "prefetch_abort", "data_abort", "reserved", "irq", "fiq")

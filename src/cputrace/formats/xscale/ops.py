@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 import pyarrow as pa
 
@@ -48,9 +49,9 @@ from ...model import SCHEMAS, Isa
 from ...rowbuffer import RowBuffer
 from ..base import Batch
 from .buffers import TraceBuffer, Unread
-from .messages import VECTOR_NAMES, Kind, Message, Parsed, instructions_of
+from .messages import VECTOR_NAMES, Kind, Parsed, instruction_counts
 
-ABORTS = frozenset({3, 4})  # prefetch and data abort: the instruction hit did not complete
+ABORTS = (3, 4)  # prefetch and data abort: the instruction hit did not complete
 MAX_PENDING = 16  # instructions after the last message: fewer, or a roll-over would be written
 CPU = 0
 
@@ -124,7 +125,7 @@ class BufferWalk:
         self, buffer: TraceBuffer, parsed: Parsed, events: RowBuffer, seq: int
     ) -> dict[int, tuple[int, int]]:  # fmt: skip
         """Message number -> (register, address), for the newest two checkpointed messages."""
-        marked = [i for i, m in enumerate(parsed.messages) if m.checkpointed][-2:]
+        marked = np.flatnonzero(parsed.messages["checkpointed"])[-2:].tolist()
         if not marked:
             return {}
         registers = [(0, buffer.chkpt0)] if len(marked) == 1 else [(1, buffer.chkpt1), (0, buffer.chkpt0)]
@@ -133,40 +134,49 @@ class BufferWalk:
             message = parsed.messages[i]
             if value is None:
                 continue
-            if message.address is not None and message.address != value:
-                text = (f"{buffer.where(message.index)}: CHKPT{register} 0x{value:08x} differs from the "
-                        f"branch address 0x{message.address:08x}")  # fmt: skip
-                self._mismatch(events, seq, buffer, message, text)
+            index, address = int(message["index"]), int(message["address"])
+            if message["has_address"] and address != value:
+                text = (f"{buffer.where(index)}: CHKPT{register} 0x{value:08x} differs from the "
+                        f"branch address 0x{address:08x}")  # fmt: skip
+                self._mismatch(events, seq, buffer, index, text)
                 continue
             mapped[i] = register, value
         return mapped
 
     @staticmethod
-    def _mismatch(events: RowBuffer, seq: int, buffer: TraceBuffer, message: Message, text: str) -> None:
+    def _mismatch(events: RowBuffer, seq: int, buffer: TraceBuffer, index: int, text: str) -> None:
+        """A checkpoint_mismatch gap for the message whose byte is at `index`."""
         events.append(
-            seq=seq, cpu=CPU, kind="trace_gap", name="checkpoint_mismatch", number=message.index, text=text,
-            src=int(buffer.src[message.index]),
+            seq=seq, cpu=CPU, kind="trace_gap", name="checkpoint_mismatch", number=index, text=text,
+            src=int(buffer.src[index]),
         )  # fmt: skip
 
     def _anchor(self, parsed: Parsed, checkpoints: dict[int, tuple[int, int]]) -> Anchor | None:
-        for i, message in enumerate(parsed.messages):
-            if message.kind is Kind.INDIRECT and message.address is not None:
-                return Anchor(i, *self._target(message.address), "indirect branch address")
-            if i in checkpoints:
-                return Anchor(i, *self._target(checkpoints[i][1]), "checkpoint")
-            if message.kind is Kind.EXCEPTION:
-                return Anchor(i, self._vector(message), Isa.A32, "exception vector")
-        return None
+        """The first message that gives an address: an indirect branch's own, a checkpoint, or
+        an exception's vector (a message is only ever one of these)."""
+        messages = parsed.messages
+        kind = messages["kind"]
+        gives = ((kind == Kind.INDIRECT) & messages["has_address"]) | (kind == Kind.EXCEPTION)
+        gives[list(checkpoints)] = True
+        found = np.flatnonzero(gives)
+        if not len(found):
+            return None
+        i = int(found[0])
+        if kind[i] == Kind.INDIRECT and messages["has_address"][i]:
+            return Anchor(i, *self._target(int(messages["address"][i])), "indirect branch address")
+        if i in checkpoints:
+            return Anchor(i, *self._target(checkpoints[i][1]), "checkpoint")
+        return Anchor(i, self._vector(int(messages["vector"][i])), Isa.A32, "exception vector")
 
     def _unanchored(
         self, buffer: TraceBuffer, parsed: Parsed, anchor: Anchor | None, events: RowBuffer, seq: int
     ) -> None:  # fmt: skip
         """The gap of what ran before the anchor: the messages before it and its own instructions."""
         counted = parsed.messages if anchor is None else parsed.messages[: anchor.message + 1]
-        count = sum(instructions_of(m) for m in counted)
+        count = int(instruction_counts(counted).sum())
         if not count and not parsed.cut:
             return
-        index = counted[-1].index if counted else len(buffer.data) - 1
+        index = int(counted["index"][-1]) if len(counted) else len(buffer.data) - 1
         if anchor is None:
             why = "the buffer gives no address to start at"
         else:
@@ -183,44 +193,34 @@ class BufferWalk:
 
     def _ops(
         self, buffer: TraceBuffer, parsed: Parsed, anchor: Anchor, checkpoints: dict[int, tuple[int, int]]
-    ) -> tuple[Ops, list[int]]:  # fmt: skip
+    ) -> tuple[Ops, np.ndarray]:  # fmt: skip
         """The walk from the anchor on, and the message each op comes from."""
-        ops = OpBuffer()
-        op_message: list[int] = []
-
-        def add(kind: Op, message: int = anchor.message, *, isa: Isa = Isa.A32, **operands: int) -> None:
-            ops.add(kind, **operands, isa=isa, src=int(buffer.src[parsed.messages[message].index]))
-            op_message.append(message)
-
-        add(Op.SYNC, address=anchor.address, isa=anchor.isa)
-        rolled = 0  # instructions of roll-overs not yet in a RUN
-        for i in range(anchor.message + 1, len(parsed.messages)):
-            message = parsed.messages[i]
-            count, rolled = rolled + instructions_of(message), 0
-            if message.kind is Kind.ROLL_OVER:
-                rolled = count
-                if i == len(parsed.messages) - 1:
-                    add(Op.RUN, i, count=count, flags=RUN_THUMB_PAIRS)
-                continue
-            if message.kind is Kind.EXCEPTION:
-                add(Op.RUN, i, count=count, flags=RUN_THUMB_PAIRS)
-                flags = EXCEPTION_CANCELS if message.vector in ABORTS else 0
-                add(Op.EXCEPTION, i, address=self._vector(message), flags=flags)
-                continue
-            add(Op.RUN, i, count=count, flags=RUN_TAKEN | RUN_THUMB_PAIRS)
-            target = message.address if message.address is not None else checkpoints.get(i, (0, None))[1]
-            if target is not None:
-                address, isa = self._target(target)
-                add(Op.TARGET, i, address=address, isa=isa)
-        return ops.take(), op_message
+        messages = parsed.messages
+        target = np.where(messages["has_address"], messages["address"].astype(np.int64), -1)
+        for i, (_, value) in checkpoints.items():
+            if not messages["has_address"][i]:
+                target[i] = value
+        placed = {value: self._target(value) for value in np.unique(target[target >= 0]).tolist()}
+        target_address, target_isa = np.zeros(len(messages), np.int64), np.zeros(len(messages), np.uint8)
+        for i in np.flatnonzero(target >= 0).tolist():
+            target_address[i], target_isa[i] = placed[int(target[i])]
+        ops = Ops.empty(2 * (len(messages) - anchor.message) + 1)
+        op_message = np.empty(len(ops), np.int64)
+        src = buffer.src[messages["index"]]
+        vectors = self.vector_base + 4 * messages["vector"].astype(np.int64)
+        n = _build(
+            messages, instruction_counts(messages), anchor.message, anchor.address, int(anchor.isa),
+            target >= 0, target_address, target_isa, vectors, src, ops.records, op_message,
+        )  # fmt: skip
+        return ops.select(slice(0, n)), op_message[:n]
 
     def _target(self, address: int) -> tuple[int, Isa]:
         if address & 3:
             return address & ~1, Isa.T32
         return address, self.image.symbols.state_at(address) or Isa.A32
 
-    def _vector(self, message: Message) -> int:
-        return self.vector_base + 4 * message.vector
+    def _vector(self, vector: int) -> int:
+        return self.vector_base + 4 * vector
 
     # -- events after the walk -------------------------------------------------------------
 
@@ -233,28 +233,29 @@ class BufferWalk:
         wanted = (ops.kind == Op.EXCEPTION) | np.isin(op_message, list(checkpoints))
         wanted[0] = True  # the anchor
         for j in np.flatnonzero(wanted).tolist():
-            i = op_message[j]
+            i = int(op_message[j])
             kind, message = int(ops.kind[j]), parsed.messages[i]
-            seq, src, where = max(int(end[j]) - 1, 0), int(ops.src[j]), buffer.where(message.index)
-            if kind == Op.EXCEPTION or (kind == Op.SYNC and message.kind is Kind.EXCEPTION):
-                name = VECTOR_NAMES[message.vector]
+            vector, count, index = int(message["vector"]), int(message["count"]), int(message["index"])
+            seq, src, where = max(int(end[j]) - 1, 0), int(ops.src[j]), buffer.where(index)
+            if kind == Op.EXCEPTION or (kind == Op.SYNC and message["kind"] == Kind.EXCEPTION):
+                name = VECTOR_NAMES[vector]
                 events.append(
-                    seq=seq, cpu=CPU, kind="exception", number=4 * message.vector, name=name,
-                    value=self._vector(message), value1=message.count, src=src,
-                    text=f"{where}: {name} after {message.count} instructions",
+                    seq=seq, cpu=CPU, kind="exception", number=4 * vector, name=name,
+                    value=self._vector(vector), value1=count, src=src,
+                    text=f"{where}: {name} after {count} instructions",
                 )  # fmt: skip
             if i not in checkpoints or kind not in (Op.SYNC, Op.TARGET):
                 continue
             register, address = checkpoints[i]
             events.append(seq=seq, cpu=CPU, kind="debug", name="checkpoint", number=register, value=address,
                           text=f"{where}: CHKPT{register}", src=src)  # fmt: skip
-            if kind == Op.TARGET and message.kind is Kind.DIRECT and first[j - 1] < end[j - 1]:
+            if kind == Op.TARGET and message["kind"] == Kind.DIRECT and first[j - 1] < end[j - 1]:
                 expected = self._direct_target(instructions, int(end[j - 1]) - 1)
                 if expected is not None and expected != self._target(address)[0]:
                     text = (
                         f"{where}: CHKPT{register} 0x{address:08x}, but the branch goes to 0x{expected:08x}"
                     )
-                    self._mismatch(events, seq, buffer, message, text)
+                    self._mismatch(events, seq, buffer, index, text)
 
     def _direct_target(self, instructions: pa.Table, seq: int) -> int | None:
         """The image's target of the direct branch the walk placed at `seq`."""
@@ -341,7 +342,52 @@ class BufferWalk:
 def _resumes(parsed: Parsed, stopped_at: int) -> bool:
     """Whether the buffer starts with the debugger's return to where the last one stopped."""
     first = parsed.messages[0]
-    return first.kind is Kind.INDIRECT and first.address is not None and first.address & ~1 == stopped_at & ~1
+    return (
+        first["kind"] == Kind.INDIRECT and bool(first["has_address"])
+        and int(first["address"]) & ~1 == stopped_at & ~1
+    )  # fmt: skip
+
+
+_K_EXCEPTION, _K_ROLL_OVER = int(Kind.EXCEPTION), int(Kind.ROLL_OVER)
+_SYNC, _RUN, _EXCEPTION, _TARGET = int(Op.SYNC), int(Op.RUN), int(Op.EXCEPTION), int(Op.TARGET)
+_A32 = int(Isa.A32)
+
+
+@numba.njit(cache=True, nogil=True)
+def _op(ops, op_message, n, message, kind, address, isa, count, flags, src) -> int:
+    """Op n (cycles and time left as `Ops.empty` made them); returns the next op's index."""
+    op = ops[n]
+    op.kind, op.address, op.isa, op.count, op.flags, op.src = kind, address, isa, count, flags, src
+    op_message[n] = message
+    return n + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _build(messages, counts, anchor, anchor_address, anchor_isa, has_target, target_address, target_isa,
+           vectors, src, ops, op_message) -> int:  # fmt: skip
+    """The ops of the messages from the anchor on (see the module's docstring), into `ops` and
+    the message of each into `op_message`; returns how many."""
+    n = _op(ops, op_message, 0, anchor, _SYNC, anchor_address, anchor_isa, 0, 0, src[anchor])
+    rolled = 0  # instructions of roll-overs not yet in a RUN
+    last = len(messages) - 1
+    for i in range(anchor + 1, len(messages)):
+        kind = messages[i].kind
+        count, rolled = rolled + counts[i], 0
+        if kind == _K_ROLL_OVER:
+            rolled = count
+            if i == last:
+                n = _op(ops, op_message, n, i, _RUN, 0, _A32, count, RUN_THUMB_PAIRS, src[i])
+            continue
+        if kind == _K_EXCEPTION:
+            n = _op(ops, op_message, n, i, _RUN, 0, _A32, count, RUN_THUMB_PAIRS, src[i])
+            vector = messages[i].vector
+            flags = EXCEPTION_CANCELS if vector == ABORTS[0] or vector == ABORTS[1] else 0
+            n = _op(ops, op_message, n, i, _EXCEPTION, vectors[i], _A32, 0, flags, src[i])
+            continue
+        n = _op(ops, op_message, n, i, _RUN, 0, _A32, count, RUN_TAKEN | RUN_THUMB_PAIRS, src[i])
+        if has_target[i]:
+            n = _op(ops, op_message, n, i, _TARGET, target_address[i], target_isa[i], 0, 0, src[i])
+    return n
 
 
 def _not_before(events: pa.Table, first_seq: int) -> pa.Table:
