@@ -26,7 +26,7 @@ from cputrace.cli import cli
 from cputrace.coresight import events
 from cputrace.coresight import packets as coresight_packets
 from cputrace.coresight.packets import PACKET, Packets
-from cputrace.coresight.snapshot import Device, read_device
+from cputrace.coresight.snapshot import Device, read_device, read_snapshot
 from cputrace.errors import CputraceError
 from cputrace.formats.etmv3.capture import EtmSource, open_captures, source_packets
 from cputrace.formats.etmv4.config import Etmv4Config
@@ -554,6 +554,23 @@ def test_each_source_reads_the_buffer_its_snapshot_lists() -> None:
     assert read == {name: file for name, file in listed.items() if name.startswith("etm")}
     ids = {s.name: s.trace_id for c in captures for s in c.sources}
     assert ids == {f"ETM_{i}": 0x10 + i for i in range(6)}  # from each device file's TRCTRACEIDR
+
+
+@pytest.mark.parametrize("name", ["armv8_1m_branches", "bugfix-exact-match", "a57_single_step"])
+def test_a_cores_memory_is_every_dump_its_device_file_lists(name: str) -> None:
+    """Several dumps a core (two ranges of a Cortex-M55 program; five sections of cc1), each
+    file's bytes at the address its `[dump...]` section gives, read here from the ini file."""
+    snapshot = read_snapshot(shared("opencsd-snapshots", name))
+    for source in snapshot.sources:
+        core = snapshot.core_of(source)
+        ini = configparser.ConfigParser()
+        ini.read(core.path)
+        dumps = [ini[section] for section in ini.sections() if section.startswith("dump")]
+        assert dumps
+        memory = snapshot.memory(core)
+        for dump in dumps:
+            data = (core.path.parent / dump["file"]).read_bytes()
+            assert memory.read(int(dump["address"], 0), len(data)) == data, (core.path, dump.name)
 
 
 def test_etm_packets_lists_etmv4_as_the_reference_does() -> None:
