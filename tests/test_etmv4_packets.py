@@ -25,12 +25,13 @@ from paths import shared
 from cputrace.cli import cli
 from cputrace.coresight import events
 from cputrace.coresight import packets as coresight_packets
+from cputrace.coresight.listing import FIELDS
 from cputrace.coresight.packets import PACKET, Packets
 from cputrace.coresight.snapshot import Device, read_device, read_snapshot
 from cputrace.errors import CputraceError
 from cputrace.formats.etmv3.capture import EtmSource, open_captures, source_packets
 from cputrace.formats.etmv4.config import Etmv4Config
-from cputrace.formats.etmv4.listing import atom_text
+from cputrace.formats.etmv4.listing import atom_text, packet_fields
 from cputrace.formats.etmv4.packets import PacketDecoder, decode_packets
 from cputrace.formats.etmv4.protocol import (
     ERROR_TEXT,
@@ -571,6 +572,28 @@ def test_a_cores_memory_is_every_dump_its_device_file_lists(name: str) -> None:
         for dump in dumps:
             data = (core.path.parent / dump["file"]).read_bytes()
             assert memory.read(int(dump["address"], 0), len(data)) == data, (core.path, dump.name)
+
+
+def test_every_listed_field_is_a_listing_column() -> None:
+    """Every packet kind's listing fields are among the columns a csv listing writes (FIELDS),
+    so none is dropped: a stream of every kind this configuration has, and errors."""
+    cfg = CONFIGS[1]  # every optional packet on
+    data = b"".join(bytes(part) for part in (
+        [0x01, 0x0F, 0x01, 0x85, 0x01, 0x03, 0x40], [0x03, 0xC0, 0xA1, 0x05, 0x07], [0x06, 0x9C, 0x21],
+        [0x04, 0x07, 0x73], [0x81, 0xF2, 0x2A, 0x78, 0x56, 0x34, 0x12, 0x80], [0x83, 0x01, 0x9A, 0x4F, 0, 0],
+        [0x9D, 0, 0, 0x02, 0, 0, 0, 0, 0], [0x95, 0x59, 0x9A, 0x20, 0x19, 0x08, 0x00, 0x92],
+        [0xA0, 0x05, 0xA5, 0x04, 0x07, 0xAC, 0x81, 0x01, 0xAF], [0x2D, 0x85, 0x01, 0x2F, 0x02, 0x32, 0x35],
+        [0x3B, 0x0E, 0x03, 0x09, 0x0C, 0x35, 0x16], [0x6C, 0x85, 0x01, 0x6D, 0x05, 0x41, 0x43, 0x45, 0x4D],
+        [0x5A, 0x34, 0x68, 0x92, 0x01, 0x03, 0x22, 0x2A], [0xF7, 0xD4, 0xE0, 0xD5], [0x00, 0x03, 0x00, 0x05],
+        [0x08, 0x01],
+    ))  # fmt: skip
+    p = decode_packets(A_SYNC + TRACE_INFO + data, cfg)
+    seen = set()
+    for i in range(len(p)):
+        fields = packet_fields(p, i, cfg)
+        assert set(fields) <= set(FIELDS), (KIND_NAMES[p["kind"][i]], fields)
+        seen.add(KIND_NAMES[p["kind"][i]])
+    assert seen == {k.name.lower() for k in Kind} - {"ignore", "function_return"}  # ETMv4.0, A profile
 
 
 def test_etm_packets_lists_etmv4_as_the_reference_does() -> None:
