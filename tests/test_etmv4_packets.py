@@ -596,6 +596,25 @@ def test_every_listed_field_is_a_listing_column() -> None:
     assert seen == {k.name.lower() for k in Kind} - {"ignore", "function_return"}  # ETMv4.0, A profile
 
 
+def test_a_bare_buffer_with_an_etmv4_device_file() -> None:
+    """A buffer without its snapshot, the registers from an ETMv4 device file (`--etm-config`):
+    the same packets as the snapshot gives for that source; `--source` picks another trace ID
+    (with the file's registers); ETMv3 register options with it are bad usage."""
+    folder = shared("opencsd-snapshots", "juno_r1_1")
+    buffer, device = folder / "cstrace.bin", folder / "device_7.ini"
+    (capture,) = open_captures(buffer, {"etm_config": str(device)})
+    ((source, batches),) = list(source_packets(capture))
+    bare = Packets.concatenate(list(batches))
+    snapshot = next(p for s, _, p in snapshot_sources("juno_r1_1") if s.trace_id == 0x11)
+    assert source.trace_id == 0x11 and isinstance(source.config, Etmv4Config)
+    assert all(np.array_equal(bare[name], snapshot[name]) for name in PACKET.names)
+    (other,) = open_captures(buffer, {"etm_config": str(device), "source": 0x12})
+    assert [s.trace_id for s in other.sources] == [0x12]
+    argv = ["etm", "packets", str(buffer), "--etm-config", str(device), "--etmcr", "1"]
+    run = CliRunner().invoke(cli, argv)
+    assert run.exit_code == 2 and "option etmcr: ETMv3 and PTM only" in run.stderr
+
+
 def test_etm_packets_lists_etmv4_as_the_reference_does() -> None:
     """`cputrace etm packets` on an ETMv4 snapshot: a line about the source on stderr, then its
     packets with their decoded fields, as the reference decoder lists them."""
