@@ -1,7 +1,7 @@
 """Where ETMv3, PTM and ETMv4 trace comes from, and reading its packets source by source.
 
 An input is a CoreSight snapshot (its snapshot.ini, or the directory holding it) or a bare
-buffer with its ETM registers given as options (see `config`; ETMv3 and PTM only). Either way
+buffer with its ETM registers given as options or a device file (see `config`). Either way
 it becomes one `Capture` per trace buffer: the buffer file, its layout, and the sources in it,
 each with its registers (an `EtmConfig`, a `ptm.config.PtmConfig` or an
 `etmv4.config.Etmv4Config`) and a core number

@@ -13,10 +13,14 @@ options (`etmcr`, `etmidr`, `etmccer`, `source`, `buffer_format` in DecodeContex
     core = Cortex-A7        ; Cortex-M cores number exceptions the v7-M way
 
 A JSON object with the same keys works too. Options given alongside a file override it.
+A snapshot device file of an ETMv4 trace unit (`type=ETM4...`, [regs] TRCCONFIGR, TRCIDR0...)
+makes the buffer an ETMv4 one (`etmv4.config.Etmv4Config`); `source` and `buffer_format` still
+apply, the ETMv3 register options do not.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Mapping
@@ -28,9 +32,12 @@ import numpy as np
 
 from ...coresight.ini import read_ini_sections
 from ...coresight.registers import MAX_REGISTER, REGISTER, TraceRegisters, bit, major_version
+from ...coresight.snapshot import read_device
 from ...coresight.sniff import LAYOUTS
-from ...errors import CputraceError, TraceFormatError
+from ...errors import CputraceError, TraceFormatError, UsageError
 from ..base import Option, parse_int
+from ..etmv4.config import PROTOCOLS as ETMV4_PROTOCOLS
+from ..etmv4.config import Etmv4Config
 from ..ptm.config import PTM_MAJOR, PtmConfig, is_ptm
 from .options import BUFFER_FORMAT, ETM_CONFIG, ETMCCER, ETMCR, ETMIDR, SOURCE, TRACE_IDS
 
@@ -134,7 +141,7 @@ class EtmConfig(TraceRegisters):
 class BareBufferSettings:
     """How to read a buffer that comes without a snapshot: registers, source and layout."""
 
-    config: EtmConfig | PtmConfig  # by the ETMIDR's major version
+    config: EtmConfig | PtmConfig | Etmv4Config  # by the ETMIDR's major version, or the device file
     layout: str | None  # None: sniff it
     config_file: str | None = None  # the file `etm_config` named, if any (for messages)
 
@@ -187,6 +194,8 @@ def bare_buffer_settings(buffer: str | os.PathLike[str], options: Mapping[str, A
     option is bad usage (UsageError, naming the option), a bad file value bad input (naming
     the file and the key)."""
     config_file = ETM_CONFIG.read(options)
+    if config_file is not None and (etmv4 := _etmv4_settings(config_file, options)) is not None:
+        return etmv4
     from_file = read_config_file(config_file) if config_file else {}
 
     def register(option: Option, default: int | None) -> int | None:
@@ -219,6 +228,32 @@ def bare_buffer_settings(buffer: str | os.PathLike[str], options: Mapping[str, A
         None if from_file.get("core") is None else str(from_file["core"]),
     )  # fmt: skip
     return BareBufferSettings(config, layout, None if config_file is None else str(config_file))
+
+
+def _etmv4_settings(config_file: Path, options: Mapping[str, Any]) -> BareBufferSettings | None:
+    """The settings of a bare ETMv4 buffer whose `etm_config` is an ETMv4 trace unit's snapshot
+    device file; None when the file is not one."""
+    try:
+        with open(config_file, "rb") as f:
+            head = f.read(64)
+    except OSError as exc:
+        raise CputraceError(f"{config_file}: cannot read the ETM configuration: {exc}") from exc
+    if head.lstrip().startswith(b"{"):  # JSON: ETMv3 or PTM settings
+        return None
+    device = read_device(config_file)
+    if device.protocol not in ETMV4_PROTOCOLS:
+        return None
+    given = [name for name in _REGISTER_KEYS if options.get(name) is not None]
+    if given:
+        raise UsageError(
+            f"{config_file}: an ETMv4 device file gives the trace unit's registers; "
+            f"{', '.join(f'option {name}' for name in given)}: ETMv3 and PTM only"
+        )
+    config = Etmv4Config.from_device(device)
+    trace_id = SOURCE.read(options)
+    if trace_id is not None:
+        config = dataclasses.replace(config, trace_id=trace_id)
+    return BareBufferSettings(config, BUFFER_FORMAT.read(options), str(config_file))
 
 
 def _trace_id(options: Mapping[str, Any], config_file: Path | None, from_file: dict[str, Any]) -> int | None:

@@ -13,7 +13,9 @@ SOURCE = Option(
     allowed=TRACE_IDS, expected=f"a trace ID from 0x{TRACE_IDS[0]:02X} to 0x{TRACE_IDS[-1]:02X}",
 )  # fmt: skip
 ETM_CONFIG = Option(
-    "etm_config", "file", "Bare buffer: ETM registers from an ini ([etm] etmcr=...) or JSON file.",
+    "etm_config", "file",
+    "Bare buffer: ETM registers from an ini ([etm] etmcr=...) or JSON file, or a snapshot device file "
+    "(an ETMv4's makes the buffer ETMv4).",
     expected="an ETM configuration file (ini or JSON)",
 )  # fmt: skip
 ETMCR = Option("etmcr", "number", "Bare buffer: ETM main control register.", allowed=bits(32))
