@@ -166,3 +166,34 @@ def test_source_and_timeline_on_a_recorded_program(recorded_calls_a64):
     columns = [c for c, _ in seen["moves"]]
     seqs = [s for _, s in seen["moves"]]
     assert columns == sorted(columns) and seqs == sorted(seqs) and seqs[-1] > first["seq"]
+
+
+def test_moves_never_lay_the_screen_out_again(recorded_calls_a64):
+    """Every pane keeps its size whatever it shows, so no move lays the screen out again (a
+    layout repaints all of it: the Source pane's new text did at every move, the Calls
+    pane's table when the stack's depth changed). Textual's layout pass is spied on."""
+    elf, trace = recorded_calls_a64
+    source_dir = ROOT / "tests" / "corpus" / "src"
+    app = BrowseApp.open(trace, [str(elf)], Start(seq=40), source_dirs=[str(source_dir)])
+    (last,) = trace.sql("SELECT max(seq) AS seq FROM instructions").to_pylist()
+
+    async def script(pilot):
+        screen = app.screen
+        lay_out, layouts = screen._refresh_layout, []
+
+        def counted(*args: Any, **kwargs: Any) -> None:
+            layouts.append(args)
+            lay_out(*args, **kwargs)
+
+        screen._refresh_layout = counted
+        places = []
+        for keys in (("down",), ("g", *str(last["seq"] // 2), "enter"), ("end",), ("home",), ("pagedown",),
+                     ("g", *"40", "enter"), ("minus",), ("plus",), ("c", "enter")):
+            await pilot.press(*keys)
+            await pilot.pause()
+            places.append(_place(app)["seq"])
+        return len(layouts), app.source_pane.display, places
+
+    layouts, source_shown, places = drive(app, script)
+    assert source_shown and len(set(places)) > 4  # the moves moved, the Source pane with them
+    assert layouts == 0

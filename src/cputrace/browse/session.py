@@ -79,7 +79,7 @@ from ..analysis.state import MemoryBytes, RegisterValue
 from ..errors import BrowseError
 from .calls import CallIndex, Frame, TreeNode
 from .expressions import evaluate
-from .folds import Folds, Segment
+from .folds import Folds
 from .index import MARK_KINDS, BrowseIndex, Core, Progress
 from .lines import FoldedCall, Line, records_by_seq
 from .memory import memory_at
@@ -127,6 +127,9 @@ class Session:
         self.folds = Folds(calls)
         """The folds of the trace pane (folds.py), changed by `fold_call` and the like."""
         self._registers: tuple[tuple[int, int], list[RegisterValue]] | None = None
+        self._screen: tuple[tuple[int, int, int, bool], list[Line]] | None = None
+        """The last run of lines without folds read, by (core, first, count, targets loaded):
+        a step that does not scroll reads the same screen again."""
         self.sources: Sources | None = None
         """Source lines from the image's line tables (`Session.open`'s `source_dirs`)."""
 
@@ -302,9 +305,11 @@ class Session:
         core = self.core(cpu)
         first = max(0, first)
         if folds is None or not folds.any(cpu):
-            segments = [Segment(first, min(core.count, first + max(0, count)))]
-        else:
-            segments = folds.segments(cpu, first, count, core.count)
+            key = (cpu, first, count, self._targets is not None)
+            if self._screen is None or self._screen[0] != key:
+                self._screen = (key, self._lines(core, first, first + max(0, count)))
+            return list(self._screen[1])
+        segments = folds.segments(cpu, first, count, core.count)
         lines: list[Line] = []
         for segment in segments:
             if segment.call is None:

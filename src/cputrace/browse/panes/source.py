@@ -24,14 +24,15 @@ class SourcePane(Static):
         """`view` of the cursor's `pc` (None: no line table covers it)."""
         if view is None:
             self.border_title = "Source"
-            self.update(Text(f"no line table covers pc 0x{pc:x}", style="dim"))
+            self.update(Text(f"no line table covers pc 0x{pc:x}", style="dim"), layout=False)
             return
         self.border_title = f"Source {view.file}:{view.line}"
         if view.path is None:
-            self.update(Text(f"{view.file}:{view.line} (file not found: give --source-dir)", style="dim"))
+            self.update(Text(f"{view.file}:{view.line} (file not found: give --source-dir)", style="dim"),
+                        layout=False)
             return
         text = Text(no_wrap=True)
         for number, line in enumerate(view.text, view.first):
             style = CURRENT if number == view.line else ""
             text.append(f"{number:>5}  {line}\n", style=style)
-        self.update(text)
+        self.update(text, layout=False)  # the pane's height is fixed: no layout of the screen
