@@ -189,8 +189,8 @@ class _SplitIngest:
                 self.progress(self.sizes[first + index])
         failed = [results[i] for i in sorted(results) if isinstance(results[i], Failed)]
         if failed:
-            first = failed[0]
-            raise UsageError(first.message) if first.usage else CputraceError(first.message)
+            earliest = failed[0]
+            raise UsageError(earliest.message) if earliest.usage else CputraceError(earliest.message)
         return [results[index] for index in range(len(jobs))]
 
     def _manifest(
