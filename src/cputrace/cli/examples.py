@@ -16,7 +16,6 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "ingest": (
         f"cputrace ingest {QUICKSORT} -o quicksort.ctrace",
         "cputrace ingest tests/data/xscale/calls-armv5te-wrap.txt --image tests/corpus/calls-armv5te.elf",
-        f"cputrace ingest {QUICKSORT} -o quicksort-split.ctrace --workers 2 --part-size 64K",
     ),
     "formats": ("cputrace formats",),
     "info": (f"cputrace info {QUICKSORT}", f"cputrace info {QUICKSORT} --json"),
