@@ -354,14 +354,15 @@ def test_a_part_whose_workers_keep_dying_fails_the_whole_and_leaves_nothing(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["calls.tarmac"]  # no store, no staging folder
 
 
-def test_batch_commands_read_partitioned_stores(client, recorded_pair) -> None:
+def test_batch_commands_read_partitioned_stores(client, recorded_pair, tmp_path: Path) -> None:
     elf, single, split = recorded_pair
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text(f"a,b\n{single},{split}\n{split},{single}\n")
     status, out, err = _cli(
-        "batch", "diff", single, split, "--format", "json", "--scheduler", client.scheduler.address
+        "batch", "diff", "--pairs", pairs, "--format", "json", "--scheduler", client.scheduler.address
     )
     assert status == 0, err
-    [pair] = json.loads(out)
-    assert (pair["status"], pair["divergences"]) == ("identical", 0)
+    assert [(pair["status"], pair["divergences"]) for pair in json.loads(out)] == [("identical", 0)] * 2
     profiles = []
     for trace in (single, split):
         status, out, err = _cli("batch", "profile", trace, "--image", elf, "--format", "json",
@@ -416,3 +417,58 @@ def test_a_part_whose_ingest_has_ended_makes_no_folder_again(tmp_path: Path) -> 
     with pytest.raises(FileNotFoundError):
         PartWriter(gone, 3, tmp_path / "t.ctrace")
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("to", "extra"),
+    [("csv", ["--table", "registers", "--start", "700", "--stop", "9000"]), ("tarmac", []),
+     ("vcd", []), ("folded", ["--image", "{elf}"])],
+)  # fmt: skip
+def test_exports_of_a_partitioned_store_are_those_of_the_single_store(
+    recorded_pair, tmp_path: Path, to, extra
+) -> None:
+    elf, single, split = recorded_pair
+    written = []
+    for trace in (single, split):
+        out = tmp_path / f"{trace.name}.{to}"
+        status, _, err = _cli("export", trace, "--to", to, "-o", out, *[arg.format(elf=elf) for arg in extra])
+        assert status == 0, err
+        undated = re.sub(rb"\$date [^$]*\$end", b"$date $end", out.read_bytes())  # vcd: when it was written
+        written.append(undated.replace(str(trace).encode(), b"TRACE"))
+    assert written[0] == written[1]
+    assert written[0]
+
+
+def test_the_browser_index_of_a_partitioned_store_shows_the_single_stores_lines(recorded_pair) -> None:
+    from cputrace.browse.session import Session
+    from cputrace.image import load_image_specs
+
+    elf, single, split = recorded_pair
+    shown = []
+    for store in (single, split):
+        with Trace(store) as trace:
+            session = Session.open(trace, load_image_specs([str(elf)]))
+            try:
+                shown.append([session.lines(0, first, 40) for first in (0, 4321, 22_600)])
+            finally:
+                session.close()
+    assert shown[0] == shown[1]
+    assert len(shown[0][1]) == 40
+
+
+def test_a_part_whose_count_was_wrong_renumbers_the_parts_after_it(client, tmp_path: Path) -> None:
+    """The scan step counts an instruction line whose time overflows the stored unit (ns: the
+    first line's) once converted; decoding keeps it as text. The parts after it are decoded
+    again, renumbered."""
+    lines = [
+        b"%d ns IT (%d) %08x e3a00001 A svc_s : MOV      r0,#1\n" % (i, i, 0x8000 + 4 * i) for i in range(400)
+    ]
+    lines[150] = b"999999999999999999 us IT (150) 00008258 e3a00001 A svc_s : MOV      r0,#1\n"
+    source = tmp_path / "late.tarmac"
+    source.write_bytes(b"".join(lines))
+    single, split, manifest = split_and_single(
+        client, source, tmp_path, part_bytes=-(-source.stat().st_size // 4)
+    )
+    assert manifest["parts"] == 4 and manifest["warnings"]["count"] == 1
+    assert manifest["counts"]["instructions"] == 399
+    assert_same_store(single, split)

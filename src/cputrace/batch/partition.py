@@ -165,11 +165,13 @@ class _SplitIngest:
             parts: list[_Part] = self._each(
                 _decode_part, [(job, i, r, carries[i], i == last) for i, r in enumerate(ranges)]
             )
-            for i in range(last):  # the parts that did not join up, decoded again in turn
-                if not parts[i].end.joins(carries[i + 1], parts[i + 1].facts):
-                    carries[i + 1] = parts[i].end
-                    again = (job, i + 1, ranges[i + 1], parts[i].end, i + 1 == last)
-                    [parts[i + 1]] = self._each(_decode_part, [again], first=i + 1)
+            for i in range(last):  # the parts that did not join up, decoded again
+                if parts[i].end.joins(carries[i + 1], parts[i + 1].facts):
+                    continue
+                redo = _renumbered(carries, i + 1, parts[i].end)
+                again = [(job, j, ranges[j], carries[j], j == last) for j in redo]
+                for j, part in zip(redo, self._each(_decode_part, again, first=i + 1), strict=True):
+                    parts[j] = part
             manifest, files = self._manifest(parts, ranges, started)
             return IngestResult(writer.commit(manifest, files), manifest)
         except BaseException:
@@ -187,8 +189,8 @@ class _SplitIngest:
                 self.progress(self.sizes[first + index])
         failed = [results[i] for i in sorted(results) if isinstance(results[i], Failed)]
         if failed:
-            first = failed[0]
-            raise UsageError(first.message) if first.usage else CputraceError(first.message)
+            earliest = failed[0]
+            raise UsageError(earliest.message) if earliest.usage else CputraceError(earliest.message)
         return [results[index] for index in range(len(jobs))]
 
     def _manifest(
@@ -235,6 +237,20 @@ class _SplitIngest:
         options = {"strict": self.strict, **self.options}
         manifest = manifest_of(["tarmac"], [recorded], options, stats, ctx, started)
         return {**manifest, "parts": len(parts)}, files
+
+
+def _renumbered(carries: list[Carry], first: int, start: Carry) -> list[int]:
+    """Start part `first` from `start` (the end of the part before it), and the parts after it
+    from their carries renumbered as much, if its numbering differs (a count of the scan step
+    was wrong): the parts to decode again, side by side."""
+    seq_shift, line_shift = start.seq_base - carries[first].seq_base, start.line - carries[first].line
+    carries[first] = start
+    if not (seq_shift or line_shift):
+        return [first]
+    for later in carries[first + 1 :]:
+        later.seq_base += seq_shift
+        later.line += line_shift
+    return list(range(first, len(carries)))
 
 
 @reported

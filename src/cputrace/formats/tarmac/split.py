@@ -14,8 +14,9 @@ What crosses a split is a `decoder.Carry`. Two steps make each range's exactly:
    then compared with the next range's start (`Carry.joins`): a range whose lines took
    something its start did not have (a continuation line at its start, a core's records before
    that core's first instruction in it, rows held back for an instruction of the next range,
-   a count the scan got wrong) is decoded again from the carry before it. The result is
-   the single-process decoding's, row for row; the second decoding is rare on real traces.
+   a count the scan got wrong) is decoded again from the carry before it, and after a wrong
+   count the parts after it too, renumbered (batch/partition.py). The result is the
+   single-process decoding's, row for row; the second decoding is rare on real traces.
 """
 
 from __future__ import annotations
