@@ -383,20 +383,27 @@ def test_fetches_expire_after_the_window(tmp_path: Path) -> None:
     assert pick(rows["memory"], "seq", "addr") == [(0, 0x9000)]
 
 
-def test_batches_are_bounded_and_wait_for_pending_fetches(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(armulator, "BATCH_LINES", 2)
-    lines = ["Date: Thu Aug  9 16:41:36 2001"]  # puts the batch threshold between fetch and IT
-    for i in range(6):
+@pytest.mark.parametrize("batch_lines", [1, 2, 3, 5, 8])
+def test_where_batches_end_changes_no_row(tmp_path, monkeypatch, batch_lines) -> None:
+    """A core that fetches two instructions ahead always has a fetch pending: batches of a few
+    lines give the rows one batch gives, every table, and stay bounded."""
+    lines = ["Date: Thu Aug  9 16:41:36 2001", "MNR4O___ 00008000 E1A00000", "MNR4O___ 00008004 E1A00000"]
+    for i in range(40):
         pc = 0x8000 + 4 * i
-        lines += [f"MNR4O___ {pc:08X} E1A00000", f"IT {pc:08X} e1a00000"]
+        lines += [f"MNR4O___ {pc + 8:08X} E1A00000", f"BNR4____ {0x1000 + 4 * i:08X} 00000000"]
+        lines.append(f"IT {pc:08X} e1a00000")
     path = tmp_path / "trace.trc"
     path.write_text("\n".join(lines) + "\n")
+    whole = list(DECODER.decode(InputFile(path), DecodeContext()))
+    monkeypatch.setattr(armulator, "BATCH_LINES", batch_lines)
     batches = list(DECODER.decode(InputFile(path), DecodeContext()))
-    assert len(batches) == 6
-    seqs = [(row["seq"], row["addr"]) for batch in batches for row in batch["memory"].to_pylist()]
-    assert seqs == [(i, 0x8000 + 4 * i) for i in range(6)]
+    assert len(whole) == 1 and len(batches) > len(lines) // (batch_lines + 2 * armulator.FETCH_WINDOW)
+    for table in ("instructions", "memory", "events"):
+        joined = pa.concat_tables([batch[table] for batch in batches if table in batch])
+        assert joined.equals(whole[0][table])
+    fetches = [(row["seq"], row["addr"]) for row in whole[0]["memory"].to_pylist() if row["source"] == "core"]
+    executed = [(seq, addr) for seq, addr in fetches if addr < 0x8000 + 4 * 40]  # the last two never ran
+    assert executed == [(i, 0x8000 + 4 * i) for i in range(40)]  # each with its instruction
 
 
 def test_raw_nbsp_byte_crlf_and_compression(tmp_path: Path) -> None:

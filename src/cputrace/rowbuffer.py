@@ -45,3 +45,8 @@ class RowBuffer:
         self.columns = {name: [] for name in self.schema.names}
         return table
 
+    def put_back(self, table: pa.Table) -> None:
+        """Append rows taken before (a decoder holding some back for its next batch)."""
+        for name, values in table.to_pydict().items():
+            self.columns[name].extend(values)
+

@@ -178,24 +178,36 @@ class _Parser:
         return max(self.count - 1, 0)
 
     def ready(self) -> bool:
-        """A batch is due; it waits (up to a second batch's worth) for pending fetches."""
-        return self.lines >= BATCH_LINES and (not self.pending or self.lines >= 2 * BATCH_LINES)
+        return self.lines >= BATCH_LINES
 
-    def take(self) -> Batch:
-        """The rows so far; memory rows in seq order, as claimed fetches may have moved ahead.
+    def take(self, final: bool = False) -> Batch:
+        """The rows so far (all of them when `final`); memory rows in seq order, as claimed
+        fetches may have moved ahead.
 
         A fetch claimed by a later instruction now has a later seq than the rows printed after
         it (a data access of the instruction in progress, fetches of other addresses); a stable
         sort by seq puts it after them and keeps the rows of each instruction in input order.
-        Pending fetches never span batches, so sorting each batch is enough.
+        A fetch still pending can only move to a later seq, so the memory rows from its seq on
+        are held back for the next batch, in input order: the rows come out as they would in
+        one batch, wherever batches end.
         """
         self.lines = 0
-        self.pending.clear()
-        batch = {name: buf.take() for name, buf in self.buffers.items() if len(buf)}
-        if "memory" in batch:
-            seqs = batch["memory"].column("seq").to_numpy()
-            if np.any(seqs[1:] < seqs[:-1]):
-                batch["memory"] = batch["memory"].take(np.argsort(seqs, kind="stable"))
+        batch = {name: buf.take() for name, buf in self.buffers.items() if name != "memory" and len(buf)}
+        memory = self.memory.take()
+        seqs = memory.column("seq").to_numpy()
+        if final:
+            self.pending = []
+        elif self.pending:
+            oldest = min(seqs[row] for row, *_ in self.pending)
+            held = np.flatnonzero(seqs >= oldest)
+            self.memory.put_back(memory.take(held))
+            moved = {int(row): index for index, row in enumerate(held)}
+            self.pending = [(moved[row], *rest) for row, *rest in self.pending]
+            memory, seqs = memory.filter(seqs < oldest), seqs[seqs < oldest]
+        if np.any(seqs[1:] < seqs[:-1]):
+            memory = memory.take(np.argsort(seqs, kind="stable"))
+        if memory.num_rows:
+            batch["memory"] = memory
         return batch
 
     def line(self, src: int, line: str, utf8: bool = True) -> None:
@@ -425,6 +437,6 @@ class ArmulatorDecoder:
                 if parser.ready():
                     yield parser.take()
             first_line += chunk.count(b"\n")
-        batch = parser.take()
+        batch = parser.take(final=True)
         if batch:
             yield batch
