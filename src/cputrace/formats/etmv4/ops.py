@@ -27,7 +27,8 @@ Committed elements become ops:
 - Discard, overflow, a packet error or resynchronisation after the trace was synchronised:
   GAP; after an error nothing is decoded until the next trace info.
 - Timestamps become the `time` of the ops of the elements after them; a cycle count becomes
-  the `cycles` of the last P0 element committed before it (in the same batch of packets).
+  the `cycles` of the last P0 element committed before it (in the same batch of packets). A cancel, a
+mispredict and the atoms of one packet apply in that order (IHI 0064, 6.4.9-6.4.11).
 
 Packets before the first trace info give no elements.
 """
