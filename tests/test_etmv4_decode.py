@@ -134,8 +134,8 @@ def test_juno_source_0x11_is_ds5s_instruction_for_instruction() -> None:
     """DS-5's Trace Report of source 0x11 lists the instructions whose code the dump holds
     (`Cannot access target memory` for the others). The one difference: before `Return from
     exception` it lists 11 of the 20 instructions that the E atom of packet 6038 covers (up to
-    the ERET at 0xFFFFFFC000083DF8, a P0 instruction: IHI 0064, 4.1), leaving out the last
-    9; OpenCSD decodes all 20, as we do."""
+    the ERET at 0xFFFFFFC000083DF8, a branch and so a P0 instruction in IHI 0064), leaving out
+    the last 9; OpenCSD decodes all 20, as we do."""
     report = [DS5_INSTRUCTION.match(line) for line in DS5_REPORT.read_text().splitlines()]
     theirs = [(int(m[1], 16), int(m[2], 16)) for m in report if m]
     ours = rows(store_of("juno_r1_1"), "SELECT pc, opcode FROM instructions WHERE cpu = 1 ORDER BY seq")
@@ -146,8 +146,8 @@ def test_juno_source_0x11_is_ds5s_instruction_for_instruction() -> None:
     assert ours[:at] + ours[at + 9 :] == theirs
 
 
-# The op builder on hand-made packets: speculation as the architecture resolves it (IHI 0064,
-# 4.7 "Speculative execution"; 6.4.8 commit, 6.4.9 cancel, 6.4.11 mispredict).
+# The op builder on hand-made packets: speculation as the architecture resolves it (IHI 0064:
+# speculative execution; the commit, cancel and mispredict packets).
 
 
 def packet_table(*packets: dict) -> Packets:
