@@ -6,6 +6,7 @@ real buffers corrupted; and `cputrace etm packets`."""
 
 from __future__ import annotations
 
+import configparser
 import functools
 import json
 import random
@@ -24,12 +25,13 @@ from paths import shared
 from cputrace.cli import cli
 from cputrace.coresight import events
 from cputrace.coresight import packets as coresight_packets
+from cputrace.coresight.listing import FIELDS
 from cputrace.coresight.packets import PACKET, Packets
-from cputrace.coresight.snapshot import Device, read_device
+from cputrace.coresight.snapshot import Device, read_device, read_snapshot
 from cputrace.errors import CputraceError
 from cputrace.formats.etmv3.capture import EtmSource, open_captures, source_packets
 from cputrace.formats.etmv4.config import Etmv4Config
-from cputrace.formats.etmv4.listing import atom_text
+from cputrace.formats.etmv4.listing import atom_text, packet_fields
 from cputrace.formats.etmv4.packets import PacketDecoder, decode_packets
 from cputrace.formats.etmv4.protocol import (
     ERROR_TEXT,
@@ -483,48 +485,115 @@ def test_any_bytes_decode_into_packets_that_tile_them(data: bytes, which: int, c
     assert all(np.array_equal(joined[name], whole[name]) for name in whole.table.dtype.names)
 
 
-def corrupted_copy(tmp_path: Path, seed: int) -> tuple[Path, int]:
-    """juno_r1_1 with its ETMv4 buffer corrupted: a reserved header (0x08) over the header of
-    one of source 0x10's packets (at an odd buffer offset, which a formatter frame holds as it
-    is), and random bytes at random places after it. Returns the snapshot.ini and the offset of
-    the reserved header."""
-    folder = shared("opencsd-snapshots", "juno_r1_1")
+CORRUPTED = {  # a snapshot, its ETMv4 source to plant an error in, the buffer holding it
+    "juno_r1_1": (0x10, "cstrace.bin"),
+    "juno-ret-stck": (0x14, "cstrace.bin"),
+    "juno-uname-001": (0x10, "uname_trace.bin"),
+    "armv8_1m_branches": (None, "trace.bin"),
+}
+
+
+def corrupted_copy(name: str, tmp_path: Path, seed: int) -> tuple[Path, int]:
+    """The snapshot with its ETMv4 buffer corrupted: a reserved header (0x08) over the header
+    of one of the source's packets after its first trace info (at an odd offset in a formatted
+    buffer, which a formatter frame holds as it is), and random bytes at random places after
+    it. Returns the snapshot.ini and the offset of the reserved header."""
+    trace_id, buffer = CORRUPTED[name]
+    folder = shared("opencsd-snapshots", name)
     for path in folder.iterdir():
-        if path.name != "cstrace.bin":
+        if path.name != buffer:
             (tmp_path / path.name).symlink_to(path)
-    data = bytearray((folder / "cstrace.bin").read_bytes())
-    packets = next(p for source, _, p in snapshot_sources("juno_r1_1") if source.trace_id == 0x10)
+    data = bytearray((folder / buffer).read_bytes())
+    layout, packets = next((lay, p) for src, lay, p in snapshot_sources(name) if src.trace_id == trace_id)
     rng = random.Random(seed)
+    synced = int(packets["offset"][np.argmax(packets["kind"] == Kind.TRACE_INFO)])
     headers = [int(o) for o, k in zip(packets["offset"], packets["kind"], strict=True)
-               if k in (Kind.ATOM, Kind.ADDRESS_SHORT, Kind.ADDRESS_LONG) and o % 2]  # fmt: skip
-    planted = rng.choice(headers[10:])
+               if k in (Kind.ATOM, Kind.ADDRESS_SHORT, Kind.ADDRESS_LONG, Kind.ADDRESS_CONTEXT)
+               and o > synced and (o % 2 or layout == "source_data")]  # fmt: skip
+    planted = rng.choice(headers)
     data[planted] = 0x08
     for _ in range(len(data) // 2000):
         data[rng.randrange(planted, len(data))] = rng.randrange(256)
-    (tmp_path / "cstrace.bin").write_bytes(bytes(data))
+    (tmp_path / buffer).write_bytes(bytes(data))
     return tmp_path / "snapshot.ini", planted
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_a_corrupted_buffer_gives_error_packets_and_resynchronises(seed: int, tmp_path: Path) -> None:
+@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("name", CORRUPTED)
+def test_a_corrupted_buffer_gives_errors_and_resynchronises(name: str, seed: int, tmp_path: Path) -> None:
     """Every source of the corrupted buffer decodes into packets that tile its stream, errors
-    are error packets naming their offsets (the planted reserved header among them), each
-    followed by unsynchronised bytes up to the next A-sync; the listing command shows them."""
-    snapshot, planted = corrupted_copy(tmp_path, seed)
+    are error packets naming their offsets (the planted reserved header first), each followed
+    by unsynchronised bytes up to the next A-sync; the listing command shows them."""
+    snapshot, planted = corrupted_copy(name, tmp_path, seed)
+    trace_id = CORRUPTED[name][0]
     errors = {}
     for capture in open_captures(snapshot, {}):
         for source, batches in source_packets(capture):
             p = Packets.concatenate(list(batches))
             _check_tiling(p.stream.tobytes(), p)
             errors[source.trace_id] = p.table[p["kind"] == Kind.ERROR]
-    first = errors[0x10][0]
+    first = errors[trace_id][0]
     assert (int(first["offset"]), first["info"]) == (planted, ErrorReason.RESERVED_HEADER)
-    run = CliRunner().invoke(cli, ["etm", "packets", str(snapshot), "--source", "0x10", "--format", "jsonl"])
+    only = ["--source", f"0x{trace_id:x}"] if trace_id is not None else []
+    run = CliRunner().invoke(cli, ["etm", "packets", str(snapshot), *only, "--format", "jsonl"])
     assert run.exit_code == 0 and "Traceback" not in run.output
     rows = [json.loads(line) for line in run.stdout.splitlines()]
     listed = [r for r in rows if r["kind"] == "error"]
-    assert [r["offset"] for r in listed] == errors[0x10]["offset"].tolist()
+    assert [r["offset"] for r in listed] == errors[trace_id]["offset"].tolist()
     assert listed[0]["error"] == "reserved packet header"
+
+
+def test_each_source_reads_the_buffer_its_snapshot_lists() -> None:
+    """A source's bytes come from the buffer `[source_buffers]` names for it (juno_r1_1: the
+    ETMs' from ETB_0, the STM's from ETB_1), with the registers of its own device file."""
+    trace = configparser.ConfigParser()
+    trace.read(shared("opencsd-snapshots", "juno_r1_1", "trace.ini"))
+    files = {trace[b]["name"]: trace[b]["file"] for b in trace["trace_buffers"]["buffers"].split(",")}
+    listed = {source.lower(): files[buffer] for source, buffer in trace["source_buffers"].items()}
+    captures = open_captures(shared("opencsd-snapshots", "juno_r1_1"), {})
+    read = {s.name.lower(): c.path.name for c in captures for s in c.sources}
+    assert read == {name: file for name, file in listed.items() if name.startswith("etm")}
+    ids = {s.name: s.trace_id for c in captures for s in c.sources}
+    assert ids == {f"ETM_{i}": 0x10 + i for i in range(6)}  # from each device file's TRCTRACEIDR
+
+
+@pytest.mark.parametrize("name", ["armv8_1m_branches", "bugfix-exact-match", "a57_single_step"])
+def test_a_cores_memory_is_every_dump_its_device_file_lists(name: str) -> None:
+    """Several dumps a core (two ranges of a Cortex-M55 program; five sections of cc1), each
+    file's bytes at the address its `[dump...]` section gives, read here from the ini file."""
+    snapshot = read_snapshot(shared("opencsd-snapshots", name))
+    for source in snapshot.sources:
+        core = snapshot.core_of(source)
+        ini = configparser.ConfigParser()
+        ini.read(core.path)
+        dumps = [ini[section] for section in ini.sections() if section.startswith("dump")]
+        assert dumps
+        memory = snapshot.memory(core)
+        for dump in dumps:
+            data = (core.path.parent / dump["file"]).read_bytes()
+            assert memory.read(int(dump["address"], 0), len(data)) == data, (core.path, dump.name)
+
+
+def test_every_listed_field_is_a_listing_column() -> None:
+    """Every packet kind's listing fields are among the columns a csv listing writes (FIELDS),
+    so none is dropped: a stream of every kind this configuration has, and errors."""
+    cfg = CONFIGS[1]  # every optional packet on
+    data = b"".join(bytes(part) for part in (
+        [0x01, 0x0F, 0x01, 0x85, 0x01, 0x03, 0x40], [0x03, 0xC0, 0xA1, 0x05, 0x07], [0x06, 0x9C, 0x21],
+        [0x04, 0x07, 0x73], [0x81, 0xF2, 0x2A, 0x78, 0x56, 0x34, 0x12, 0x80], [0x83, 0x01, 0x9A, 0x4F, 0, 0],
+        [0x9D, 0, 0, 0x02, 0, 0, 0, 0, 0], [0x95, 0x59, 0x9A, 0x20, 0x19, 0x08, 0x00, 0x92],
+        [0xA0, 0x05, 0xA5, 0x04, 0x07, 0xAC, 0x81, 0x01, 0xAF], [0x2D, 0x85, 0x01, 0x2F, 0x02, 0x32, 0x35],
+        [0x3B, 0x0E, 0x03, 0x09, 0x0C, 0x35, 0x16], [0x6C, 0x85, 0x01, 0x6D, 0x05, 0x41, 0x43, 0x45, 0x4D],
+        [0x5A, 0x34, 0x68, 0x92, 0x01, 0x03, 0x22, 0x2A], [0xF7, 0xD4, 0xE0, 0xD5], [0x00, 0x03, 0x00, 0x05],
+        [0x08, 0x01],
+    ))  # fmt: skip
+    p = decode_packets(A_SYNC + TRACE_INFO + data, cfg)
+    seen = set()
+    for i in range(len(p)):
+        fields = packet_fields(p, i, cfg)
+        assert set(fields) <= set(FIELDS), (KIND_NAMES[p["kind"][i]], fields)
+        seen.add(KIND_NAMES[p["kind"][i]])
+    assert seen == {k.name.lower() for k in Kind} - {"ignore", "function_return"}  # ETMv4.0, A profile
 
 
 def test_etm_packets_lists_etmv4_as_the_reference_does() -> None:

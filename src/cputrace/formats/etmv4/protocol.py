@@ -8,7 +8,7 @@ Packets come out as `coresight.packets.PACKET` records. Fields by kind, beyond `
 
 - trace_info: info (the INFO field: bit 0 cycle counting, bits 3:1 conditional trace), value
   (the P0 key), value2 (the speculation depth: P0 elements not yet committed), cycles (the cycle
-  count threshold). Absent sections are 0.
+  count threshold). Absent sections are 0. It resets the address history to zero.
 - trace_on, discard, overflow, exception_return, function_return, cond_flush, ignore, a_sync:
   no fields.
 - timestamp: value (the timestamp, the bits carried merged into the last one), bits (carried),
@@ -29,7 +29,8 @@ Packets come out as `coresight.packets.PACKET` records. Fields by kind, beyond `
   format 3: the element count), flag COND_FINAL (format 3: the last element is a final one).
 - cond_result: info (format 1-4), value (format 1: the key of the first result; else the
   tokens), value2 (format 1: the key of the second, flag COND_TWO), atoms (format 1: results,
-  4 bits each), count (format 2: the key increment).
+  4 bits each), count (format 1: the results' CI bits, the first in bit 0; format 2: the key
+  increment).
 - event: value (the 4-bit event mask).
 - context: info (EL), value (context ID), value2 (VMID), flags NS AARCH64, and CONTEXT_ID and
   VMID when the packet carries them; these are the context after the packet (a context packet
