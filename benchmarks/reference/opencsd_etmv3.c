@@ -14,13 +14,15 @@
  *
  * Run:
  *
- *   benchmarks/out/opencsd_etmv3 SNAPSHOT_DIR [runs] [--with-ptm]
+ *   benchmarks/out/opencsd_etmv3 SNAPSHOT_DIR [runs] [--with-ptm] [--with-etmv4]
  *
  * The snapshot is read the way OpenCSD's snapshot format describes it: snapshot.ini
  * [device_list] names the device files; every trace_source device whose type starts with
  * "ETM3" (or "PTM" with --with-ptm) gets a decoder configured from its ETMCR, ETMIDR,
- * ETMCCER and ETMTRACEIDR registers; trace.ini names the trace buffer file and the core of
- * each source ([core_trace_sources]); the cores' [dump] sections give the memory images.
+ * ETMCCER and ETMTRACEIDR registers, and with --with-etmv4 every "ETM4" one from its
+ * TRCCONFIGR, TRCIDR0/1/2/8 and TRCTRACEIDR; trace.ini names the trace buffer file and the
+ * core of each source ([core_trace_sources]); the cores' [dump*] sections give the memory
+ * images.
  * The buffer is taken as CoreSight formatted frames, 16-byte memory aligned (ETB).
  *
  * Timing: trace buffer and memory images are read into memory before timing.  Each run
@@ -172,8 +174,9 @@ static uint8_t *read_file(const char *dir, const char *file, size_t *len)
 typedef struct {
     char name[64];     /* ETM_0 ... */
     char core[64];     /* cpu_0 ... */
-    int is_ptm;
+    int is_ptm, is_etmv4;
     uint32_t idr, ctrl, ccer, trcid;
+    uint32_t configr, idr0, idr1, idr2, idr8; /* ETMv4 */
     ocsd_core_profile_t prof;
 } source_t;
 
@@ -207,7 +210,43 @@ static int device_file(const char *dir, const char *name, char *file, size_t sz)
     return 0;
 }
 
-static void load_snapshot(const char *dir, int with_ptm, snapshot_t *ss)
+/* The names of the sections of DIR/FILE that start with PREFIX, in file order (at most MAXN). */
+static int ini_sections(const char *dir, const char *file, const char *prefix, char names[][128], int maxn)
+{
+    char path[1024], line[MAX_LINE];
+    FILE *f;
+    int n = 0;
+
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    f = fopen(path, "r");
+    if (!f)
+        return 0;
+    while (n < maxn && fgets(line, sizeof line, f)) {
+        char *e;
+        trim(line);
+        if (line[0] != '[' || !(e = strchr(line, ']')))
+            continue;
+        *e = '\0';
+        if (strncmp(line + 1, prefix, strlen(prefix)) == 0)
+            copy_str(names[n++], 128, line + 1);
+    }
+    fclose(f);
+    return n;
+}
+
+static int etmv4_regs(const char *dir, const char *f, source_t *s)
+{
+    uint64_t v[6];
+    const char *names[6] = {"TRCCONFIGR", "TRCIDR0", "TRCIDR1", "TRCIDR2", "TRCIDR8", "TRCTRACEIDR"};
+    for (int r = 0; r < 6; r++)
+        if (!ini_get_u64(dir, f, "regs", names[r], &v[r]))
+            return 0;
+    s->configr = (uint32_t)v[0], s->idr0 = (uint32_t)v[1], s->idr1 = (uint32_t)v[2];
+    s->idr2 = (uint32_t)v[3], s->idr8 = (uint32_t)v[4], s->trcid = (uint32_t)v[5];
+    return 1;
+}
+
+static void load_snapshot(const char *dir, int with_ptm, int with_etmv4, snapshot_t *ss)
 {
     static char keys[64][128], vals[64][256];
     static char ckeys[64][128], cvals[64][256];
@@ -246,21 +285,28 @@ static void load_snapshot(const char *dir, int with_ptm, snapshot_t *ss)
             s->is_ptm = 0;
         else if (with_ptm && strncmp(type, "PTM", 3) == 0)
             s->is_ptm = 1;
+        else if (with_etmv4 && strncmp(type, "ETM4", 4) == 0)
+            s->is_etmv4 = 1;
         else
             continue;
         copy_str(s->name, sizeof s->name, name);
-        if (!ini_get_u64(dir, f, "regs", "ETMCR", &v))
+        if (s->is_etmv4) {
+            if (!etmv4_regs(dir, f, s))
+                goto bad;
+        } else if (!ini_get_u64(dir, f, "regs", "ETMCR", &v))
             goto bad;
-        s->ctrl = (uint32_t)v;
-        if (!ini_get_u64(dir, f, "regs", "ETMIDR", &v))
-            goto bad;
-        s->idr = (uint32_t)v;
-        if (!ini_get_u64(dir, f, "regs", "ETMCCER", &v))
-            goto bad;
-        s->ccer = (uint32_t)v;
-        if (!ini_get_u64(dir, f, "regs", "ETMTRACEIDR", &v))
-            goto bad;
-        s->trcid = (uint32_t)v;
+        if (!s->is_etmv4) {
+            s->ctrl = (uint32_t)v;
+            if (!ini_get_u64(dir, f, "regs", "ETMIDR", &v))
+                goto bad;
+            s->idr = (uint32_t)v;
+            if (!ini_get_u64(dir, f, "regs", "ETMCCER", &v))
+                goto bad;
+            s->ccer = (uint32_t)v;
+            if (!ini_get_u64(dir, f, "regs", "ETMTRACEIDR", &v))
+                goto bad;
+            s->trcid = (uint32_t)v;
+        }
 
         /* the core traced by this source, its profile and memory dump */
         s->core[0] = '\0';
@@ -275,23 +321,27 @@ static void load_snapshot(const char *dir, int with_ptm, snapshot_t *ss)
                 s->prof = profile_CortexR;
             else if (strncmp(ctype, "Cortex-M", 8) == 0)
                 s->prof = profile_CortexM;
+            static char dumps[MAX_DUMPS][128];
+            int nd = ini_sections(dir, cfile, "dump", dumps, MAX_DUMPS);
+            for (int di = 0; di < nd; di++) {
             memset(&d, 0, sizeof d);
-            if (ini_get(dir, cfile, "dump", "file", d.file, sizeof d.file) &&
-                ini_get_u64(dir, cfile, "dump", "address", &d.addr)) {
+            if (ini_get(dir, cfile, dumps[di], "file", d.file, sizeof d.file) &&
+                ini_get_u64(dir, cfile, dumps[di], "address", &d.addr)) {
                 for (k = 0; k < ss->ndump; k++)
                     if (ss->dump[k].addr == d.addr && strcmp(ss->dump[k].file, d.file) == 0)
                         break;
                 if (k == ss->ndump && ss->ndump < MAX_DUMPS) {
                     uint64_t len = 0;
                     d.data = read_file(dir, d.file, &d.len);
-                    if (ini_get_u64(dir, cfile, "dump", "length", &len) && len < d.len)
+                    if (ini_get_u64(dir, cfile, dumps[di], "length", &len) && len < d.len)
                         d.len = (size_t)len;
                     ss->dump[ss->ndump++] = d;
                 }
             }
+            }
         }
         printf("source %-6s %s trace ID 0x%02x  ETMCR=0x%08x ETMIDR=0x%08x ETMCCER=0x%08x"
-               "  core %s (%s)\n", s->name, s->is_ptm ? "PTM  " : "ETMv3", s->trcid & 0x7f,
+               "  core %s (%s)\n", s->name, s->is_etmv4 ? "ETMv4" : s->is_ptm ? "PTM  " : "ETMv3", s->trcid & 0x7f,
                s->ctrl, s->idr, s->ccer, s->core[0] ? s->core : "?", ctype[0] ? ctype : "?");
         ss->nsrc++;
         continue;
@@ -381,7 +431,15 @@ static double decode_once(const snapshot_t *ss, counts_t *c)
     for (i = 0; i < ss->nsrc; i++) {
         const source_t *s = &ss->src[i];
         unsigned char csid;
-        if (s->is_ptm) {
+        if (s->is_etmv4) {
+            ocsd_etmv4_cfg cfg;
+            memset(&cfg, 0, sizeof cfg);
+            cfg.reg_configr = s->configr, cfg.reg_traceidr = s->trcid, cfg.reg_idr0 = s->idr0;
+            cfg.reg_idr1 = s->idr1, cfg.reg_idr2 = s->idr2, cfg.reg_idr8 = s->idr8;
+            cfg.arch_ver = ARCH_V8, cfg.core_prof = s->prof;
+            err = ocsd_dt_create_decoder(tree, OCSD_BUILTIN_DCD_ETMV4I,
+                                         OCSD_CREATE_FLG_FULL_DECODER, &cfg, &csid);
+        } else if (s->is_ptm) {
             ocsd_ptm_cfg cfg = { s->idr, s->ctrl, s->ccer, s->trcid, ARCH_V7, s->prof };
             err = ocsd_dt_create_decoder(tree, OCSD_BUILTIN_DCD_PTM,
                                          OCSD_CREATE_FLG_FULL_DECODER, &cfg, &csid);
@@ -453,24 +511,26 @@ int main(int argc, char **argv)
     static snapshot_t ss;
     counts_t c;
     const char *dir = NULL;
-    int runs = 9, with_ptm = 0, i, r;
+    int runs = 9, with_ptm = 0, with_etmv4 = 0, i, r;
     double *ms;
 
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--with-ptm") == 0)
             with_ptm = 1;
+        else if (strcmp(argv[i], "--with-etmv4") == 0)
+            with_etmv4 = 1;
         else if (!dir)
             dir = argv[i];
         else
             runs = atoi(argv[i]);
     }
     if (!dir || runs < 1) {
-        fprintf(stderr, "usage: %s SNAPSHOT_DIR [runs] [--with-ptm]\n", argv[0]);
+        fprintf(stderr, "usage: %s SNAPSHOT_DIR [runs] [--with-ptm] [--with-etmv4]\n", argv[0]);
         return 2;
     }
 
     printf("OpenCSD %s, muted decode (counting callback only)\n", ocsd_get_version_str());
-    load_snapshot(dir, with_ptm, &ss);
+    load_snapshot(dir, with_ptm, with_etmv4, &ss);
     /* library messages go to the counting callback only */
     ocsd_def_errlog_init(OCSD_ERR_SEV_ERROR, 1);
     ocsd_def_errlog_config_output(C_API_MSGLOGOUT_FLG_NONE, NULL);
