@@ -19,9 +19,9 @@ from paths import open_input, shared
 
 import cputrace
 from cputrace.coresight.packets import PACKET, Packets
-from cputrace.flow.ops import EXCEPTION_NO_VECTOR, WAYPOINT_BEFORE_ADDRESS, WAYPOINT_TAKEN, Op
+from cputrace.flow.ops import EXCEPTION_NO_VECTOR, NO_TIME, WAYPOINT_BEFORE_ADDRESS, WAYPOINT_TAKEN, Op
 from cputrace.formats.etmv4.ops import new_state, packet_ops
-from cputrace.formats.etmv4.protocol import Kind
+from cputrace.formats.etmv4.protocol import Flag, Kind
 from cputrace.model import Isa
 
 SNAPSHOTS = shared("opencsd-snapshots")
@@ -219,4 +219,26 @@ def test_an_error_stops_the_walk_until_the_next_trace_info() -> None:
     error = {"kind": Kind.ERROR, "info": 1}
     assert built(TRACE_INFO, atoms("E"), error, atoms("E"), TRACE_INFO, atoms("N")) == [
         (*E, 0, 1), ("GAP", 0, 0, 2), (*N, 0, 5),
+    ]  # fmt: skip
+
+
+def test_a_cycle_count_is_the_last_committed_atoms_and_a_timestamp_the_time_after_it() -> None:
+    state, queue = new_state()
+    table = packet_table(
+        TRACE_INFO, atoms("EN"), {"kind": Kind.CYCLE_COUNT, "cycles": 7},
+        {"kind": Kind.TIMESTAMP, "value": 1234}, atoms("E"),
+    )  # fmt: skip
+    made = packet_ops(table, state, queue, np.zeros(len(table), np.uint64), return_stack=False,
+                      max_speculation=0).ops  # fmt: skip
+    assert made.cycles.tolist() == [NO_TIME, 7, NO_TIME]
+    assert made.time.tolist() == [NO_TIME, NO_TIME, 1234]
+
+
+def test_q_discard_and_trace_on_stop_the_walk_until_an_address() -> None:
+    q = {"kind": Kind.Q, "value": 12, "flags": Flag.Q_ADDRESS, "address": 0x3000, "isa": Isa.A64}
+    ops = built(TRACE_INFO, atoms("E"), q, atoms("N"), {"kind": Kind.DISCARD}, {"kind": Kind.TRACE_ON},
+                address(0x4000), atoms("N"))  # fmt: skip
+    assert ops == [
+        (*E, 0, 1), ("GAP", 0, 0, 2), ("TARGET", 0, 0x3000, 2), (*N, 0, 3), ("GAP", 0, 0, 4),
+        ("GAP", 0, 0, 5), ("TARGET", 0, 0x4000, 6), (*N, 0, 7),
     ]  # fmt: skip
