@@ -141,6 +141,16 @@ def _etmv3_targets() -> Iterator[Target]:
             (*seeds, Seed("PTM_0_2.bin", rstk / "PTM_0_2.bin", "binary", 4 << 10)), None,
             option_keys=("source",),
         )  # fmt: skip
+    juno = SHARED / "opencsd-snapshots" / "juno_r1_1"
+    if juno.is_dir():  # ETMv4 (A57/A53, an A64 kernel at 0xFFFFFFC0...): source 0x10 starts 1.6 KiB in
+        inis = tuple(Seed(p.name, p, "ini") for p in sorted(juno.glob("*.ini")))
+        yield Target(
+            "etmv3-etmv4-juno-snapshot", "etmv3", "snapshot.ini",
+            (*inis, Seed("cstrace.bin", juno / "cstrace.bin", "binary", 8 << 10),
+             Seed("cstraceitm.bin", juno / "cstraceitm.bin", "binary"),
+             Seed("kernel_dump.bin", juno / "kernel_dump.bin", "image")), None,
+            options={"source": "0x10"}, option_keys=("source",),
+        )  # fmt: skip
     registers = {"etmcr": "0x10001860", "etmidr": "0x410CF250", "etmccer": "0x344008F2", "source": "0x10"}
     yield Target(
         "etmv3-tc2-bare-buffer", "etmv3", "cstrace.bin",

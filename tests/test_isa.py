@@ -33,7 +33,10 @@ from cputrace.isa.dispatch import decode_runs
 from cputrace.isa.factcodes import FactCodes
 from cputrace.isa.index import AddressIndex
 from cputrace.isa.insn import (
+    C_ADDRESS,
     C_COUNT,
+    C_FACTS,
+    C_TARGET,
     F_BRANCH,
     F_CALL,
     F_DELAY,
@@ -281,6 +284,21 @@ def test_instructions_in_an_it_block_are_conditional() -> None:
     assert (block.branch.kind, block.stop) == (Kind.RETURN, Stop.BRANCH)
     after = cache.block_at(block.next_address, Isa.T32)
     assert (after.insns[0].disasm, after.insns[0].is_conditional) == ("bx lr", False)
+
+
+def test_armv8_1m_low_overhead_loop_instructions() -> None:
+    """WLS, LE and DLS, which capstone 5 does not decode. The targets are where OpenCSD's decode
+    of armv8_1m_branches goes on after each taken (reference/armv8_1m_branches.ppl.xz: the
+    ranges after 0x1E0C4 and 0x1E104 start at 0x1E0CC and 0x1E0F4)."""
+    wls, le, dls = t32(0x1E0C4, 0xF044, 0xC003), t32(0x1E104, 0xF00F, 0xC00B), t32(0x1E0C0, 0xF044, 0xE001)
+    assert (wls.mnemonic, wls.is_branch, wls.is_conditional, wls.target) == ("wls", True, True, 0x1E0CC)
+    assert (le.mnemonic, le.is_branch, le.is_conditional, le.target) == ("le", True, True, 0x1E0F4)
+    assert (dls.mnemonic, dls.is_branch, dls.size, dls.opcode) == ("dls", False, 4, 0xF044E001)
+    code = thumb(0xF044, 0xE001, 0xBF00, 0xBF00, 0xF00F, 0xC005)  # dls; nop; nop; le back to the first nop
+    image = Image([Region(0x1000, code, "m")])
+    columns = decode_columns(image, 0x1000, Isa.T32, AddressIndex(), {})  # the walk's compiled path
+    assert columns[:, C_ADDRESS].tolist() == [0x1000, 0x1004, 0x1006, 0x1008]
+    assert columns[3, C_TARGET] == 0x1004 and columns[3, C_FACTS] & F_BRANCH
 
 
 def test_t32_undefined_sizes() -> None:

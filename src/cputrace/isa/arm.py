@@ -455,6 +455,24 @@ def _next_isa(isa: int, iid: int, cls: int, direct: bool, computes_pc: bool, exc
     return NO_ISA
 
 
+def _loop_instruction(code: bytes, offset: int, address: int) -> Decoded | None:
+    """The Armv8.1-M low-overhead-loop instruction at `offset` (`_loop_instruction_at`), or None."""
+    columns = np.zeros((1, _O_COUNT), np.int64)
+    if not _loop_instruction_at(np.frombuffer(code, np.uint8), offset, address, columns):
+        return None
+    opcode, target = int(columns[0, C_OPCODE]), int(columns[0, C_TARGET])
+    register = f"r{(opcode >> 16) & 0xF}"
+    if opcode & 0xFFFF == 0xE001:
+        text = ("dls", f"lr, {register}")
+    elif opcode >> 20 == 0xF04:
+        text = ("wls", f"lr, {register}, #0x{target:x}")
+    else:
+        text = ("le", f"lr, #0x{target:x}")
+    columns = columns[:, :C_COUNT].copy(), columns[:, _O_CONDITION].copy()
+    rows = _rows_of(Isa.T32, *columns, [text])
+    return Decoded(Isa.T32, columns[0], lambda: rows)
+
+
 def _undefined(code: bytes, offset: int, address: int, isa: Isa) -> Row | None:
     """The undecodable instruction at `offset`, or None if the bytes end before it does."""
     columns = np.zeros((1, _O_COUNT), np.int64)
@@ -552,6 +570,16 @@ def _block(entry, code, address, isa, layout, classes, sizes, widths, index, thr
             return n, why, branch, _leave(scratch, kept, run, out, n) if why == BRANCH else 0
         for i in range(run):
             offset += scratch[i, C_SIZE]
+        if not complete and isa == _T32 and _loop_instruction_at(code, offset, address + offset, scratch):
+            kept, why, at = _keep(scratch, 1, index, isa, n, through_conditional, out)
+            if at >= 0:
+                branch = n + at
+            n += kept
+            if why != GOES_ON:
+                return n, why, branch, 0
+            offset += 4
+            count = FIRST_CHUNK
+            continue
         if not complete:
             break
         count = min(count * 2, LARGEST_CHUNK)
@@ -587,6 +615,38 @@ def _leave(run, used, count, out, at):
     left = count - used
     _copy_rows(run, used, left, out, at)
     return left
+
+
+LOOP_OFFSET_MASK = 0x3FF
+"""The 10-bit halfword-pair field of a low-overhead-loop branch's offset (second halfword 10:1)."""
+
+
+@numba.njit(cache=True, nogil=True)
+def _loop_instruction_at(code, offset, address, out) -> bool:
+    """The Armv8.1-M low-overhead-loop instruction at code[offset] (T32), which capstone 5 does
+    not decode, into out[0]: WLS (a branch forward, taken when the loop count is zero), LE and
+    LETP (a branch back, taken while the loop goes on), DLS (no branch); False for any other
+    bytes. Their offset is the second halfword's bits 10:1 times four, plus bit 11 times two
+    (Armv8-M ARM, DDI 0553, "WLS", "LE"). Elsewhere in T32 these encodings are UNDEFINED (a
+    BLX immediate with bit 0 set), so no other instruction is read as one."""
+    if offset + 4 > len(code):
+        return False
+    first = np.int64(code[offset]) | (np.int64(code[offset + 1]) << 8)
+    second = np.int64(code[offset + 2]) | (np.int64(code[offset + 3]) << 8)
+    start = first & 0xFFF0 == 0xF040
+    if start and second == 0xE001:
+        facts, target = 0, 0  # DLS
+    elif second & 0xF001 == 0xC001 and (start or first in (0xF00F, 0xF01F, 0xF02F)):
+        distance = (((second >> 1) & LOOP_OFFSET_MASK) << 2) | (((second >> 11) & 1) << 1)
+        target = address + 4 + (distance if start else -distance)  # WLS forward, LE back
+        facts = F_BRANCH | F_DIRECT | F_HAS_TARGET | F_CONDITIONAL
+    else:
+        return False
+    out[0, :] = 0
+    out[0, C_ADDRESS], out[0, C_SIZE], out[0, C_OPCODE] = address, 4, (first << 16) | second
+    out[0, C_FACTS], out[0, C_TARGET], out[0, C_NEXT_ISA] = facts, target, _T32
+    out[0, C_KIND], out[0, _O_CONDITION] = _K_NONE, -1
+    return True
 
 
 @numba.njit(cache=True, nogil=True)
@@ -634,6 +694,11 @@ def arm_runs(code: bytes, address: int, isa: Isa) -> Iterator[Decoded]:
             conditions, texts = out[:kept, _O_CONDITION], records[: kept * record_size]
             yield Decoded(isa, columns, functools.partial(_rows, isa, columns, conditions, texts))
             offset += int(columns[:, C_SIZE].sum())
+        if not complete and isa is Isa.T32 and (loop := _loop_instruction(code, offset, address + offset)):
+            yield loop
+            offset += 4
+            count = FIRST_CHUNK
+            continue
         if not complete:
             break
         count = min(count * 2, LARGEST_CHUNK)
@@ -644,13 +709,20 @@ def arm_runs(code: bytes, address: int, isa: Isa) -> Iterator[Decoded]:
 
 def _rows(isa: Isa, columns: np.ndarray, conditions: np.ndarray, records: bytes) -> tuple[Row, ...]:
     """The rows of decoded columns, with the text from capstone's records."""
+    return _rows_of(isa, columns, conditions, raw.texts(records))
+
+
+def _rows_of(
+    isa: Isa, columns: np.ndarray, conditions: np.ndarray, texts: list[tuple[str, str]]
+) -> tuple[Row, ...]:
+    """The rows of decoded columns, with their mnemonic and operand texts."""
     rows = []
-    for (address, size, opcode, facts, target, next_isa, kind, transfers, access), condition, texts in zip(
-        columns.tolist(), conditions.tolist(), raw.texts(records), strict=True
+    for (address, size, opcode, facts, target, next_isa, kind, transfers, access), condition, text in zip(
+        columns.tolist(), conditions.tolist(), texts, strict=True
     ):
         branch, direct, writes_pc, load, store, undefined, trap, conditional = _ROW_BITS[facts & 0xFF]
         rows.append((
-            address & _MASK64, isa, size, opcode, *texts, branch, direct,
+            address & _MASK64, isa, size, opcode, *text, branch, direct,
             target & _MASK64 if facts & F_HAS_TARGET else None, _ISAS[next_isa],
             CONDITIONS[condition] if condition >= 0 else None, conditional, KINDS[kind], writes_pc, load,
             store, transfers, access, undefined, trap, False, False, bool(facts & F_ISB),

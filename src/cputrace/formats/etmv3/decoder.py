@@ -1,5 +1,5 @@
-"""The `etmv3` input format: CoreSight snapshots (their ETMv3 and PTM sources) and ETMv3 trace
-buffers.
+"""The `etmv3` input format: CoreSight snapshots (their ETMv3, PTM and ETMv4 sources) and ETMv3
+trace buffers.
 
 Sniffing knows a snapshot.ini, a trace port capture (frame syncs) and a raw ETMv3 stream that
 starts with an A-sync; memory buffers (ETB, ETR) need `--format etmv3`.
@@ -24,15 +24,25 @@ from ...image import Image
 from ...inputs import InputFile
 from ..base import Batch, DecodeContext
 from ..etmv4.config import Etmv4Config
+from ..etmv4.instructions import Etmv4SourceWalk
+from ..etmv4.protocol import EXPECTED as ETMV4_EXPECTED
 from ..ptm.config import PtmConfig
 from ..ptm.instructions import PtmSourceWalk
 from ..ptm.protocol import EXPECTED as PTM_EXPECTED
 from .capture import Capture, EtmSource, open_captures, source_packets
+from .config import EtmConfig
 from .instructions import SourceWalk
 from .packets import Packets
 from .protocol import EXPECTED
 
 RAW_SHOWN = 16  # bytes of a bad packet an error message shows
+PROTOCOLS: dict[type, tuple[type[SourceWalk], dict[int, str]]] = {
+    EtmConfig: (SourceWalk, EXPECTED),
+    PtmConfig: (PtmSourceWalk, PTM_EXPECTED),
+    Etmv4Config: (Etmv4SourceWalk, ETMV4_EXPECTED),
+}
+"""Each protocol's walk and what its packet errors expected (by ErrorReason), by the class of
+its sources' registers."""
 
 
 class Etmv3Decoder:
@@ -51,7 +61,6 @@ def decode_captures(
     `programs` holds the decoded program images by core; pass the same dict to decode more
     captures of the same cores without decoding their code again."""
     programs = {} if programs is None else programs
-    _refuse_etmv4(captures)
     next_seq = 0
     for capture in captures:
         for etm, batches in source_packets(capture):
@@ -59,7 +68,7 @@ def decode_captures(
             for packets in batches:
                 if walk is None:
                     report = partial(_packet_error, capture.path, etm, ctx)
-                    walker = PtmSourceWalk if isinstance(etm.config, PtmConfig) else SourceWalk
+                    walker, _ = PROTOCOLS[type(etm.config)]
                     walk = walker(etm, _program(programs, capture, etm, ctx), next_seq, report)
                 yield from walk.batch(packets)
             if walk is not None:
@@ -67,24 +76,12 @@ def decode_captures(
                 next_seq = walk.next_seq
 
 
-def _refuse_etmv4(captures: list[Capture]) -> None:
-    """ETMv4 sources have packets (`cputrace etm packets`) but no instruction decoder yet: a
-    decode that would need one stops before it starts, naming the source."""
-    for capture in captures:
-        for etm in capture.sources:
-            if isinstance(etm.config, Etmv4Config):
-                raise CputraceError(
-                    f"{capture.path}: source {etm.label} ({etm.name}) is ETMv4 instruction trace, which "
-                    "cputrace lists (`cputrace etm packets`) but does not decode into instructions yet"
-                )
-
-
 def _packet_error(path: Path, etm: EtmSource, ctx: DecodeContext, packets: Packets, row: int) -> None:
     """A reserved or malformed packet: it fails a --strict decode; otherwise it is a warning
     (its trace_gap event says where, and the trace resynchronises at the next A-sync)."""
     source = "" if etm.trace_id is None else f" (source {etm.label})"
     where = f"offset 0x{int(packets['offset'][row]):x}{source}"
-    expected = (PTM_EXPECTED if isinstance(etm.config, PtmConfig) else EXPECTED)[int(packets["info"][row])]
+    expected = PROTOCOLS[type(etm.config)][1][int(packets["info"][row])]
     raw = packets.raw(row)
     got = raw[:RAW_SHOWN].hex(" ") + (" ..." if len(raw) > RAW_SHOWN else "")
     if ctx.strict:
@@ -98,7 +95,7 @@ def _program(
     """The program image of the source's core, shared by the sources of cores whose memory
     dumps are the same (an SMP snapshot's cores usually dump one kernel image). A data-only
     source traces no instructions: it walks nothing, and needs no image."""
-    if etm.config.data_only:
+    if isinstance(etm.config, EtmConfig) and etm.config.data_only:
         return Program(Image())
     given = ctx.image
     key: object = "given" if given is not None else _dumps_of(etm)

@@ -9,7 +9,9 @@ count that comes with it), `context` when the context ID or the VMID changes, `t
 event packet (`number` its event mask), and `trace_gap` for packet errors, resynchronisation,
 discards and Q elements (`name` `q`, `number` the instructions it leaves out, or null when the
 packet gives no count). An event's seq is that of the last instruction of its source before it;
-an exception's, that of the last instruction before its preferred return address.
+an exception's, that of the last instruction before its preferred return address (when that
+address is in the same packet batch; else its `value` is null and its seq the last instruction
+before the exception packet: batches hold 256 k packets).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """ETMv4 packets as waypoint ops for `flow.walker.Walker`: one compiled pass over a packet table,
-with the trace unit's speculation resolved in it (Arm IHI 0064, chapter 4 "About the trace
-elements" and 6.4 on each packet).
+with the trace unit's speculation resolved in it (Arm IHI 0064: its trace elements, and the
+description of each packet).
 
 The packets make trace elements. P0 elements are each atom and each exception; the others
 (an address, trace on) stand between them. Elements wait in a bounded queue (QUEUE, kept in
@@ -9,19 +9,19 @@ count packet that commits), or at once when more P0 elements wait than the trace
 hold speculatively (TRCIDR8.MAXSPEC; 0, every element committed as it comes, on most cores).
 A cancel packet drops the newest P0 elements and the elements after them; a mispredict flips
 the newest atom and drops the addresses after it; cancel formats 2 and 3 and mispredict
-packets then add their atoms (6.4.8-6.4.11). Discard and overflow drop every waiting element.
+packets then add their atoms, in that order. Discard and overflow drop every waiting element.
 
 Committed elements become ops:
 - Atom: one WAYPOINT (E taken, N not): the instructions up to the next branch or ISB. With the
-  return stack on (TRCCONFIGR.RS), a taken return whose target no address gives goes to the
-  address the stack pops.
+  return stack on (TRCCONFIGR.RS), a taken indirect branch that no address follows goes to
+  the address the stack pops (the walker pops when the next op needs the position).
 - Address (long, short, exact match, with context): TARGET, where the walk goes on.
 - Exception, with the address packet that follows it (its preferred return address): a
   WAYPOINT run in sequence up to, not including, that address (none when the walk is there),
   then EXCEPTION without a vector: the next address is where the handler starts. When the
   exception packet says the address is also a branch's target (E1:E0 = 0b10), TARGET there
   first, so that nothing runs before the exception.
-- Q element: an unknown path of a counted number of instructions (6.4.18): GAP, so the walk
+- Q element: an unknown path of a counted number of instructions: GAP, so the walk
   resumes at its address, or the next one. Its event says how many instructions it hides.
 - Trace on: GAP: the trace stopped; the next address says where it starts again.
 - Discard, overflow, a packet error or resynchronisation after the trace was synchronised:
