@@ -27,10 +27,11 @@ and cputrace take turns, `--rounds` times, on the repeated buffer (or on the sna
 given by `--snapshot`, as it is: an ETMv4 or PTM one of ../shared/data/opencsd-snapshots):
 muted OpenCSD decodes of the snapshot to instructions, of every source and of each `--source`
 alone (TC2's PTM source 0x13 by default); cputrace's buffer to instruction rows in this
-process (code decoded, as OpenCSD's memory accessor has it) of the same; and `ingest`s of
-the same to a store. Buffer reading is outside the timed region on both sides; the benchmark
-stops if the two count different instructions. The machine's speed drifts by a third over
-minutes, so only figures taken in turn compare the two.
+process of the same, with a fresh program image each time, so that its code is decoded again
+as OpenCSD decodes it again in each run; and `ingest`s of the same to a store. Buffer
+reading is outside the timed region on both sides; the benchmark stops if the two count
+different instructions. The machine's speed drifts by a third over minutes, so only figures
+taken in turn compare the two.
 """
 
 from __future__ import annotations
@@ -191,8 +192,7 @@ def against_reference(program: Path, snapshot: Path, sources: list[int], rounds:
     of every source and of each of `sources` alone, taking turns."""
     runs = {"every source": None, **{f"source 0x{s:02x}": s for s in sources}}
     captures = {key: open_captures(snapshot, _only(source)) for key, source in runs.items()}
-    programs: dict[str, dict[object, Program]] = {key: {} for key in runs}
-    counts = {key: _decode(captures[key], programs[key]) for key in runs}  # and compile
+    counts = {key: _decode(captures[key], {}) for key in runs}  # and compile
     times: dict[tuple[str, str], list[float]] = {}
 
     def took(label: str, key: str, seconds: float) -> None:
@@ -210,7 +210,7 @@ def against_reference(program: Path, snapshot: Path, sources: list[int], rounds:
                     sys.exit(f"OpenCSD decodes {line[2]} instructions ({key}), cputrace {counts[key]}")
                 took("OpenCSD, muted", key, float(line[1]) / 1e3)
                 start = time.perf_counter()
-                _decode(captures[key], programs[key])
+                _decode(captures[key], {})
                 took("cputrace buffer to rows", key, time.perf_counter() - start)
                 start = time.perf_counter()
                 ingest([snapshot / "snapshot.ini"], Path(folder) / "s.ctrace", options=_only(source))
