@@ -32,6 +32,7 @@ class Source:
     snapshot: str
     trace_id: int
     cpu: int
+    stops: int | None = None  # the reference stopped decoding here (a fatal error, its listing says)
 
 
 SOURCES = {
@@ -40,10 +41,15 @@ SOURCES = {
     "a57_single_step": Source("a57_single_step", 0x10, 0),
     "init-short-addr": Source("init-short-addr", 0, 0),
     "armv8_1m_branches": Source("armv8_1m_branches", 0, 0),  # Cortex-M55: WLS and LE loops
+    # These three name dump files the corpus does not hold: decoded without them (a warning
+    # each), the walk finds no instruction, as OpenCSD's decode finds none (ADDR_NACC)
+    "juno-uname-001": Source("juno-uname-001", 0x10, 0),
+    **{f"juno-ret-stck-0x{0x10 + i:02x}": Source("juno-ret-stck", 0x10 + i, i) for i in range(6)},
+    # OpenCSD stops at its second bad sequence ("Data Path fatal error ... processed 516
+    # bytes"); cputrace resynchronises and goes on: compared up to there
+    "a55-test-tpiu": Source("a55-test-tpiu", 0x01, 0, stops=516),
 }
-"""The sources to compare. juno-uname-001, juno-ret-stck and a55-test-tpiu name dump files the
-corpus does not hold (OpenCSD decodes them with no memory: no instruction), which our snapshot
-reader refuses."""
+"""The sources to compare."""
 
 
 
@@ -117,6 +123,8 @@ def test_events_are_the_reference_decoders(name: str) -> None:
 
     def ours(kind: str, columns: str) -> list[tuple]:
         where = f"cpu = {source.cpu} AND kind = '{kind}'"
+        if source.stops is not None:
+            where += f" AND src < {source.stops}"
         return rows(trace, f"SELECT src, {columns} FROM events WHERE {where} ORDER BY seq, src")
 
     def theirs(kind: str, *fields: str) -> list[tuple]:

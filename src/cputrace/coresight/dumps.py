@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
 
 from ..image import Image, ImageError, Region
-from ..image.files import map_or_decompress
+from ..image.files import has_copy, map_or_decompress
 from .ini import read_ini_sections
 
 
@@ -85,6 +85,16 @@ def load_snapshot_dumps(ini: str | os.PathLike[str], entries: Iterable[DumpEntry
     return Image(regions)
 
 
-def load_snapshot_device(ini: str | os.PathLike[str]) -> Image:
-    """The memory a snapshot device file dumps: `read_dump_entries` then load them."""
-    return load_snapshot_dumps(ini, read_dump_entries(ini))
+def load_snapshot_device(
+    ini: str | os.PathLike[str], missing: Callable[[DumpEntry], None] | None = None
+) -> Image:
+    """The memory a snapshot device file dumps: `read_dump_entries` then load them. A dump
+    whose file is not there is an error, or, given `missing`, handed to it and left out."""
+    entries = read_dump_entries(ini)
+    if missing is not None:
+        folder = Path(ini).parent
+        for entry in entries:
+            if not has_copy(folder / entry.file):
+                missing(entry)
+        entries = [entry for entry in entries if has_copy(folder / entry.file)]
+    return load_snapshot_dumps(ini, entries)

@@ -17,13 +17,14 @@ file, the line where there is one, and what was expected.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import CputraceError, TraceFormatError
 from ..image import Image
 from ..image.files import names_a_file
-from .dumps import load_snapshot_device
+from .dumps import DumpEntry, load_snapshot_device
 from .ini import read_ini_sections
 from .sniff import LAYOUTS
 
@@ -119,9 +120,10 @@ class Snapshot:
                 raise TraceFormatError(buffer.ini, str(buffer.file_line), expected, buffer.path.name)
         return buffer
 
-    def memory(self, core: Device) -> Image:
-        """The memory the core's device file dumps."""
-        return load_snapshot_device(core.path)
+    def memory(self, core: Device, missing: Callable[[DumpEntry], None] | None = None) -> Image:
+        """The memory the core's device file dumps (a dump file not there: see
+        `load_snapshot_device`)."""
+        return load_snapshot_device(core.path, missing)
 
 
 def _section(sections: Sections, name: str) -> dict[str, str]:

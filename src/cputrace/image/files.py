@@ -50,6 +50,11 @@ def map_file(path: Path, offset: int = 0, length: int | None = None) -> memoryvi
     return memoryview(mapped)[offset : offset + wanted]
 
 
+def has_copy(path: Path) -> bool:
+    """Whether `path` is a file, or a compressed copy of it is beside it (see `map_or_decompress`)."""
+    return names_a_file(path) or any(names_a_file(path.with_name(path.name + s)) for s in COMPRESSED_SUFFIXES)
+
+
 def map_or_decompress(path: Path, offset: int = 0, length: int | None = None) -> memoryview | bytes:
     """`map_file(path, offset, length)`; or, when `path` is missing and a compressed copy is
     beside it (`NAME.xz`, `.gz`, `.zst`, `.bz2`: data shipped compressed to save space), the

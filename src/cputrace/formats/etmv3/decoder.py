@@ -17,7 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
-from ...coresight.dumps import read_dump_entries
+from ...coresight.dumps import DumpEntry, read_dump_entries
 from ...errors import CputraceError, TraceFormatError
 from ...flow.program import Program
 from ...image import Image
@@ -100,7 +100,7 @@ def _program(
     given = ctx.image
     key: object = "given" if given is not None else _dumps_of(etm)
     if key not in programs:
-        programs[key] = Program(given if given is not None else _core_memory(capture, etm))
+        programs[key] = Program(given if given is not None else _core_memory(capture, etm, ctx))
     return programs[key]
 
 
@@ -113,10 +113,19 @@ def _dumps_of(etm: EtmSource) -> object:
     return tuple((str((folder / d.file).resolve()), d.address, d.length, d.offset) for d in entries)
 
 
-def _core_memory(capture: Capture, etm: EtmSource) -> Image:
+def _core_memory(capture: Capture, etm: EtmSource, ctx: DecodeContext) -> Image:
+    """The memory the core's snapshot dumps. A dump file that is not there fails a --strict
+    decode; otherwise it is a warning and its addresses are missing from the program image
+    (the walk gives `no_code` gaps there), as the reference decoder reads such snapshots."""
     if capture.snapshot is None or etm.core is None:
         raise CputraceError(
             f"{capture.path}: source {etm.label} has no core memory dump to walk; "
             "give the program with --image"
         )
-    return capture.snapshot.memory(etm.core)
+    core = str(etm.core.path)
+
+    def missing(dump: DumpEntry) -> None:
+        ctx.doubt(core, str(dump.line), f"dump of {dump.file} at {dump.address:#x}: no such file; "
+                  "its addresses are left out of the program image")  # fmt: skip
+
+    return capture.snapshot.memory(etm.core, missing)
