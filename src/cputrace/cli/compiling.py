@@ -19,6 +19,8 @@ PARTS = (
     ("cputrace.formats.tarmac", "the Tarmac decoder"),
     ("cputrace.formats.etmv3", "the ETMv3 decoder"),
     ("cputrace.formats.ptm", "the PTM decoder"),
+    ("cputrace.formats.etmv4", "the ETMv4 decoder"),
+    ("cputrace.formats.xscale", "the XScale decoder"),
     ("cputrace.coresight", "the CoreSight frame decoder"),
     ("cputrace.flow", "the program-flow walk"),
     ("cputrace.kernels", "the hash tables and buffers"),
