@@ -94,19 +94,22 @@ def gap_events(gaps: np.ndarray, cpu: int, text: Callable[[GapReason, int], str]
     count = len(gaps)
     if count == 0:  # most batches: building an empty table column by column costs as much as a full one
         return _NO_EVENTS
-    reasons = [GapReason(int(r)) for r in gaps["reason"]]
-    address = gaps["address"]
+    # Names and texts once per distinct (reason, address): a walk that leaves the image loses
+    # its place at the same few addresses again and again (thousands of times in a kernel).
+    keys, codes = np.unique(np.stack([gaps["reason"], gaps["address"]], axis=1), axis=0, return_inverse=True)
+    reasons = [GapReason(int(r)) for r in keys[:, 0]]
+    codes = pa.array(codes.reshape(-1))
     return pa.Table.from_pydict(
         {
             "seq": pa.array(gaps["seq"].copy()),
             "time": pa.nulls(count, pa.int64()),
             "cpu": pa.array(np.full(count, cpu, np.uint16)),
             "kind": pa.array(["trace_gap"] * count, pa.string()).dictionary_encode(),
-            "number": pa.array([int(r) for r in reasons], pa.int64()),
-            "name": pa.array([r.name.lower() for r in reasons], pa.string()),
-            "value": pa.array(address.astype(np.uint64)),
+            "number": pa.array(gaps["reason"].astype(np.int64)),
+            "name": pa.array([r.name.lower() for r in reasons], pa.string()).take(codes),
+            "value": pa.array(gaps["address"].astype(np.uint64)),
             "value1": pa.nulls(count, pa.uint64()),
-            "text": pa.array([text(r, int(a)) for r, a in zip(reasons, address, strict=True)]),
+            "text": pa.array([text(r, int(a)) for r, a in zip(reasons, keys[:, 1], strict=True)]).take(codes),
             "src": pa.array(gaps["src"].copy()),
         },
         schema=SCHEMAS["events"],

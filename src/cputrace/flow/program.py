@@ -94,6 +94,7 @@ class Program:
         self.insns = np.zeros(capacity, INSN)
         self.index = AddressIndex()
         self.failures: dict[int, str] = {}
+        """Why decoding failed, by address (the first failure there, whatever the ISA)."""
         self._leftovers: dict[int, np.ndarray] = {}  # see decode_columns
 
     def decode(self, key: int) -> None:
@@ -106,7 +107,7 @@ class Program:
             columns = decode_columns(self.image, address, isa, self.index, self._leftovers)
         except (ImageError, ValueError) as exc:  # ValueError: an instruction set isa/ cannot decode
             self.index.add(np.array([key], np.int64), np.array([NO_CODE], np.int64))
-            self.failures[key] = str(exc)
+            self.failures.setdefault(address, str(exc))
             return
         start = self.count
         self.insns = grown(self.insns, start + len(columns) - 1)

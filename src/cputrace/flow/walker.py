@@ -51,7 +51,6 @@ from .program import (
     UNDEFINED,
     UNRESOLVED,
     Program,
-    key_address,
 )
 
 MAX_SEQUENTIAL = 1 << 20
@@ -581,6 +580,6 @@ class Walker:
         if reason is GapReason.VECTOR:
             return GAP_TEXT[reason]
         address = address & ADDRESS_MASK  # the GAP record's int64
-        failure = next((m for k, m in self.program.failures.items() if key_address(k) == address), None)
+        failure = self.program.failures.get(address)
         detail = f" ({failure})" if failure and reason is GapReason.NO_CODE else ""
         return f"{GAP_TEXT[reason]} at 0x{address:x}{detail}"
