@@ -145,9 +145,9 @@ def main() -> None:
     instructions(capture, path, _capture(longer), args.runs, args.repeat)
 
 
-def _capture(buffer: Path, options: dict | None = None) -> Capture:
+def _capture(buffer: Path) -> Capture:
     """The TC2 snapshot's capture (sources, registers, memory) over another buffer."""
-    (capture,) = open_captures(SNAPSHOT, options)
+    (capture,) = open_captures(SNAPSHOT)
     capture.path = buffer
     return capture
 

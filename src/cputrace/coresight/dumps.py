@@ -92,9 +92,8 @@ def load_snapshot_device(
     whose file is not there is an error, or, given `missing`, handed to it and left out."""
     entries = read_dump_entries(ini)
     if missing is not None:
-        folder = Path(ini).parent
-        for entry in entries:
-            if not has_copy(folder / entry.file):
-                missing(entry)
-        entries = [entry for entry in entries if has_copy(folder / entry.file)]
+        absent = [entry for entry in entries if not has_copy(Path(ini).parent / entry.file)]
+        for entry in absent:
+            missing(entry)
+        entries = [entry for entry in entries if entry not in absent]
     return load_snapshot_dumps(ini, entries)

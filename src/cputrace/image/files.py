@@ -50,21 +50,24 @@ def map_file(path: Path, offset: int = 0, length: int | None = None) -> memoryvi
     return memoryview(mapped)[offset : offset + wanted]
 
 
+def _compressed_copy(path: Path) -> Path | None:
+    """A compressed copy beside a missing `path` (`NAME.xz`, `.gz`, `.zst`, `.bz2`), if any."""
+    if names_a_file(path) or not path.name:  # there, or a name ("/") that has no copies
+        return None
+    return next((c for s in COMPRESSED_SUFFIXES if names_a_file(c := path.with_name(path.name + s))), None)
+
+
 def has_copy(path: Path) -> bool:
     """Whether `path` is a file, or a compressed copy of it is beside it (see `map_or_decompress`)."""
-    return names_a_file(path) or any(names_a_file(path.with_name(path.name + s)) for s in COMPRESSED_SUFFIXES)
+    return names_a_file(path) or _compressed_copy(path) is not None
 
 
 def map_or_decompress(path: Path, offset: int = 0, length: int | None = None) -> memoryview | bytes:
     """`map_file(path, offset, length)`; or, when `path` is missing and a compressed copy is
     beside it (`NAME.xz`, `.gz`, `.zst`, `.bz2`: data shipped compressed to save space), the
     same bytes of that copy's content, decompressed into memory."""
-    if not names_a_file(path) and path.name:  # a name (not "/") that may have compressed copies
-        for suffix in COMPRESSED_SUFFIXES:
-            packed = path.with_name(path.name + suffix)
-            if names_a_file(packed):
-                return _decompressed(packed, offset, length)
-    return map_file(path, offset, length)
+    packed = _compressed_copy(path)
+    return map_file(path, offset, length) if packed is None else _decompressed(packed, offset, length)
 
 
 def _decompressed(path: Path, offset: int, length: int | None) -> bytes:

@@ -200,17 +200,18 @@ class BufferWalk:
         for i, (_, value) in checkpoints.items():
             if not messages["has_address"][i]:
                 target[i] = value
-        placed = {value: self._target(value) for value in np.unique(target[target >= 0]).tolist()}
+        has_target = target >= 0
+        values, which = np.unique(target[has_target], return_inverse=True)
+        placed = np.array([self._target(value) for value in values.tolist()], np.int64).reshape(-1, 2)
         target_address, target_isa = np.zeros(len(messages), np.int64), np.zeros(len(messages), np.uint8)
-        for i in np.flatnonzero(target >= 0).tolist():
-            target_address[i], target_isa[i] = placed[int(target[i])]
+        target_address[has_target], target_isa[has_target] = placed[which, 0], placed[which, 1]
         ops = Ops.empty(2 * (len(messages) - anchor.message) + 1)
         op_message = np.empty(len(ops), np.int64)
         src = buffer.src[messages["index"]]
         vectors = self.vector_base + 4 * messages["vector"].astype(np.int64)
         n = _build(
             messages, instruction_counts(messages), anchor.message, anchor.address, int(anchor.isa),
-            target >= 0, target_address, target_isa, vectors, src, ops.records, op_message,
+            has_target, target_address, target_isa, vectors, src, ops.records, op_message,
         )  # fmt: skip
         return ops.select(slice(0, n)), op_message[:n]
 
