@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from opencsd_reference import Decode, read_reference
 from paths import open_input, shared
@@ -20,6 +22,9 @@ from paths import open_input, shared
 import cputrace
 from cputrace.coresight.packets import PACKET, Packets
 from cputrace.flow.ops import EXCEPTION_NO_VECTOR, NO_TIME, WAYPOINT_BEFORE_ADDRESS, WAYPOINT_TAKEN, Op
+from cputrace.flow.program import Program
+from cputrace.formats.etmv3.capture import open_captures, source_packets
+from cputrace.formats.etmv4.instructions import Etmv4SourceWalk
 from cputrace.formats.etmv4.ops import new_state, packet_ops
 from cputrace.formats.etmv4.protocol import Flag, Kind
 from cputrace.model import Isa
@@ -257,3 +262,27 @@ def test_q_discard_and_trace_on_stop_the_walk_until_an_address() -> None:
         (*E, 0, 1), ("GAP", 0, 0, 2), ("TARGET", 0, 0x3000, 2), (*N, 0, 3), ("GAP", 0, 0, 4),
         ("GAP", 0, 0, 5), ("TARGET", 0, 0x4000, 6), (*N, 0, 7),
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["juno_r1_1-0x10", "juno_r1_1-0x13", "juno_r1_1-0x15"])  # with exceptions
+def test_an_exception_cut_from_its_address_packet_by_a_batch_end_keeps_its_return_address(name: str) -> None:
+    """Every batch ends right after an exception packet, before the address packet that
+    completes it: each exception still has the reference's number, preferred return address
+    and packet."""
+    source = SOURCES[name]
+    (capture,) = open_captures(SNAPSHOTS / source.snapshot / "snapshot.ini")
+    etm, batches = next((etm, b) for etm, b in source_packets(capture) if etm.trace_id == source.trace_id)
+    packets = Packets.concatenate(list(batches))
+    walk = Etmv4SourceWalk(etm, Program(capture.snapshot.memory(etm.core, lambda dump: None)))
+    cuts = np.flatnonzero(packets["kind"] == Kind.EXCEPTION) + 1
+    parts = [Packets(packets.table[a:b], packets.stream, packets.stream_pos)
+             for a, b in zip([0, *cuts], [*cuts, len(packets)], strict=True)]  # fmt: skip
+    events = [b["events"] for part in parts for b in walk.batch(part) if "events" in b]
+    events += [b["events"] for b in walk.finish() if "events" in b]
+    table = pa.concat_tables(events)
+    exceptions = table.filter(pc.equal(table["kind"], "exception"))
+    mine = list(zip(*(exceptions[c].to_pylist() for c in ("src", "number", "value")), strict=True))
+    theirs = [(e.index, e.value, e.address) for e in reference_of(source).of("exception")]
+    assert len(cuts) == len(theirs) > 0
+    assert [(number, value) for _, number, value in mine] == [(n, a) for _, n, a in theirs]
+    assert all(0 <= src - index < 16 for (src, *_), (index, *_) in zip(mine, theirs, strict=True))
