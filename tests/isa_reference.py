@@ -165,7 +165,9 @@ def reference_facts(insn: capstone.CsInsn, isa: Isa, it_condition: tuple[str | N
     target = operands[-1].imm & (_MASK64 if aarch64 else _MASK32) if direct else None
     if it_condition is not None:
         condition = it_condition[0]
-    elif insn.cc > 0 and iid != _IT:
+    elif insn.cc > 0 and iid != _IT and not (aarch64 and not jumps):
+        # A64 executes conditionally only B.cond and BC.cond (C1.2.4): CSEL, CSET, CCMP and the
+        # like read a condition as an operand and always execute
         condition = condition_name(insn.cc - 1)
     else:
         condition = None

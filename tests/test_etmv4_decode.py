@@ -9,15 +9,19 @@ hold decode to no instruction in either decoder; their events are compared all t
 from __future__ import annotations
 
 import functools
+import random
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from etmv4_encoder import Etmv4Encoder, encode_run
 from opencsd_reference import Decode, read_reference
 from paths import open_input, shared
+from test_etmv3_decode import CORPUS, blocks_of, recorded
 
 import cputrace
 from cputrace.coresight.packets import PACKET, Packets
@@ -27,6 +31,7 @@ from cputrace.formats.etmv3.capture import open_captures, source_packets
 from cputrace.formats.etmv4.instructions import Etmv4SourceWalk
 from cputrace.formats.etmv4.ops import new_state, packet_ops
 from cputrace.formats.etmv4.protocol import Flag, Kind
+from cputrace.ingest import ingest
 from cputrace.model import Isa
 
 SNAPSHOTS = shared("opencsd-snapshots")
@@ -286,3 +291,62 @@ def test_an_exception_cut_from_its_address_packet_by_a_batch_end_keeps_its_retur
     assert len(cuts) == len(theirs) > 0
     assert [(number, value) for _, number, value in mine] == [(n, a) for _, n, a in theirs]
     assert all(0 <= src - index < 16 for (src, *_), (index, *_) in zip(mine, theirs, strict=True))
+
+
+ENCODED_MODES = {  # what encode_run is given, and what the trace unit's registers then say
+    "plain": {},
+    "speculative": {"speculation": 16},
+    "speculative, cycle counts": {"speculation": 12, "cycle_counting": True, "threshold": 4},
+    "speculative, return stack": {"speculation": 8, "return_stack": True},
+    "speculative, Q elements": {"speculation": 16, "q_every": 20},
+}
+
+
+def encoded_snapshot(folder: Path, stream: bytes, mode: dict) -> Path:
+    """A snapshot of one Cortex-A57 and its ETMv4.1 trace unit (registers as `mode` says:
+    TRCCONFIGR cycle counting bit 4, return stack bit 12, Q elements 14:13; TRCIDR0 QSUPP
+    16:15; TRCIDR8 MAXSPEC), its unformatted stream in `stream`; no memory dump: the program
+    is given as an image."""
+    folder.mkdir()
+    trcconfigr = 0x1 | mode.get("cycle_counting", False) << 4 | mode.get("return_stack", False) << 12
+    trcconfigr |= (0b01 << 13) if mode.get("q_every") else 0
+    trcidr0 = 0x08000CA1 | ((0b01 << 15) if mode.get("q_every") else 0)
+    files = {
+        "snapshot.ini": "[snapshot]\nversion=1.0\n[device_list]\ndevice1=cpu.ini\ndevice2=etm.ini\n"
+        "[trace]\nmetadata=trace.ini\n",
+        "cpu.ini": "[device]\nname=cpu_0\nclass=core\ntype=Cortex-A57\n",
+        "etm.ini": "[device]\nname=ETM_0\nclass=trace_source\ntype=ETM4.1\n[regs]\n"
+        f"TRCCONFIGR(id:0x4)=0x{trcconfigr:08X}\nTRCTRACEIDR(id:0x10)=0x00000010\n"
+        f"TRCIDR0(id:0x78)=0x{trcidr0:08X}\nTRCIDR1(id:0x79)=0x4200F410\nTRCIDR2(id:0x7A)=0x20001088\n"
+        f"TRCIDR8(id:0x60)=0x{mode.get('speculation', 0):08X}\n",
+        "trace.ini": "[trace_buffers]\nbuffers=buffer0\n[buffer0]\nname=FIFO\nfile=trace.bin\n"
+        "format=source_data\n[core_trace_sources]\ncpu_0=ETM_0\n[source_buffers]\nETM_0=FIFO\n",
+    }  # fmt: skip
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    (folder / "trace.bin").write_bytes(stream)
+    return folder / "snapshot.ini"
+
+
+@pytest.mark.parametrize("mode", ENCODED_MODES)
+def test_encoded_speculative_runs_decode_to_the_recording(mode: str, tmp_path: Path) -> None:
+    """A corpus program's recorded run (unicorn), encoded by the test's ETMv4 encoder with the
+    speculation of a guessing core (wrong-way atoms mispredicted, wrong-path atoms cancelled,
+    commits at random, as cycle counts in one mode), Q elements and the return stack: every
+    instruction of the run, each waypoint executed as the run went, with its cycles; each Q
+    element a trace gap with its instruction count."""
+    settings = ENCODED_MODES[mode]
+    steps = recorded("calls-a64.elf", tmp_path)
+    enc = Etmv4Encoder().a_sync().trace_info(cycle_counting=settings.get("cycle_counting", False),
+                                             threshold=settings.get("threshold", 0))  # fmt: skip
+    expected = encode_run(enc, steps, blocks_of("calls-a64.elf"), rng=random.Random(11), **settings)
+    if settings.get("speculation"):
+        assert expected.mispredicts > 20 and expected.cancels > 20
+    assert (expected.returns_from_stack > 10) == settings.get("return_stack", False)
+    assert bool(expected.q_counts) == bool(settings.get("q_every"))
+    snapshot = encoded_snapshot(tmp_path / "snapshot", enc.data, settings)
+    trace = cputrace.Trace(ingest([snapshot], tmp_path / "run.ctrace", strict=True,
+                                  images=[CORPUS / "calls-a64.elf"]).store)  # fmt: skip
+    assert rows(trace, "SELECT pc, executed, cycles FROM instructions ORDER BY seq") == expected.rows
+    q_gaps = rows(trace, "SELECT number FROM events WHERE kind = 'trace_gap' AND name = 'q' ORDER BY seq")
+    assert q_gaps == [(count,) for count in expected.q_counts]

@@ -387,8 +387,8 @@ def _read_facts(records: int, count: int, isa: int, layout: np.ndarray, classes:
         if it_state & 0xF:  # inside an IT block: its condition, whatever capstone prints
             condition = it_state >> 4 if it_state >> 4 < _CONDITION_CODES else -1
             it_state = _next_it_state(it_state)
-        elif thumb and iid == _IT:  # capstone gives an IT its first condition
-            condition = -1
+        elif (thumb and iid == _IT) or (aarch64 and not jumps):
+            condition = -1  # capstone gives an IT its first condition, and A64's CSEL, CCMP... theirs
         else:  # capstone's condition codes are the architecture's plus one (0: none)
             cc = read(detail, layout[raw.L_CC], 4)
             condition = cc - 1 if 1 <= cc <= _CONDITION_CODES else -1
