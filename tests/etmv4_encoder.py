@@ -4,7 +4,8 @@ could emit for it.
 
 `Etmv4Encoder` appends packets to a byte stream: A-sync, trace info, addresses with context
 and long 64-bit IS0 addresses (never compressed), atoms of format 1, commit, cancel formats 1
-and 3, mispredict, Q with an instruction count, and cycle counts of format 1.
+and 3, mispredict, Q with an instruction count, cycle counts of format 1, exceptions and
+exception returns.
 
 `encode_run` walks a recorded run's instructions. Each waypoint (a branch or an ISB) is a P0
 atom element, E when the run did not go on to the next instruction in memory; a taken indirect
@@ -15,7 +16,10 @@ a mispredict (alone, or after wrong-path atoms it cancels), and some correct ato
 by wrong-path atoms that it cancels; commits come at random, never leaving more than MAXSPEC
 elements uncommitted. Cycle counts (format 1, with the commit they make) go to the last
 waypoint they commit. Q elements stand for a random stretch of instructions after a waypoint,
-then the address where the run goes on. `encode_run` returns the rows a decoder should give.
+then the address where the run goes on. An exception is its packet, its preferred return
+address (after an SVC; an undefined instruction's own, which did not run) and its vector's
+address; an ERET is an exception return packet before its atom. `encode_run` returns the rows
+and events a decoder should give.
 """
 
 from __future__ import annotations
@@ -100,6 +104,15 @@ class Etmv4Encoder:
         self.out += b"\xac" + continued(instructions)  # type 0b1100: a count, no address
         return self
 
+    def exception(self, number: int) -> Etmv4Encoder:
+        """An exception of type `number` (A profile), E1:E0 0b01: its address packet follows."""
+        self.out += bytes([0x06, (number & 0x1F) << 1 | 1])
+        return self
+
+    def exception_return(self) -> Etmv4Encoder:
+        self.out.append(0x07)
+        return self
+
     def cycle_count(self, commit: int, cycles: int, threshold: int) -> Etmv4Encoder:
         """Format 1 with its commit section (TRCIDR0.COMMOPT 0): `cycles` beyond the threshold."""
         self.out += b"\x0e" + continued(commit) + continued(cycles - threshold)
@@ -110,6 +123,8 @@ class Etmv4Encoder:
 class Expected:
     rows: list[tuple] = field(default_factory=list)  # (pc, executed, cycles or None)
     q_counts: list[int] = field(default_factory=list)  # instructions each Q element stands for
+    exceptions: list[tuple[int, int]] = field(default_factory=list)  # (type, preferred return)
+    exception_returns: int = 0
     returns_from_stack: int = 0
     mispredicts: int = 0
     cancels: int = 0
@@ -118,9 +133,11 @@ class Expected:
 def encode_run(enc: Etmv4Encoder, steps: list[Step], blocks: BlockCache, *, speculation: int = 0,
                return_stack: bool = False, cycle_counting: bool = False, threshold: int = 0,
                q_every: int = 0, rng: random.Random) -> Expected:  # fmt: skip
-    """Encode the A64 run `steps` into `enc` (after its A-sync and trace info). The rows end at
-    the last waypoint: nothing in the trace covers instructions after it."""
-    assert all(step.isa == "A64" and step.exception is None for step in steps)
+    """Encode the A64 run `steps` into `enc` (after its A-sync and trace info): a step's
+    `exception` is the ETMv4 type of the exception taken there, `cancels` when its instruction
+    did not run (its own address is the preferred return). The rows end at the last waypoint:
+    nothing in the trace covers instructions after it."""
+    assert all(step.isa == "A64" for step in steps)
     expected = Expected()
     stack: list[int] = []
     waiting: list[int | None] = []  # uncommitted elements: the row of each waypoint, None for a Q
@@ -152,6 +169,18 @@ def encode_run(enc: Etmv4Encoder, steps: list[Step], blocks: BlockCache, *, spec
     while i < last:
         step, following = steps[i], steps[i + 1]
         info = blocks.insn_at(step.pc, Isa.A64)
+        if step.exception is not None:
+            if not step.cancels:
+                expected.rows.append((step.pc, True, None))
+            covered = len(expected.rows)
+            returns_to = step.pc if step.cancels else step.pc + info.size
+            room(1)
+            enc.exception(step.exception).address(returns_to)
+            element(None)
+            enc.address(following.pc)  # the vector
+            expected.exceptions.append((step.exception, returns_to))
+            i += 1
+            continue
         if not (info.is_branch or info.is_isb):
             expected.rows.append((step.pc, True, None))
             i += 1
@@ -162,6 +191,9 @@ def encode_run(enc: Etmv4Encoder, steps: list[Step], blocks: BlockCache, *, spec
         wrong_path = rng.randint(0, 5) if speculation and rng.random() < 0.25 else 0
         guessed = speculation and info.is_direct and info.is_conditional and rng.random() < 0.3
         room(1 + wrong_path)
+        if info.mnemonic == "eret":
+            enc.exception_return()
+            expected.exception_returns += 1
         if guessed:  # traced the wrong way round, then put right
             enc.atom(not taken)
             for _ in range(wrong_path):
@@ -191,8 +223,10 @@ def encode_run(enc: Etmv4Encoder, steps: list[Step], blocks: BlockCache, *, spec
             enc.cancel(wrong_path, mispredict=False)
             expected.cancels += 1
         i += 1
-        if q_every and rng.randrange(q_every) == 0 and i + 40 < last:
-            count = rng.randint(1, 30)  # the instructions after the waypoint, to where the run goes on
+        count = rng.randint(1, 30)  # the instructions a Q stands for, after the waypoint
+        if q_every and rng.randrange(q_every) == 0 and i + 40 < last and all(
+            s.exception is None for s in steps[i : i + count + 1]
+        ):  # fmt: skip
             room(1)
             enc.q(count)
             element(None)

@@ -18,10 +18,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from etm_encoder import Step
 from etmv4_encoder import Etmv4Encoder, encode_run
 from opencsd_reference import Decode, read_reference
 from paths import open_input, shared
-from test_etmv3_decode import CORPUS, blocks_of, recorded
+from test_etmv3_decode import CORPUS, blocks_of
 
 import cputrace
 from cputrace.coresight.packets import PACKET, Packets
@@ -33,6 +34,7 @@ from cputrace.formats.etmv4.ops import new_state, packet_ops
 from cputrace.formats.etmv4.protocol import Flag, Kind
 from cputrace.ingest import ingest
 from cputrace.model import Isa
+from cputrace.record import record
 
 SNAPSHOTS = shared("opencsd-snapshots")
 
@@ -300,6 +302,23 @@ ENCODED_MODES = {  # what encode_run is given, and what the trace unit's registe
     "speculative, return stack": {"speculation": 8, "return_stack": True},
     "speculative, Q elements": {"speculation": 16, "q_every": 20},
 }
+EXCEPTION_TYPES = {"svc": 0x2, "udf": 0x3, "brk": 0x6}  # Call, Trap, Inst debug (IHI 0064 table 6-17)
+
+
+def recorded_a64(program: str, tmp_path: Path) -> list[Step]:
+    """The run of an A64 corpus program as steps, each exception an SVC, UDF or BRK took with
+    its ETMv4 type (an SVC ran; UDF and BRK did not: `cancels`, their own address the preferred
+    return)."""
+    record(CORPUS / program, tmp_path / "run.tarmac")
+    t = cputrace.Trace(ingest([tmp_path / "run.tarmac"], tmp_path / "run.ctrace", strict=True).store)
+    query = """SELECT i.pc, i.isa, i.executed, i.disasm, e.seq IS NOT NULL FROM instructions i
+               LEFT JOIN (SELECT DISTINCT seq FROM events WHERE kind = 'exception') e USING (seq)
+               ORDER BY i.seq"""
+    steps = []
+    for address, isa, executed, disasm, taken in rows(t, query):
+        kind = EXCEPTION_TYPES.get(disasm.split()[0]) if taken else None  # not the reset before it all
+        steps.append(Step(address, isa, executed, kind, kind is not None and kind != EXCEPTION_TYPES["svc"]))
+    return steps
 
 
 def encoded_snapshot(folder: Path, stream: bytes, mode: dict) -> Path:
@@ -328,25 +347,33 @@ def encoded_snapshot(folder: Path, stream: bytes, mode: dict) -> Path:
     return folder / "snapshot.ini"
 
 
+@pytest.mark.parametrize("program", ["calls-a64.elf", "exceptions-a64.elf"])
 @pytest.mark.parametrize("mode", ENCODED_MODES)
-def test_encoded_speculative_runs_decode_to_the_recording(mode: str, tmp_path: Path) -> None:
+def test_encoded_speculative_runs_decode_to_the_recording(program: str, mode: str, tmp_path: Path) -> None:
     """A corpus program's recorded run (unicorn), encoded by the test's ETMv4 encoder with the
     speculation of a guessing core (wrong-way atoms mispredicted, wrong-path atoms cancelled,
     commits at random, as cycle counts in one mode), Q elements and the return stack: every
     instruction of the run, each waypoint executed as the run went, with its cycles; each Q
-    element a trace gap with its instruction count."""
+    element a trace gap with its instruction count; each exception with its type and preferred
+    return address, each exception return."""
     settings = ENCODED_MODES[mode]
-    steps = recorded("calls-a64.elf", tmp_path)
+    steps = recorded_a64(program, tmp_path)
     enc = Etmv4Encoder().a_sync().trace_info(cycle_counting=settings.get("cycle_counting", False),
                                              threshold=settings.get("threshold", 0))  # fmt: skip
-    expected = encode_run(enc, steps, blocks_of("calls-a64.elf"), rng=random.Random(11), **settings)
-    if settings.get("speculation"):
+    expected = encode_run(enc, steps, blocks_of(program), rng=random.Random(11), **settings)
+    calls = program == "calls-a64.elf"  # exceptions-a64 runs 129 instructions, calls-a64 thousands
+    if settings.get("speculation") and calls:
         assert expected.mispredicts > 20 and expected.cancels > 20
-    assert (expected.returns_from_stack > 10) == settings.get("return_stack", False)
-    assert bool(expected.q_counts) == bool(settings.get("q_every"))
+    assert (expected.returns_from_stack > 10) == (settings.get("return_stack", False) and calls)
+    assert bool(expected.q_counts) == bool(settings.get("q_every")) or not calls
+    assert len(expected.exceptions) == expected.exception_returns == (0 if calls else 5)
     snapshot = encoded_snapshot(tmp_path / "snapshot", enc.data, settings)
-    trace = cputrace.Trace(ingest([snapshot], tmp_path / "run.ctrace", strict=True,
-                                  images=[CORPUS / "calls-a64.elf"]).store)  # fmt: skip
+    trace = cputrace.Trace(ingest([snapshot], tmp_path / "encoded.ctrace", strict=True,
+                                  images=[CORPUS / program]).store)  # fmt: skip
     assert rows(trace, "SELECT pc, executed, cycles FROM instructions ORDER BY seq") == expected.rows
     q_gaps = rows(trace, "SELECT number FROM events WHERE kind = 'trace_gap' AND name = 'q' ORDER BY seq")
     assert q_gaps == [(count,) for count in expected.q_counts]
+    exceptions = rows(trace, "SELECT number, value FROM events WHERE kind = 'exception' ORDER BY seq")
+    assert exceptions == expected.exceptions
+    returns = rows(trace, "SELECT count(*) FROM events WHERE kind = 'exception_return'")
+    assert returns == [(expected.exception_returns,)]
