@@ -26,15 +26,20 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from etm_encoder import Step
 
+import cputrace
+from cputrace.ingest import ingest
 from cputrace.isa import BlockCache
 from cputrace.isa.insn import Kind
 from cputrace.model import Isa
+from cputrace.record import record
 
 STACK_DEPTH = 16  # the decoder's return stack (flow.ops.RETURN_STACK_DEPTH)
 EL1_AARCH64 = 0x11  # context information byte: EL bits 1:0, SF (AArch64) bit 4
+EXCEPTION_TYPES = {"svc": 0x2, "udf": 0x3, "brk": 0x6}  # Call, Trap, Inst debug (IHI 0064 table 6-17)
 
 
 def continued(value: int) -> bytes:
@@ -238,3 +243,46 @@ def encode_run(enc: Etmv4Encoder, steps: list[Step], blocks: BlockCache, *, spec
         commit(len(waiting))
     del expected.rows[covered:]
     return expected
+
+
+def recorded_a64(program: Path, folder: Path) -> list[Step]:
+    """The run of an A64 program (unicorn) as steps, each exception an SVC, UDF or BRK took with
+    its ETMv4 type (an SVC ran; UDF and BRK did not: `cancels`, their own address the preferred
+    return). `folder` gets the recording and its store."""
+    record(program, folder / "run.tarmac")
+    trace = cputrace.Trace(ingest([folder / "run.tarmac"], folder / "run.ctrace", strict=True).store)
+    query = """SELECT i.pc, i.isa, i.executed, i.disasm, e.seq IS NOT NULL AS taken FROM instructions i
+               LEFT JOIN (SELECT DISTINCT seq FROM events WHERE kind = 'exception') e USING (seq)
+               ORDER BY i.seq"""
+    steps = []
+    for row in trace.sql(query).to_pylist():
+        kind = EXCEPTION_TYPES.get(row["disasm"].split()[0]) if row["taken"] else None  # not the reset
+        cancels = kind is not None and kind != EXCEPTION_TYPES["svc"]
+        steps.append(Step(row["pc"], row["isa"], row["executed"], kind, cancels))
+    return steps
+
+
+def encoded_snapshot(folder: Path, stream: bytes, mode: dict) -> Path:
+    """A snapshot of one Cortex-A57 and its ETMv4.1 trace unit (registers as `mode`, the keywords
+    of encode_run, says: TRCCONFIGR cycle counting bit 4, return stack bit 12, Q elements 14:13;
+    TRCIDR0 QSUPP 16:15; TRCIDR8 MAXSPEC), its unformatted stream `stream`; no memory dump: the
+    program is given as an image."""
+    folder.mkdir()
+    trcconfigr = 0x1 | mode.get("cycle_counting", False) << 4 | mode.get("return_stack", False) << 12
+    trcconfigr |= (0b01 << 13) if mode.get("q_every") else 0
+    trcidr0 = 0x08000CA1 | ((0b01 << 15) if mode.get("q_every") else 0)
+    files = {
+        "snapshot.ini": "[snapshot]\nversion=1.0\n[device_list]\ndevice1=cpu.ini\ndevice2=etm.ini\n"
+        "[trace]\nmetadata=trace.ini\n",
+        "cpu.ini": "[device]\nname=cpu_0\nclass=core\ntype=Cortex-A57\n",
+        "etm.ini": "[device]\nname=ETM_0\nclass=trace_source\ntype=ETM4.1\n[regs]\n"
+        f"TRCCONFIGR(id:0x4)=0x{trcconfigr:08X}\nTRCTRACEIDR(id:0x10)=0x00000010\n"
+        f"TRCIDR0(id:0x78)=0x{trcidr0:08X}\nTRCIDR1(id:0x79)=0x4200F410\nTRCIDR2(id:0x7A)=0x20001088\n"
+        f"TRCIDR8(id:0x60)=0x{mode.get('speculation', 0):08X}\n",
+        "trace.ini": "[trace_buffers]\nbuffers=buffer0\n[buffer0]\nname=FIFO\nfile=trace.bin\n"
+        "format=source_data\n[core_trace_sources]\ncpu_0=ETM_0\n[source_buffers]\nETM_0=FIFO\n",
+    }  # fmt: skip
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    (folder / "trace.bin").write_bytes(stream)
+    return folder / "snapshot.ini"

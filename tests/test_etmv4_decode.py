@@ -18,8 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from etm_encoder import Step
-from etmv4_encoder import Etmv4Encoder, encode_run
+from etmv4_encoder import Etmv4Encoder, encode_run, encoded_snapshot, recorded_a64
 from opencsd_reference import Decode, read_reference
 from paths import open_input, shared
 from test_etmv3_decode import CORPUS, blocks_of
@@ -34,7 +33,6 @@ from cputrace.formats.etmv4.ops import new_state, packet_ops
 from cputrace.formats.etmv4.protocol import Flag, Kind
 from cputrace.ingest import ingest
 from cputrace.model import Isa
-from cputrace.record import record
 
 SNAPSHOTS = shared("opencsd-snapshots")
 
@@ -302,51 +300,6 @@ ENCODED_MODES = {  # what encode_run is given, and what the trace unit's registe
     "speculative, return stack": {"speculation": 8, "return_stack": True},
     "speculative, Q elements": {"speculation": 16, "q_every": 20},
 }
-EXCEPTION_TYPES = {"svc": 0x2, "udf": 0x3, "brk": 0x6}  # Call, Trap, Inst debug (IHI 0064 table 6-17)
-
-
-def recorded_a64(program: str, tmp_path: Path) -> list[Step]:
-    """The run of an A64 corpus program as steps, each exception an SVC, UDF or BRK took with
-    its ETMv4 type (an SVC ran; UDF and BRK did not: `cancels`, their own address the preferred
-    return)."""
-    record(CORPUS / program, tmp_path / "run.tarmac")
-    t = cputrace.Trace(ingest([tmp_path / "run.tarmac"], tmp_path / "run.ctrace", strict=True).store)
-    query = """SELECT i.pc, i.isa, i.executed, i.disasm, e.seq IS NOT NULL FROM instructions i
-               LEFT JOIN (SELECT DISTINCT seq FROM events WHERE kind = 'exception') e USING (seq)
-               ORDER BY i.seq"""
-    steps = []
-    for address, isa, executed, disasm, taken in rows(t, query):
-        kind = EXCEPTION_TYPES.get(disasm.split()[0]) if taken else None  # not the reset before it all
-        steps.append(Step(address, isa, executed, kind, kind is not None and kind != EXCEPTION_TYPES["svc"]))
-    return steps
-
-
-def encoded_snapshot(folder: Path, stream: bytes, mode: dict) -> Path:
-    """A snapshot of one Cortex-A57 and its ETMv4.1 trace unit (registers as `mode` says:
-    TRCCONFIGR cycle counting bit 4, return stack bit 12, Q elements 14:13; TRCIDR0 QSUPP
-    16:15; TRCIDR8 MAXSPEC), its unformatted stream in `stream`; no memory dump: the program
-    is given as an image."""
-    folder.mkdir()
-    trcconfigr = 0x1 | mode.get("cycle_counting", False) << 4 | mode.get("return_stack", False) << 12
-    trcconfigr |= (0b01 << 13) if mode.get("q_every") else 0
-    trcidr0 = 0x08000CA1 | ((0b01 << 15) if mode.get("q_every") else 0)
-    files = {
-        "snapshot.ini": "[snapshot]\nversion=1.0\n[device_list]\ndevice1=cpu.ini\ndevice2=etm.ini\n"
-        "[trace]\nmetadata=trace.ini\n",
-        "cpu.ini": "[device]\nname=cpu_0\nclass=core\ntype=Cortex-A57\n",
-        "etm.ini": "[device]\nname=ETM_0\nclass=trace_source\ntype=ETM4.1\n[regs]\n"
-        f"TRCCONFIGR(id:0x4)=0x{trcconfigr:08X}\nTRCTRACEIDR(id:0x10)=0x00000010\n"
-        f"TRCIDR0(id:0x78)=0x{trcidr0:08X}\nTRCIDR1(id:0x79)=0x4200F410\nTRCIDR2(id:0x7A)=0x20001088\n"
-        f"TRCIDR8(id:0x60)=0x{mode.get('speculation', 0):08X}\n",
-        "trace.ini": "[trace_buffers]\nbuffers=buffer0\n[buffer0]\nname=FIFO\nfile=trace.bin\n"
-        "format=source_data\n[core_trace_sources]\ncpu_0=ETM_0\n[source_buffers]\nETM_0=FIFO\n",
-    }  # fmt: skip
-    for name, text in files.items():
-        (folder / name).write_text(text)
-    (folder / "trace.bin").write_bytes(stream)
-    return folder / "snapshot.ini"
-
-
 @pytest.mark.parametrize("program", ["calls-a64.elf", "exceptions-a64.elf"])
 @pytest.mark.parametrize("mode", ENCODED_MODES)
 def test_encoded_speculative_runs_decode_to_the_recording(program: str, mode: str, tmp_path: Path) -> None:
@@ -357,7 +310,7 @@ def test_encoded_speculative_runs_decode_to_the_recording(program: str, mode: st
     element a trace gap with its instruction count; each exception with its type and preferred
     return address, each exception return."""
     settings = ENCODED_MODES[mode]
-    steps = recorded_a64(program, tmp_path)
+    steps = recorded_a64(CORPUS / program, tmp_path)
     enc = Etmv4Encoder().a_sync().trace_info(cycle_counting=settings.get("cycle_counting", False),
                                              threshold=settings.get("threshold", 0))  # fmt: skip
     expected = encode_run(enc, steps, blocks_of(program), rng=random.Random(11), **settings)
