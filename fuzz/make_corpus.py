@@ -4,7 +4,9 @@ LEON buffers come from a run of tests/data/leon/itb_demo.elf under unicorn, enco
 tests/leon_encoder.py (as tests/test_leon.py makes its samples); the flow-only Tarmac trace
 from `cputrace record --flow-only` of tests/corpus/calls-a32.elf; the raw XScale buffer is
 the message bytes of tests/data/xscale/calls-armv5te-wrap.txt (its registers are options of
-the `xscale-raw` target). Run from the repository root after a change of those sources:
+the `xscale-raw` target); the ETMv4 snapshot is tests/corpus/calls-a64.elf's run encoded by
+tests/etmv4_encoder.py as a speculating trace unit with cycle counts, Q elements and the return
+stack. Run from the repository root after a change of those sources:
 
     PYTHONPATH=src:tests python -m fuzz.make_corpus
 """
@@ -12,7 +14,9 @@ the `xscale-raw` target). Run from the repository root after a change of those s
 from __future__ import annotations
 
 import json
+import random
 import re
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -75,10 +79,28 @@ def xscale_raw_seed() -> None:
     (folder / "calls-armv5te-wrap.bin").write_bytes(data)
 
 
+def etmv4_seed() -> None:
+    import etmv4_encoder as enc  # tests/: the encoder the ETMv4 tests check the decoder with
+
+    from cputrace.image import load_elf
+    from cputrace.isa import BlockCache
+
+    program = ROOT / "tests" / "corpus" / "calls-a64.elf"
+    mode = {"speculation": 12, "cycle_counting": True, "threshold": 4, "return_stack": True, "q_every": 20}
+    with tempfile.TemporaryDirectory() as scratch:
+        steps = enc.recorded_a64(program, Path(scratch))
+    stream = enc.Etmv4Encoder().a_sync().trace_info(cycle_counting=True, threshold=4)
+    enc.encode_run(stream, steps, BlockCache(load_elf(program)), rng=random.Random(5), **mode)
+    folder = CORPUS / "etmv4-speculative"
+    shutil.rmtree(folder, ignore_errors=True)  # this script's own output, written again
+    enc.encoded_snapshot(folder, stream.data, mode)
+
+
 def main() -> None:
     leon_seeds()
     flow_seed()
     xscale_raw_seed()
+    etmv4_seed()
 
 
 if __name__ == "__main__":

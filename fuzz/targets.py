@@ -151,6 +151,14 @@ def _etmv3_targets() -> Iterator[Target]:
              Seed("kernel_dump.bin", juno / "kernel_dump.bin", "image")), None,
             options={"source": "0x10"}, option_keys=("source",),
         )  # fmt: skip
+    speculative = CORPUS / "etmv4-speculative"  # fuzz/make_corpus.py: commits, cancels, Q, cycle counts
+    elf = ROOT / "tests" / "corpus" / "calls-a64.elf"
+    yield Target(
+        "etmv3-etmv4-speculative", "etmv3", "snapshot.ini",
+        (*(Seed(p.name, p, "ini") for p in sorted(speculative.glob("*.ini"))),
+         Seed("trace.bin", speculative / "trace.bin", "binary", 4 << 10), Seed(elf.name, elf, "image")), None,
+        images=(elf.name,), option_keys=("source",),
+    )  # fmt: skip
     registers = {"etmcr": "0x10001860", "etmidr": "0x410CF250", "etmccer": "0x344008F2", "source": "0x10"}
     yield Target(
         "etmv3-tc2-bare-buffer", "etmv3", "cstrace.bin",

@@ -165,7 +165,9 @@ def reference_facts(insn: capstone.CsInsn, isa: Isa, it_condition: tuple[str | N
     target = operands[-1].imm & (_MASK64 if aarch64 else _MASK32) if direct else None
     if it_condition is not None:
         condition = it_condition[0]
-    elif insn.cc > 0 and iid != _IT:
+    elif insn.cc > 0 and iid != _IT and not (aarch64 and not jumps):
+        # A64 executes conditionally only B.cond and BC.cond (C1.2.4): CSEL, CSET, CCMP and the
+        # like read a condition as an operand and always execute
         condition = condition_name(insn.cc - 1)
     else:
         condition = None
@@ -200,8 +202,22 @@ def reference_facts(insn: capstone.CsInsn, isa: Isa, it_condition: tuple[str | N
         access_size=_access_size(insn, isa, classes) if is_load or is_store else 0,
         is_undefined=iid in classes.undefined,
         raises_exception=iid in classes.traps,
-        is_isb=insn.mnemonic == "isb",
+        is_isb=_barrier(insn) == "isb",
+        is_data_barrier=_barrier(insn) in ("dmb", "dsb"),
     )
+
+
+_CP15_BARRIER = re.compile(r"p15, #0, \w+, c7, (c5, #4|c10, #4|c10, #5)")
+_CP15_BARRIERS = {"c5, #4": "isb", "c10, #4": "dsb", "c10, #5": "dmb"}
+
+
+def _barrier(insn: capstone.CsInsn) -> str | None:
+    """isb, dsb or dmb by capstone's text: the instructions, and the CP15 operations that do
+    the same in AArch32 (`mcr p15, #0, Rt, c7, c5, #4` is an ISB; c10 #4 a DSB, #5 a DMB)."""
+    if insn.mnemonic in ("isb", "dsb", "dmb"):
+        return insn.mnemonic
+    cp15 = _CP15_BARRIER.fullmatch(insn.op_str) if insn.mnemonic == "mcr" else None
+    return _CP15_BARRIERS[cp15[1]] if cp15 else None
 
 
 def reference_run(code: bytes, address: int, isa: Isa) -> Iterator[InsnInfo]:

@@ -9,19 +9,29 @@ hold decode to no instruction in either decoder; their events are compared all t
 from __future__ import annotations
 
 import functools
+import random
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
+from etmv4_encoder import Etmv4Encoder, encode_run, encoded_snapshot, recorded_a64
 from opencsd_reference import Decode, read_reference
 from paths import open_input, shared
+from test_etmv3_decode import CORPUS, blocks_of
 
 import cputrace
 from cputrace.coresight.packets import PACKET, Packets
 from cputrace.flow.ops import EXCEPTION_NO_VECTOR, NO_TIME, WAYPOINT_BEFORE_ADDRESS, WAYPOINT_TAKEN, Op
+from cputrace.flow.program import Program
+from cputrace.formats.etmv3.capture import open_captures, source_packets
+from cputrace.formats.etmv4.instructions import Etmv4SourceWalk
 from cputrace.formats.etmv4.ops import new_state, packet_ops
 from cputrace.formats.etmv4.protocol import Flag, Kind
+from cputrace.ingest import ingest
 from cputrace.model import Isa
 
 SNAPSHOTS = shared("opencsd-snapshots")
@@ -257,3 +267,66 @@ def test_q_discard_and_trace_on_stop_the_walk_until_an_address() -> None:
         (*E, 0, 1), ("GAP", 0, 0, 2), ("TARGET", 0, 0x3000, 2), (*N, 0, 3), ("GAP", 0, 0, 4),
         ("GAP", 0, 0, 5), ("TARGET", 0, 0x4000, 6), (*N, 0, 7),
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["juno_r1_1-0x10", "juno_r1_1-0x13", "juno_r1_1-0x15"])  # with exceptions
+def test_an_exception_cut_from_its_address_packet_by_a_batch_end_keeps_its_return_address(name: str) -> None:
+    """Every batch ends right after an exception packet, before the address packet that
+    completes it: each exception still has the reference's number, preferred return address
+    and packet."""
+    source = SOURCES[name]
+    (capture,) = open_captures(SNAPSHOTS / source.snapshot / "snapshot.ini")
+    etm, batches = next((etm, b) for etm, b in source_packets(capture) if etm.trace_id == source.trace_id)
+    packets = Packets.concatenate(list(batches))
+    walk = Etmv4SourceWalk(etm, Program(capture.snapshot.memory(etm.core, lambda dump: None)))
+    cuts = np.flatnonzero(packets["kind"] == Kind.EXCEPTION) + 1
+    parts = [Packets(packets.table[a:b], packets.stream, packets.stream_pos)
+             for a, b in zip([0, *cuts], [*cuts, len(packets)], strict=True)]  # fmt: skip
+    events = [b["events"] for part in parts for b in walk.batch(part) if "events" in b]
+    events += [b["events"] for b in walk.finish() if "events" in b]
+    table = pa.concat_tables(events)
+    exceptions = table.filter(pc.equal(table["kind"], "exception"))
+    mine = list(zip(*(exceptions[c].to_pylist() for c in ("src", "number", "value")), strict=True))
+    theirs = [(e.index, e.value, e.address) for e in reference_of(source).of("exception")]
+    assert len(cuts) == len(theirs) > 0
+    assert [(number, value) for _, number, value in mine] == [(n, a) for _, n, a in theirs]
+    assert all(0 <= src - index < 16 for (src, *_), (index, *_) in zip(mine, theirs, strict=True))
+
+
+ENCODED_MODES = {  # what encode_run is given, and what the trace unit's registers then say
+    "plain": {},
+    "speculative": {"speculation": 16},
+    "speculative, cycle counts": {"speculation": 12, "cycle_counting": True, "threshold": 4},
+    "speculative, return stack": {"speculation": 8, "return_stack": True},
+    "speculative, Q elements": {"speculation": 16, "q_every": 20},
+}
+@pytest.mark.parametrize("program", ["calls-a64.elf", "exceptions-a64.elf"])
+@pytest.mark.parametrize("mode", ENCODED_MODES)
+def test_encoded_speculative_runs_decode_to_the_recording(program: str, mode: str, tmp_path: Path) -> None:
+    """A corpus program's recorded run (unicorn), encoded by the test's ETMv4 encoder with the
+    speculation of a guessing core (wrong-way atoms mispredicted, wrong-path atoms cancelled,
+    commits at random, as cycle counts in one mode), Q elements and the return stack: every
+    instruction of the run, each waypoint executed as the run went, with its cycles; each Q
+    element a trace gap with its instruction count; each exception with its type and preferred
+    return address, each exception return."""
+    settings = ENCODED_MODES[mode]
+    steps = recorded_a64(CORPUS / program, tmp_path)
+    enc = Etmv4Encoder().a_sync().trace_info(cycle_counting=settings.get("cycle_counting", False),
+                                             threshold=settings.get("threshold", 0))  # fmt: skip
+    expected = encode_run(enc, steps, blocks_of(program), rng=random.Random(11), **settings)
+    calls = program == "calls-a64.elf"  # exceptions-a64 runs 129 instructions, calls-a64 thousands
+    if settings.get("speculation") and calls:
+        assert expected.mispredicts > 20 and expected.cancels > 20
+    assert (expected.returns_from_stack > 10) == (settings.get("return_stack", False) and calls)
+    assert bool(expected.q_counts) == bool(settings.get("q_every")) or not calls
+    assert len(expected.exceptions) == expected.exception_returns == (0 if calls else 5)
+    snapshot = encoded_snapshot(tmp_path / "snapshot", enc.data, settings)
+    trace = cputrace.Trace(ingest([snapshot], tmp_path / "encoded.ctrace", strict=True,
+                                  images=[CORPUS / program]).store)  # fmt: skip
+    assert rows(trace, "SELECT pc, executed, cycles FROM instructions ORDER BY seq") == expected.rows
+    q_gaps = rows(trace, "SELECT number FROM events WHERE kind = 'trace_gap' AND name = 'q' ORDER BY seq")
+    assert q_gaps == [(count,) for count in expected.q_counts]
+    exceptions = rows(trace, "SELECT number, value FROM events WHERE kind = 'exception' ORDER BY seq")
+    assert exceptions == expected.exceptions
+    returns = rows(trace, "SELECT count(*) FROM events WHERE kind = 'exception_return'")
+    assert returns == [(expected.exception_returns,)]

@@ -8,13 +8,16 @@ timestamp is compared, with the packet each comes from."""
 from __future__ import annotations
 
 import functools
+import lzma
 import random
+import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from opencsd_reference import Decode, read_reference
-from paths import open_input, shared
+from paths import DATA, open_input, shared
 from ptm_encoder import PtmEncoder, encode_run
 from test_etmv3_decode import CORPUS, blocks_of, recorded
 
@@ -296,3 +299,52 @@ def test_encoded_runs_decode_to_the_recording(program: str, mode: str, tmp_path:
                     images=[CORPUS / program])  # fmt: skip
     query = "SELECT pc, isa, executed, cycles FROM instructions ORDER BY seq"
     assert rows(cputrace.Trace(result.store), query) == expected.rows
+
+
+DMB_WAYPOINTS = {  # snapshot, its PTM device files, the sources and their cores
+    "Snowball": (("opencsd-snapshots", "Snowball"), ("device_2.ini", "device_3.ini"), {0x10: 0, 0x11: 1}),
+    "TC2": (("tc2-etmv3",), ("device_8.ini", "device_9.ini"), {0x13: 3}),
+}
+
+
+def listed_ranges(name: str) -> dict[int, list[tuple[int, int, int, int, bool]]]:
+    """The ranges of tests/data/ptm-dmb-waypoints (README there) by trace ID: packet index,
+    first address, end address, instructions, and the last one's size and whether it executed."""
+    with lzma.open(DATA / "ptm-dmb-waypoints" / f"{name}.ranges.xz", "rt") as listing:
+        lines = [line.split() for line in listing]
+    ranges: dict[int, list[tuple[int, int, int, int, bool]]] = {}
+    for trace_id, index, start, end, count, _, executed, size in lines:
+        ranges.setdefault(int(trace_id, 16), []).append(
+            (int(index), int(start, 16), int(end, 16), int(count), int(size), executed == "1")
+        )
+    return ranges
+
+
+@pytest.mark.parametrize("name", DMB_WAYPOINTS)
+def test_dmb_and_dsb_are_waypoints_when_etmccer_bit_24_says_so(name: str, tmp_path: Path) -> None:
+    """The snapshot's PTMs given ETMCCER bit 24: every instruction range (addresses, count, the
+    last one's size and whether it executed) is OpenCSD's decode of the same snapshot, and not
+    what it decodes to without the bit."""
+    where, devices, sources = DMB_WAYPOINTS[name]
+    snapshot = tmp_path / name
+    shutil.copytree(shared(*where), snapshot)
+    for device in devices:
+        text = (snapshot / device).read_text()
+        etmccer = re.search(r"ETMCCER\([^)]*\)=(0x[0-9A-Fa-f]+)", text)
+        assert etmccer is not None
+        (snapshot / device).write_text(text.replace(etmccer[1], f"0x{int(etmccer[1], 16) | 1 << 24:08X}"))
+    trace = open_input(snapshot / "snapshot.ini", strict=True)
+    for trace_id, ranges in listed_ranges(name).items():
+        query = f"SELECT pc, size, executed FROM instructions WHERE cpu = {sources[trace_id]} ORDER BY seq"
+        instructions, found, at = rows(trace, query), [], 0
+        for index, start, end, count, size, executed in ranges:
+            run = instructions[at : at + count]
+            at += count
+            pcs = [pc for pc, *_ in run]
+            sequential = [pc + length for pc, length, _ in run[:-1]] == pcs[1:]
+            last = (pcs[-1] + run[-1][1], *run[-1][1:]) if run else None
+            if len(run) != count or pcs[0] != start or last != (end, size, executed) or not sequential:
+                found.append(f"range 0x{start:x}-0x{end:x} of packet {index}: {[hex(p) for p in pcs]}")
+        assert found == [] and at == len(instructions), f"source 0x{trace_id:x}"
+        plain = next(s for s in SOURCES.values() if s.snapshot == where and s.trace_id == trace_id)
+        assert [(r.start, r.end) for r in reference_of(plain).ranges] != [r[1:3] for r in ranges]

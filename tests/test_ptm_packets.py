@@ -149,8 +149,6 @@ def test_errors_and_resynchronisation() -> None:
 
 
 def test_registers_the_decoder_cannot_follow_are_refused() -> None:
-    with pytest.raises(CputraceError, match="bit 24 makes DMB and DSB waypoints"):
-        config(etmccer=1 << 24)
     with pytest.raises(CputraceError, match="expected a PTM ETMIDR"):
         config(etmidr=0x410CF250)  # an ETMv3.5
 

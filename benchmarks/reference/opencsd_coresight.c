@@ -14,7 +14,7 @@
  *
  * Run:
  *
- *   benchmarks/out/opencsd_coresight SNAPSHOT_DIR [runs] [--only TRACE_ID]
+ *   benchmarks/out/opencsd_coresight SNAPSHOT_DIR [runs] [--only TRACE_ID] [--ranges FILE]
  *
  * The snapshot is read the way OpenCSD's snapshot format describes it: snapshot.ini
  * [device_list] names the device files; every trace_source device whose type starts with
@@ -31,6 +31,10 @@
  * creates a fresh decode tree (decoders, memory accessors, callback), decodes the whole
  * buffer, sends end-of-trace, and stops the clock (CLOCK_MONOTONIC); tree destruction is
  * outside the timed region.
+ *
+ * --ranges FILE: after the timed runs, one more decode writes each instruction range to FILE,
+ * a line each: trace ID, packet index, first address, end address (exclusive), instructions,
+ * ISA (OpenCSD's ocsd_isa), whether the last one executed, and its size.
  *
  * Links the OpenCSD library (BSD-3-Clause, Copyright ARM Limited and contributors) as
  * installed by Debian; no OpenCSD source is included here.
@@ -447,14 +451,18 @@ typedef struct {
     uint64_t instrs_by_id[128];
     uint64_t ranges, instrs;
     uint64_t log_msgs;
+    FILE *ranges_out;                    /* --ranges: where each range is listed, or NULL */
 } counts_t;
 
 static ocsd_datapath_resp_t on_elem(const void *ctx, const ocsd_trc_index_t index,
                                     const uint8_t chan_id, const ocsd_generic_trace_elem *el)
 {
     counts_t *c = (counts_t *)ctx;
-    (void)index;
     c->by_type[(unsigned)el->elem_type & (N_ELEM_TYPES - 1)]++;
+    if (el->elem_type == OCSD_GEN_TRC_ELEM_INSTR_RANGE && c->ranges_out)
+        fprintf(c->ranges_out, "0x%02x %llu 0x%llx 0x%llx %u %d %u %u\n", chan_id, (unsigned long long)index,
+                (unsigned long long)el->st_addr, (unsigned long long)el->en_addr, el->num_instr_range,
+                (int)el->isa, (unsigned)el->last_instr_exec, (unsigned)el->last_instr_sz);
     if (el->elem_type == OCSD_GEN_TRC_ELEM_INSTR_RANGE) {
         c->ranges++;
         c->instrs += el->num_instr_range;
@@ -498,7 +506,10 @@ static double decode_once(const snapshot_t *ss, counts_t *c)
     double t0, t1;
     int i;
 
+    FILE *ranges_out = c->ranges_out;
+
     memset(c, 0, sizeof *c);
+    c->ranges_out = ranges_out;
     t0 = now_ms();
     if (strcmp(ss->format, "source_data") == 0)
         tree = ocsd_create_dcd_tree(OCSD_TRC_SRC_SINGLE, 0);
@@ -591,20 +602,22 @@ int main(int argc, char **argv)
 {
     static snapshot_t ss;
     counts_t c;
-    const char *dir = NULL;
+    const char *dir = NULL, *ranges = NULL;
     int runs = 9, only = -1, i, r;
     double *ms;
 
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
             only = (int)strtol(argv[++i], NULL, 0);
+        else if (strcmp(argv[i], "--ranges") == 0 && i + 1 < argc)
+            ranges = argv[++i];
         else if (!dir)
             dir = argv[i];
         else
             runs = atoi(argv[i]);
     }
     if (!dir || runs < 1) {
-        fprintf(stderr, "usage: %s SNAPSHOT_DIR [runs] [--only TRACE_ID]\n", argv[0]);
+        fprintf(stderr, "usage: %s SNAPSHOT_DIR [runs] [--only TRACE_ID] [--ranges FILE]\n", argv[0]);
         return 2;
     }
 
@@ -614,6 +627,7 @@ int main(int argc, char **argv)
     ocsd_def_errlog_init(OCSD_ERR_SEV_ERROR, 1);
     ocsd_def_errlog_config_output(C_API_MSGLOGOUT_FLG_NONE, NULL);
 
+    memset(&c, 0, sizeof c);
     ms = malloc(sizeof(double) * (size_t)runs);
     for (r = 0; r < runs; r++) {
         ms[r] = decode_once(&ss, &c);
@@ -641,5 +655,13 @@ int main(int argc, char **argv)
         printf("median %9.2f ms  %7.2f M instr/s\n", med, c.instrs / (med * 1e3));
     }
     free(ms);
+    if (ranges) {
+        if (!(c.ranges_out = fopen(ranges, "w"))) {
+            perror(ranges);
+            return 1;
+        }
+        decode_once(&ss, &c);
+        fclose(c.ranges_out);
+    }
     return 0;
 }

@@ -68,6 +68,9 @@ WAYPOINT_BEFORE_ADDRESS = 16
 """`flags` bit of WAYPOINT: run in sequence up to the instruction at `address`, not including
 it (an ETMv4 exception's preferred return address): none when the walk is there already; the
 conditional branches it passes were not taken."""
+WAYPOINT_DATA_BARRIERS = 32
+"""`flags` bit of WAYPOINT: DSB and DMB are waypoints too, as branches and ISBs are (a PTM
+whose ETMCCER bit 24 is set)."""
 RETURN_STACK_DEPTH = 16
 """Return addresses a walk keeps; a deeper push forgets the oldest."""
 

@@ -27,6 +27,7 @@ from ..isa.insn import (
     F_BRANCH,
     F_CALL,
     F_CONDITIONAL,
+    F_DATA_BARRIER,
     F_DELAY,
     F_DIRECT,
     F_HAS_CONDITION,
@@ -50,7 +51,7 @@ of a direct branch (0 otherwise) and the ISA there (`next_isa`, NO_ISA when unkn
 cached links: the index of the next instruction in sequence (`next_idx`) and of the branch
 target (`target_idx`), UNRESOLVED until a walk has looked them up."""
 
-# Instruction facts in INSN.flags: bits of the decoded columns' C_FACTS, and three more.
+# Instruction facts in INSN.flags: bits of the decoded columns' C_FACTS, and four more.
 BRANCH = F_BRANCH
 DIRECT = F_DIRECT  # with the target known
 CONDITIONAL = F_CONDITIONAL  # may not branch/execute (condition, CBZ-style test)
@@ -61,10 +62,11 @@ ANNUL = F_ANNUL  # SPARC: the annul bit
 TRAP = F_TRAP  # raises an exception by design
 CALL = F_CALL  # a branch with link: a taken one pushes its return address on a trace's return stack
 ISB = 1 << 13  # an instruction synchronisation barrier (F_ISB): a PTM/ETMv4 waypoint
+DATA_BARRIER = 1 << 2  # DSB or DMB (F_DATA_BARRIER): a waypoint of some PTMs (WAYPOINT_DATA_BARRIERS)
 THUMB_PAIR = 1 << 14  # T32 BL/BLX (immediate): before Thumb-2, a pair of 16-bit instructions
 BLOCK_END = 1 << 15  # the following instruction is found through the index, not at idx + 1
 _FACTS = BRANCH | DIRECT | CONDITIONAL | HAS_COND | UNDEFINED | DELAY | ANNUL | TRAP | CALL
-assert not _FACTS & (ISB | THUMB_PAIR | BLOCK_END)
+assert not _FACTS & (ISB | DATA_BARRIER | THUMB_PAIR | BLOCK_END)
 
 UNRESOLVED = MISSING
 """A link or position not known (yet)."""
@@ -132,6 +134,8 @@ def _fill(columns: np.ndarray, start: int, block_isa: int, insns: np.ndarray, in
             flag &= ~DIRECT
         if facts & F_ISB:
             flag |= ISB
+        if facts & F_DATA_BARRIER:
+            flag |= DATA_BARRIER
         if block_isa == Isa.T32 and _is_bl_pair(columns[i, C_SIZE], columns[i, C_OPCODE]):
             flag |= THUMB_PAIR
         insn.pc, insn.size, insn.opcode = columns[i, C_ADDRESS], columns[i, C_SIZE], columns[i, C_OPCODE]

@@ -26,6 +26,7 @@ from .ops import (
     RUN_TAKEN,
     RUN_THUMB_PAIRS,
     WAYPOINT_BEFORE_ADDRESS,
+    WAYPOINT_DATA_BARRIERS,
     WAYPOINT_RETURN_STACK,
     WAYPOINT_TAKEN,
     WAYPOINT_TARGET_FOLLOWS,
@@ -41,6 +42,7 @@ from .program import (
     BRANCH,
     CALL,
     CONDITIONAL,
+    DATA_BARRIER,
     DELAY,
     DIRECT,
     HAS_COND,
@@ -216,7 +218,8 @@ def _ends_op(op, steps, insn, halves) -> bool:
             return insn.pc == op.address
         if op.flags & WAYPOINT_BEFORE_ADDRESS:
             return insn.pc + insn.size == op.address
-        return f & (BRANCH | ISB) != 0
+        barriers = ISB | (DATA_BARRIER if op.flags & WAYPOINT_DATA_BARRIERS else 0)
+        return f & (BRANCH | barriers) != 0
     return f & TRAP != 0
 
 

@@ -27,6 +27,7 @@ from capstone import arm_const as arm
 
 from ..model import Isa
 from . import capstone_raw as raw
+from .barriers import barrier_facts
 from .capstone_raw import RawDisassembler, memory, read
 from .ends import BRANCH, GOES_ON, end_in
 from .index import AddressIndex, holds
@@ -44,6 +45,7 @@ from .insn import (
     F_BRANCH,
     F_CALL,
     F_CONDITIONAL,
+    F_DATA_BARRIER,
     F_DIRECT,
     F_HAS_CONDITION,
     F_HAS_TARGET,
@@ -145,7 +147,6 @@ _STATUS_STORES_64 = _named(a64, _X, "STXR", "STXRB", "STXRH", "STLXR", "STLXRB",
                            "ST64BV", "ST64BV0")  # fmt: skip
 _RETURN_LISTS = _named(arm, _A, "POP", "LDM", "LDMDA", "LDMDB", "LDMIB")
 _TABLE_BRANCHES = _named(arm, _A, "TBB", "TBH")
-_BARRIERS, _BARRIERS_64 = _named(arm, _A, "ISB"), _named(a64, _X, "ISB")
 _IT = arm.ARM_INS_IT
 _BX, _BLX, _MOV, _LDR = arm.ARM_INS_BX, arm.ARM_INS_BLX, arm.ARM_INS_MOV, arm.ARM_INS_LDR
 _PC, _LR, _SP = arm.ARM_REG_PC, arm.ARM_REG_LR, arm.ARM_REG_SP
@@ -155,8 +156,8 @@ _MASK64 = (1 << 64) - 1
 
 # Bits of the instruction-id tables the compiled reader looks classes up in.
 _C_LOAD, _C_STORE, _C_PAIR, _C_LIST, _C_BASED_LIST, _C_STRUCTURE = (1 << n for n in range(6))
-_C_TEST, _C_EXCEPTION_RETURN, _C_UNDEFINED, _C_TRAP, _C_RETURN_LIST, _C_TABLE_BRANCH, _C_STATUS, _C_ISB = (
-    1 << n for n in range(6, 14)
+_C_TEST, _C_EXCEPTION_RETURN, _C_UNDEFINED, _C_TRAP, _C_RETURN_LIST, _C_TABLE_BRANCH, _C_STATUS = (
+    1 << n for n in range(6, 13)
 )  # _C_STATUS: a store whose first register is the exclusive store's status result
 
 
@@ -175,9 +176,9 @@ def _class_table(classes: _Classes, *extra: tuple[frozenset[int], int]) -> np.nd
 
 _TABLE_AARCH32 = _class_table(
     _AARCH32, (_RETURN_LISTS, _C_RETURN_LIST), (_TABLE_BRANCHES, _C_TABLE_BRANCH),
-    (_STATUS_STORES, _C_STATUS), (_BARRIERS, _C_ISB),
+    (_STATUS_STORES, _C_STATUS),
 )  # fmt: skip
-_TABLE_AARCH64 = _class_table(_AARCH64, (_STATUS_STORES_64, _C_STATUS), (_BARRIERS_64, _C_ISB))
+_TABLE_AARCH64 = _class_table(_AARCH64, (_STATUS_STORES_64, _C_STATUS))
 
 # Access sizes. By instruction id: bytes per transfer, or _BY_REGISTER (the transferred
 # register's width) or _BY_ELEMENT (an element of its arrangement: A64 load-and-replicate).
@@ -386,8 +387,8 @@ def _read_facts(records: int, count: int, isa: int, layout: np.ndarray, classes:
         if it_state & 0xF:  # inside an IT block: its condition, whatever capstone prints
             condition = it_state >> 4 if it_state >> 4 < _CONDITION_CODES else -1
             it_state = _next_it_state(it_state)
-        elif thumb and iid == _IT:  # capstone gives an IT its first condition
-            condition = -1
+        elif (thumb and iid == _IT) or (aarch64 and not jumps):
+            condition = -1  # capstone gives an IT its first condition, and A64's CSEL, CCMP... theirs
         else:  # capstone's condition codes are the architecture's plus one (0: none)
             cc = read(detail, layout[raw.L_CC], 4)
             condition = cc - 1 if 1 <= cc <= _CONDITION_CODES else -1
@@ -402,7 +403,7 @@ def _read_facts(records: int, count: int, isa: int, layout: np.ndarray, classes:
             | (F_CONDITIONAL if cls & _C_TEST or condition >= 0 else 0)
             | (F_HAS_CONDITION if condition >= 0 else 0)
             | (F_CALL if kind == _K_CALL else 0) | (F_RETURN if kind == _K_RETURN else 0)
-            | (F_ISB if cls & _C_ISB else 0)
+            | barrier_facts(isa, opcode)
         )  # fmt: skip
         if direct and not aarch64:
             target &= 0xFFFFFFFF
@@ -480,7 +481,7 @@ def _undefined(code: bytes, offset: int, address: int, isa: Isa) -> Row | None:
         return None
     size, opcode = int(columns[0, C_SIZE]), int(columns[0, C_OPCODE])
     return (address, isa, size, opcode, "undefined", "", False, False, None, isa, None, False, Kind.NONE,
-            False, False, False, 0, 0, True, False, False, False, False)  # fmt: skip
+            False, False, False, 0, 0, True, False, False, False, False, False)  # fmt: skip
 
 
 @functools.cache
@@ -726,6 +727,7 @@ def _rows_of(
             target & _MASK64 if facts & F_HAS_TARGET else None, _ISAS[next_isa],
             CONDITIONS[condition] if condition >= 0 else None, conditional, KINDS[kind], writes_pc, load,
             store, transfers, access, undefined, trap, False, False, bool(facts & F_ISB),
+            bool(facts & F_DATA_BARRIER),
         ))  # fmt: skip
     return tuple(rows)
 

@@ -55,6 +55,7 @@ class InsnInfo:
     delay_slot: bool = False  # SPARC: the next instruction executes before the target
     annul: bool = False  # SPARC: the annul bit (delay slot skipped unless taken; always for ba,a)
     is_isb: bool = False  # an instruction synchronisation barrier (a waypoint of PTM and ETMv4 traces)
+    is_data_barrier: bool = False  # DSB or DMB (a waypoint of PTM traces whose ETMCCER bit 24 is set)
 
     @property
     def next_address(self) -> int:
@@ -92,7 +93,7 @@ C_COUNT = 9
 F_BRANCH, F_DIRECT, F_WRITES_PC, F_LOAD, F_STORE, F_UNDEFINED = (1 << n for n in range(6))
 F_TRAP, F_CONDITIONAL, F_HAS_CONDITION, F_HAS_TARGET, F_DELAY, F_ANNUL = (1 << n for n in range(6, 12))
 F_CALL, F_RETURN = 1 << 12, 1 << 13
-F_ISB = 1 << 14
+F_ISB, F_DATA_BARRIER = 1 << 14, 1 << 15
 NO_ISA = 255
 """C_NEXT_ISA when `next_isa` is None."""
 KINDS = tuple(Kind)
@@ -101,6 +102,7 @@ _BIT_FIELDS = (
     ("is_branch", F_BRANCH), ("is_direct", F_DIRECT), ("writes_pc", F_WRITES_PC), ("is_load", F_LOAD),
     ("is_store", F_STORE), ("is_undefined", F_UNDEFINED), ("raises_exception", F_TRAP),
     ("is_conditional", F_CONDITIONAL), ("delay_slot", F_DELAY), ("annul", F_ANNUL), ("is_isb", F_ISB),
+    ("is_data_barrier", F_DATA_BARRIER),
 )  # fmt: skip
 _KIND_BITS = {Kind.NONE: 0, Kind.CALL: F_CALL, Kind.RETURN: F_RETURN, Kind.JUMP: 0}
 

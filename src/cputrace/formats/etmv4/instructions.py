@@ -9,14 +9,14 @@ count that comes with it), `context` when the context ID or the VMID changes, `t
 event packet (`number` its event mask), and `trace_gap` for packet errors, resynchronisation,
 discards and Q elements (`name` `q`, `number` the instructions it leaves out, or null when the
 packet gives no count). An event's seq is that of the last instruction of its source before it;
-an exception's, that of the last instruction before its preferred return address (when that
-address is in the same packet batch; else its `value` is null and its seq the last instruction
-before the exception packet: batches hold 256 k packets).
+an exception's, that of the last instruction before its preferred return address. A packet
+batch that ends between an exception packet and its address packet is cut before the exception
+packet, whose packets wait for the next batch (`ExceptionTail`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numba
 import numpy as np
@@ -49,9 +49,10 @@ from ...coresight.events import (
 from ...coresight.packet_ops import PacketOps
 from ...coresight.packets import I_SYNC_OVERFLOW, I_SYNC_REASONS, Packets
 from ...flow.program import Program
+from ..base import Batch
 from ..etmv3.capture import EtmSource
 from ..etmv3.instructions import SourceWalk
-from .ops import new_state, packet_ops
+from .ops import ADDRESS_KINDS, new_state, packet_ops
 from .protocol import ERROR_TEXT, KIND_NAMES, Flag, Kind, exception_name
 
 _NAMES = event_names(KIND_NAMES)  # exceptions get theirs after
@@ -76,6 +77,18 @@ class Etmv4SourceWalk(SourceWalk):
         self.state, self.queue = new_state()
         self._overflowed = np.zeros(1, np.bool_)  # an overflow since the last trace on
         self._returns = np.zeros(0, np.uint64)
+        self._tail = ExceptionTail()
+
+    def batch(self, packets: Packets) -> Iterator[Batch]:
+        packets = self._tail.joined(packets)
+        if len(packets):
+            yield from super().batch(packets)
+
+    def finish(self) -> Iterator[Batch]:
+        held = self._tail.held()
+        if held is not None:
+            yield from super().batch(held)
+        yield from super().finish()
 
     def _data_matcher(self, program: Program) -> None:
         """None: ETMv4 data trace is a stream of its own, which this decoder does not read."""
@@ -121,6 +134,50 @@ class Etmv4SourceWalk(SourceWalk):
         texts.add(discard, np.zeros(len(discard), np.int64), [
             "the trace unit discarded its speculative elements; no instructions until the next address"
         ])  # fmt: skip
+
+
+class ExceptionTail:
+    """Keeps an exception packet whose address packet has not come yet for the next batch.
+
+    An exception element is complete with the address packet that follows it (its preferred
+    return address, ETMv4 spec IHI 0064 6.4.12). A batch that ends between the two is cut before
+    the exception packet, and what follows it waits to lead the next batch: the exception event
+    then has its return address and seq, whatever the batch size. Only a short tail is held (an
+    address packet follows within a few packets), so memory stays bounded."""
+
+    LONGEST = 64
+    """Packets held at most; a longer tail without an address goes on as it is."""
+
+    def __init__(self) -> None:
+        self._held: Packets | None = None
+
+    def joined(self, packets: Packets) -> Packets:
+        """The held packets and `packets`, less a new tail (held in turn)."""
+        if self._held is not None:
+            packets, self._held = Packets.concatenate([self._held, packets]), None
+        cut = _incomplete_exception(packets["kind"], self.LONGEST)
+        if cut < len(packets):
+            self._held = Packets(packets.table[cut:], packets.stream, packets.stream_pos)
+            packets = Packets(packets.table[:cut], packets.stream, packets.stream_pos)
+        return packets
+
+    def held(self) -> Packets | None:
+        """The packets held at the end of the stream (no address will come)."""
+        held, self._held = self._held, None
+        return held
+
+
+_ADDRESS_KINDS = [int(kind) for kind in ADDRESS_KINDS]
+
+
+def _incomplete_exception(kinds: np.ndarray, longest: int) -> int:
+    """Where the last exception packet is, when no address packet follows it among the last
+    `longest` packets; len(kinds) otherwise."""
+    tail = kinds[-longest:]
+    exceptions = np.flatnonzero(tail == _K_EXCEPTION)
+    if not len(exceptions) or np.isin(tail[exceptions[-1] :], _ADDRESS_KINDS).any():
+        return len(kinds)
+    return len(kinds) - len(tail) + int(exceptions[-1])
 
 
 @numba.njit(cache=True, nogil=True)

@@ -10,6 +10,9 @@ hold speculatively (TRCIDR8.MAXSPEC; 0, every element committed as it comes, on 
 A cancel packet drops the newest P0 elements and the elements after them; a mispredict flips
 the newest atom and drops the addresses after it; cancel formats 2 and 3 and mispredict
 packets then add their atoms, in that order. Discard and overflow drop every waiting element.
+A packet that makes an event (a timestamp, a context, an exception return...) behind waiting
+elements waits among them (E_EVENT), so that its event comes after the instructions of the
+elements traced before it, as they are committed.
 
 Committed elements become ops:
 - Atom: one WAYPOINT (E taken, N not): the instructions up to the next branch or ISB. With the
@@ -53,8 +56,10 @@ QUEUE = 1 << 12
 """Elements the queue holds; when it is full the oldest P0 element is committed to make room
 (a trace unit holds far fewer speculative elements: TRCIDR8.MAXSPEC)."""
 
-E_ATOM, E_EXCEPTION, E_Q, E_ADDRESS, E_TRACE_ON = range(5)
-"""Element kinds in the queue; the first three are P0 elements."""
+E_ATOM, E_EXCEPTION, E_Q, E_ADDRESS, E_TRACE_ON, E_EVENT = range(6)
+"""Element kinds in the queue; the first three are P0 elements. E_EVENT stands for a packet
+that makes an event behind elements still waiting: its event's place (`before`) is known when
+the elements before it are committed or dropped, and a cancel keeps it."""
 _P0_KINDS = 3
 
 ELEMENT = np.dtype(
@@ -153,6 +158,10 @@ def _emit(el, stack, out, n) -> int:
         return add_op(ops, packet, n, row, src, Op.WAYPOINT, 0, flags, 0, NO_TIME, time)
     if k == E_ADDRESS:
         return add_op(ops, packet, n, row, src, Op.TARGET, el.address, 0, el.isa, NO_TIME, time)
+    if k == E_EVENT:
+        if row >= 0:
+            before[row] = n  # after the ops of the elements before it
+        return n
     if k == E_EXCEPTION:
         if el.branch_target:
             n = add_op(ops, packet, n, row, src, Op.TARGET, el.address, 0, el.isa, NO_TIME, time)
@@ -188,13 +197,19 @@ def _commit(st, queue, count, stack, out, n) -> int:
 @numba.njit(cache=True, nogil=True)
 def _cancel(st, queue, count) -> None:
     """Drop the `count` newest P0 elements and the elements after them (those before the trace
-    info last)."""
-    while count > 0 and st.size > 0:
-        el = queue[_slot(st, st.size - 1)]
-        st.size -= 1
-        if el.kind < _P0_KINDS:
+    info last), but not the events among them: they happened, after what is left."""
+    cut = st.size
+    while count > 0 and cut > 0:
+        cut -= 1
+        if queue[_slot(st, cut)].kind < _P0_KINDS:
             count -= 1
             st.depth -= 1
+    kept = cut
+    for i in range(cut, st.size):
+        if queue[_slot(st, i)].kind == E_EVENT:
+            _copy(queue[_slot(st, kept)], queue[_slot(st, i)])
+            kept += 1
+    st.size = kept
     unseen = min(count, st.unseen)
     st.unseen -= unseen
     st.depth -= unseen
@@ -252,11 +267,31 @@ def _push_atoms(st, queue, pk, p, stack, out, n) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
-def _lose_sync(st, p, pk, out, n) -> int:
+def _lose_sync(st, queue, p, pk, out, n) -> int:
     """The trace broke: every waiting element goes, and the walk stops (a GAP)."""
+    _place_events(st, queue, out[2], n)
     st.size = st.depth = st.unseen = st.exception = 0
     ops, packet, _ = out
     return add_op(ops, packet, n, p, pk.offset, Op.GAP, 0, 0, 0, NO_TIME, st.time)
+
+
+@numba.njit(cache=True, nogil=True)
+def _wait_turn(st, queue, pk, p, stack, out, n) -> int:
+    """The event of packet p comes after the elements waiting before it: behind them in the
+    queue, when there are any (`before[p]` is then set as they are committed)."""
+    if st.size == 0:
+        return n
+    return _push(st, queue, E_EVENT, 0, 0, False, pk.offset, p, stack, out, n)
+
+
+@numba.njit(cache=True, nogil=True)
+def _place_events(st, queue, before, n) -> None:
+    """The waiting events' places, now: no op of the elements before them will come (they are
+    dropped, or belong to the next batch)."""
+    for i in range(st.size):
+        el = queue[_slot(st, i)]
+        if el.kind == E_EVENT and el.row >= 0:
+            before[el.row] = n
 
 
 @numba.njit(cache=True, nogil=True)
@@ -315,21 +350,24 @@ def _build(packets, stack, max_speculation, state, queue, returns, ops, packet, 
             if st.synced:
                 st.synced = 0
                 gap[p] = True
-                n = _lose_sync(st, p, pk, out, n)
+                n = _lose_sync(st, queue, p, pk, out, n)
         elif k == _K_TRACE_INFO:
             if not st.synced:  # the first: the speculation depth counts elements before it
                 st.synced = 1
                 st.depth = st.unseen = np.int64(pk.value2)
         elif not st.synced:
             continue
-        elif k == _K_TIMESTAMP:
-            st.time = np.int64(pk.value)
         elif k in (_K_OVERFLOW, _K_DISCARD):
             gap[p] = k == _K_DISCARD
-            n = _lose_sync(st, p, pk, out, n)
+            n = _lose_sync(st, queue, p, pk, out, n)
+        elif k == _K_TIMESTAMP:
+            n = _wait_turn(st, queue, pk, p, stack, out, n)
+            st.time = np.int64(pk.value)
         else:
             if _ADDRESS[k] and st.exception and st.exception_row >= 0:
                 returns[st.exception_row] = pk.address
+            if _EVENTFUL[k] and k != _K_EXCEPTION:  # an exception's event has its element's place
+                n = _wait_turn(st, queue, pk, p, stack, out, n)
             n = _element(st, queue, pk, p, stack, out, n)
             if st.depth > max_speculation:
                 n = _commit(st, queue, st.depth - max_speculation, stack, out, n)
@@ -340,6 +378,7 @@ def _build(packets, stack, max_speculation, state, queue, returns, ops, packet, 
                     scanned += 1
                 if last_waypoint >= 0:
                     ops[last_waypoint].cycles = pk.cycles
+    _place_events(st, queue, before, n)
     for i in range(st.size):  # waiting elements: their packets' rows end with the batch
         queue[_slot(st, i)].row = -1
     if st.exception:

@@ -13,7 +13,6 @@ from typing import ClassVar
 import numpy as np
 
 from ...coresight.registers import TraceRegisters, bit, major_version
-from ...errors import CputraceError
 
 PTM_MAJOR = 3  # ETMIDR bits 11:8 of a PTM
 DEFAULT_ETMCCER = 0
@@ -40,14 +39,6 @@ class PtmConfig(TraceRegisters):
     STREAM: ClassVar[str] = "a PTM stream"
     REQUIRED: ClassVar[tuple[str, ...]] = ("ETMCR", "ETMIDR")
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if bit(self.etmccer, 24):
-            raise CputraceError(
-                f"ETMCCER 0x{self.etmccer:08X}: bit 24 makes DMB and DSB waypoints, which this decoder "
-                "does not follow (branches and ISBs are its waypoints)"
-            )
-
     @property
     def version(self) -> str:
         """1.0 for PFT v1.0, 1.1 for PFT v1.1 (ETMIDR bits 7:4 the minor version)."""
@@ -64,6 +55,11 @@ class PtmConfig(TraceRegisters):
     @property
     def return_stack(self) -> bool:
         return bit(self.etmcr, 29)
+
+    @property
+    def data_barrier_waypoints(self) -> bool:
+        """DMB and DSB are waypoints, as branches and ISBs are (ETMCCER bit 24, 3.4.3)."""
+        return bit(self.etmccer, 24)
 
     @property
     def timestamp_64(self) -> bool:
@@ -88,5 +84,8 @@ class PtmConfig(TraceRegisters):
         return record
 
     def options(self) -> list[str]:
-        named = (("return stack", self.return_stack), ("branch broadcast", self.branch_broadcast))
+        named = (
+            ("return stack", self.return_stack), ("branch broadcast", self.branch_broadcast),
+            ("DMB/DSB waypoints", self.data_barrier_waypoints),
+        )  # fmt: skip
         return [name for name, on in named if on]

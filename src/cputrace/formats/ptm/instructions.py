@@ -54,7 +54,8 @@ class PtmSourceWalk(SourceWalk):
         self.state = new_state()
 
     def _packet_ops(self, packets: Packets) -> PacketOps:
-        return packet_ops(packets, self.state, self.source.config.return_stack)
+        config = self.source.config
+        return packet_ops(packets, self.state, config.return_stack, config.data_barrier_waypoints)
 
     _names = _NAMES
     _error_text = ERROR_TEXT

@@ -27,6 +27,7 @@ from ...coresight.packet_ops import PacketOps, add_op, build_ops
 from ...coresight.packets import Packets
 from ...flow.ops import (
     NO_TIME,
+    WAYPOINT_DATA_BARRIERS,
     WAYPOINT_RETURN_STACK,
     WAYPOINT_TAKEN,
     WAYPOINT_TARGET_FOLLOWS,
@@ -51,10 +52,14 @@ def new_state() -> np.ndarray:
     return state
 
 
-def packet_ops(packets: Packets, state: np.ndarray, return_stack: bool) -> PacketOps:
-    """The waypoint ops of `packets`, continuing from `state` (updated in place)."""
-    stack = WAYPOINT_RETURN_STACK if return_stack else 0
-    return build_ops(packets, _capacity(packets.table), _build, stack, state)
+def packet_ops(packets: Packets, state: np.ndarray, return_stack: bool, data_barriers: bool) -> PacketOps:
+    """The waypoint ops of `packets`, continuing from `state` (updated in place).
+
+    `return_stack` and `data_barriers` (DSB and DMB are waypoints) say what the PTM's
+    registers set; every WAYPOINT op carries them as flags."""
+    waypoint = WAYPOINT_RETURN_STACK if return_stack else 0
+    waypoint |= WAYPOINT_DATA_BARRIERS if data_barriers else 0
+    return build_ops(packets, _capacity(packets.table), _build, waypoint, state)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -67,8 +72,9 @@ def _capacity(packets) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
-def _build(packets, stack, state, ops, packet, before, pending, gap, eventful):
-    """The ops of `packets` into ops[:n] (PFT has no trace-off W cycles: `pending` stays 0)."""
+def _build(packets, waypoint, state, ops, packet, before, pending, gap, eventful):
+    """The ops of `packets` into ops[:n] (PFT has no trace-off W cycles: `pending` stays 0);
+    `waypoint`: the flags of every WAYPOINT op."""
     st = state[0]
     n = 0
     events = 0
@@ -96,16 +102,16 @@ def _build(packets, stack, state, ops, packet, before, pending, gap, eventful):
             cycles = pk.cycles if pk.cycles >= 0 else NO_TIME
             for i in range(pk.count):
                 taken = WAYPOINT_TAKEN if (pk.atoms >> i) & 1 else 0
-                n = add_op(ops, packet, n, p, pk.offset, Op.WAYPOINT, 0, taken | stack, 0, cycles, st.time)
+                n = add_op(ops, packet, n, p, pk.offset, Op.WAYPOINT, 0, taken | waypoint, 0, cycles, st.time)
         elif exception:
             n = add_op(ops, packet, n, p, pk.offset, Op.EXCEPTION, pk.address, 0, pk.isa, NO_TIME, st.time)
         elif k == _K_BRANCH:
             cycles = pk.cycles if pk.cycles >= 0 else NO_TIME
-            flags = WAYPOINT_TAKEN | WAYPOINT_TARGET_FOLLOWS | stack
+            flags = WAYPOINT_TAKEN | WAYPOINT_TARGET_FOLLOWS | waypoint
             n = add_op(ops, packet, n, p, pk.offset, Op.WAYPOINT, 0, flags, 0, cycles, st.time)
             n = add_op(ops, packet, n, p, pk.offset, Op.TARGET, pk.address, 0, pk.isa, NO_TIME, st.time)
         elif k == _K_WAYPOINT_UPDATE:
-            flags = WAYPOINT_TO_ADDRESS | stack
+            flags = WAYPOINT_TO_ADDRESS | waypoint
             n = add_op(ops, packet, n, p, pk.offset, Op.WAYPOINT, pk.address, flags, pk.isa, NO_TIME, st.time)
     return n, events
 
