@@ -611,3 +611,56 @@ def test_a_split_store_is_reused_while_its_input_is_unchanged(
     source.write_bytes(bytes(data))
     os.utime(source, ns=(1, 1))
     assert not store_is_current(store, [source])
+
+
+def test_an_ended_ingest_waits_for_the_parts_being_written_then_leaves_nothing(tmp_path: Path) -> None:
+    """A part task still writing when its ingest was cancelled (a cluster cannot stop a running
+    task): the staging folder is removed only once the part has stopped, at its next write."""
+    from cputrace.errors import StoreError
+    from cputrace.store.write import PARTS_OPEN, PartitionedStoreWriter, PartWriter
+
+    source = tmp_path / "t.trc"
+    shutil.copy(paths.DATA / "armulator" / "seed_example.trc", source)
+    with Trace(ingest([source], tmp_path / "single.ctrace").store) as trace:
+        rows = trace.table("memory")
+    shutil.rmtree(tmp_path / "single.ctrace")
+    writer = PartitionedStoreWriter(tmp_path / "t.ctrace", [str(source)])
+    part = PartWriter(writer.version, 0, tmp_path / "t.ctrace")
+    part.write("memory", part.checked("memory", rows))
+    aborting = threading.Thread(target=writer.abort)
+    aborting.start()
+    while (writer.version / PARTS_OPEN).exists():  # the abort has begun
+        time.sleep(0.01)
+    assert writer.version.is_dir()  # kept while the part writes
+    with pytest.raises(StoreError, match="the ingest ended while part"):
+        part.write("memory", part.checked("memory", rows))
+    part.abort()
+    aborting.join()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.trc"]
+
+
+def test_an_ingest_interrupted_while_its_parts_are_written_leaves_nothing(
+    client, tmp_path: Path, armulator_input: Path
+) -> None:
+    """Ctrl-C when the first part is written and others are being written: no store and no
+    staging folder, then or once the workers are idle."""
+    source = tmp_path / "t.trc"
+    shutil.copy(armulator_input, source)
+    size = source.stat().st_size
+    splits = [size * i // 8 for i in range(1, 8)]
+    done = []
+
+    def interrupt(_bytes: int) -> None:
+        done.append(_bytes)
+        if len(done) == len(splits) + 2:  # every range counted, then one part written
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        ingest_split(client, source, tmp_path / "t.ctrace", splits=splits, progress=interrupt)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.trc"]
+    for _ in range(400):
+        if not any(client.processing().values()):
+            break
+        time.sleep(0.05)
+    assert not any(client.processing().values())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.trc"]

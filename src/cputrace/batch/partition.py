@@ -15,8 +15,9 @@ docs/formats.md) is ingested whole by one worker, into a plain store.
 
 Atomic as `ingest`: the parts are written into the store's staging folder, which becomes the
 store only once every part is written and checked; a part that fails, a worker that dies
-too often or Ctrl-C leave no store (the staging folder is removed). A worker that dies
-mid-part is replaced and its part written again whole.
+too often or Ctrl-C leave no store (`PartitionedStoreWriter.abort` stops the parts still
+being written before it removes the staging folder). A worker that dies mid-part is
+replaced and its part written again whole.
 """
 
 from __future__ import annotations
@@ -328,6 +329,7 @@ def _decode_part(job: _Job, index: int, byte_range: tuple[int, int], start: Any,
     decode = _steps(job.format).RangeDecode(source, ctx, start, byte_range, final)
     try:
         for batch in decode.batches():
+            writer.check_open()
             for table, data in batch.items():
                 writes.submit(table, data)
         writes.drain()
