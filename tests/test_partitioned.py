@@ -664,3 +664,37 @@ def test_an_ingest_interrupted_while_its_parts_are_written_leaves_nothing(
         time.sleep(0.05)
     assert not any(client.processing().values())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.trc"]
+
+
+def test_an_armulator_split_whose_lookback_is_out_of_reach_is_decoded_from_the_part_before(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """More bytes before a split than the lookback reads without its 8 instructions: the part
+    does not join up on its own, and decoded from the end of the part before it, gives the rows
+    the single-process ingest gives."""
+    from cputrace.formats import DecodeContext, armulator_split
+    from cputrace.inputs import InputFile
+
+    monkeypatch.setattr(armulator_split, "LOOK_BYTES", 256)
+    monkeypatch.setattr(armulator_split, "MAX_LOOK_BYTES", 512)
+    lines = [f"MNR4O___ {0x8000 + 4 * i:08X} E1A00000\nIT {0x8000 + 4 * i:08X} e1a00000\n" for i in range(6)]
+    lines.append("MNR4O___ 00008018 E1A00000\n" + "R r1=00000001\n" * 60)  # a fetch pending over 840 bytes
+    lines += [f"IT {0x8018 + 4 * i:08X} e1a00000\n" for i in range(3)]
+    source = tmp_path / "t.trc"
+    source.write_text("".join(lines))
+    at = source.stat().st_size - sum(len(line) for line in lines[-3:])
+    file = InputFile(source)
+    ranges = [(0, at), (at, file.size)]
+    counts = [armulator_split.count_range(file, DecodeContext(), byte_range) for byte_range in ranges]
+    carries = armulator_split.first_carries(counts)
+    first = armulator_split.RangeDecode(file, DecodeContext(), carries[0], ranges[0], False)
+    rows = list(first.batches())
+    second = armulator_split.RangeDecode(file, DecodeContext(), carries[1], ranges[1], True)
+    list(second.batches())
+    assert first.end.pending and not first.end.joins(carries[1], second.facts)
+    again = armulator_split.RangeDecode(file, DecodeContext(), first.end, ranges[1], True)
+    rows += list(again.batches())
+    with Trace(ingest([source], tmp_path / "single.ctrace").store) as single:
+        for table in ("instructions", "memory", "registers"):
+            split = pa.concat_tables([batch[table] for batch in rows if table in batch])
+            assert plain(split).to_pylist() == plain(single.table(table)).to_pylist(), table
