@@ -53,6 +53,8 @@ carry `joins` the next range's start or not, and `finish` (the whole input's not
 
 
 def _steps(format: str) -> ModuleType:
+    """The split module of `format` (imported on first use: a worker loads only the one its
+    job needs)."""
     return importlib.import_module(SPLITS[format])
 
 
