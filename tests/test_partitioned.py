@@ -698,3 +698,21 @@ def test_an_armulator_split_whose_lookback_is_out_of_reach_is_decoded_from_the_p
         for table in ("instructions", "memory", "registers"):
             split = pa.concat_tables([batch[table] for batch in rows if table in batch])
             assert plain(split).to_pylist() == plain(single.table(table)).to_pylist(), table
+
+
+def test_the_folder_a_dead_worker_left_in_a_part_is_not_in_the_store(tmp_path: Path) -> None:
+    """A worker killed while it wrote a part leaves that part's folder (its task ran again
+    elsewhere): the store made is without it."""
+    from cputrace.store.write import PartitionedStoreWriter, PartWriter
+
+    source = tmp_path / "t.trc"
+    shutil.copy(paths.DATA / "armulator" / "seed_example.trc", source)
+    writer = PartitionedStoreWriter(tmp_path / "t.ctrace", [str(source)])
+    dead = writer.version / ".part-00000-0123abcd" / "memory"
+    dead.mkdir(parents=True)
+    (dead / "part-00000.parquet").write_bytes(b"PAR1 cut short")
+    files = PartWriter(writer.version, 0, tmp_path / "t.ctrace").close()
+    manifest = {"format": "armulator", "inputs": [], "counts": dict.fromkeys(TABLES, 0), "parts": 1}
+    store = writer.commit(manifest, files)
+    version = store / json.loads((store / "manifest.json").read_text())["data"]
+    assert sorted(p.name for p in version.iterdir()) == sorted(TABLES)

@@ -236,9 +236,13 @@ class PartitionedStoreWriter:
         self._parts_open = open(self.version / PARTS_OPEN, "xb")  # noqa: SIM115 - kept open: `abort` locks it
 
     def commit(self, manifest: dict[str, Any], files: dict[str, dict[str, Any]]) -> Path:
-        """Make the store of `manifest` (which says how many `parts`) and the parts' `files`."""
+        """Make the store of `manifest` (which says how many `parts`) and the parts' `files`,
+        without the folders of parts whose worker died while writing them (their tasks ran
+        again elsewhere)."""
         (self.version / PARTS_OPEN).unlink()
         self._parts_open.close()
+        for leftover in self.version.glob(".part-*"):
+            shutil.rmtree(leftover, ignore_errors=True)
         self._staging.commit({"model_version": PARTITIONED_MODEL, **manifest, "files": files})
         return self.path
 
