@@ -32,12 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import xxhash
-
 from ..errors import CputraceError, UsageError, os_error_text
 from ..ingest import IngestResult, IngestStats, check_walk, default_store_path, manifest_of
 from ..inputs import InputFile
 from ..model import TABLES
+from ..store.checksums import file_xxh3_128
 from ..store.write import PartitionedStoreWriter, PartWriter, out_of_order
 from .cluster import distributed, run_tasks
 from .ingest import ingest_one
@@ -220,7 +219,7 @@ class _SplitIngest:
         return [results[index] for index in range(len(jobs))]
 
     def _manifest(
-        self, parts: list[_Part], ranges: list[tuple[int, int]], digest: str, started: float
+        self, parts: list[_Part], ranges: list[tuple[int, int]], digest: str | None, started: float
     ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         """The store's manifest and files, after checking that the parts' rows follow each
         other in seq order (as `TableWriter` checks a file's)."""
@@ -258,40 +257,33 @@ class _SplitIngest:
 
 
 class _WholeHash:
-    """The input's XXH3-128, as the single-process ingest records it (reuse and `verify`
-    compare it), computed on a thread of the client while the workers decode: each part's
-    task reads only its range."""
+    """The input's XXH3-128, as the single-process ingest records it (`ingest` and
+    `cputrace.open` reuse a store by it), computed on a thread of the client while the workers
+    decode: each part's task reads only its range."""
 
     def __init__(self, path: str) -> None:
         self._path = path
-        self._hash = xxhash.xxh3_128()
+        self._digest: str | None = None
         self._error: OSError | None = None
-        self._stopped = threading.Event()
+        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cputrace-input-hash", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        block = bytearray(HASH_BLOCK_BYTES)
-        view = memoryview(block)
         try:
-            with open(self._path, "rb", buffering=0) as file:
-                while not self._stopped.is_set() and (n := file.readinto(block)):
-                    self._hash.update(view[:n])
+            self._digest = file_xxh3_128(self._path, self._stop)
         except OSError as exc:  # raised on the client's thread by `digest`
             self._error = exc
 
-    def digest(self) -> str:
+    def digest(self) -> str | None:
         self._thread.join()
         if self._error is not None:
             raise CputraceError(os_error_text(self._error))
-        return self._hash.hexdigest()
+        return self._digest
 
     def stop(self) -> None:
         """Stop reading (the job failed): the thread ends at its next block."""
-        self._stopped.set()
-
-
-HASH_BLOCK_BYTES = 1 << 22
+        self._stop.set()
 
 
 def _renumbered(carries: list[Any], first: int, start: Any) -> list[int]:

@@ -127,7 +127,6 @@ def first_carries(counts: list[RangeCount]) -> list[Carry]:
     return carries
 
 
-
 def finish(facts: list[RangeFacts], ends: list[Carry], path: str, ctx: DecodeContext) -> None:
     """What the whole input says beyond its ranges' rows: whether it is a flow-only trace
     (`note_flow_only`), and its time unit (the last range's carries every range's)."""
