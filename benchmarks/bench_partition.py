@@ -1,21 +1,25 @@
-"""One generated Tarmac trace ingested by today's single process and split across local
-clusters of 1 and 2 workers (`cputrace ingest --workers N`); wall and CPU time, peak memory.
+"""One generated Tarmac (or ARMulator) trace ingested by today's single process and split
+across local clusters of 1 and 2 workers (`cputrace ingest --workers N`); wall and CPU time,
+peak memory.
 
-    python benchmarks/bench_partition.py [--lines 20000000] [--workers 1 2] [--runs 2]
+    python benchmarks/bench_partition.py [--format tarmac|armulator] [--lines 20000000]
+        [--workers 1 2] [--runs 2] [--part-mib 256]
 
 The single-process ingest is `cputrace ingest FILE -o STORE` in a fresh process (imports
 included). A split ingest runs on a cluster started, and warmed by a small split ingest (each
 worker loads its compiled code once), before the clock starts; its CPU time is that of the
 workers' processes (every thread) and of the client over the ingest. The jobs run in turns,
 `--runs` rounds, and the best round of each is reported, so that the load others put on the
-machine falls on all of them alike. Also timed: the scan step alone (formats/tarmac/split.py,
-`count_range` over the whole input in this process), the cost a split adds. Figures go to
+machine falls on all of them alike. Also timed: the scan step alone (the format's
+`count_range`, formats/tarmac/split.py, over the whole input in this process), the cost a
+split adds. Figures go to
 docs/benchmarks.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import resource
 import shutil
 import sys
@@ -25,9 +29,8 @@ from pathlib import Path
 from measure import OUT, generated_trace, run_measured
 
 from cputrace.batch.cluster import connect
-from cputrace.batch.partition import ingest_split
+from cputrace.batch.partition import SPLITS, ingest_split
 from cputrace.formats import DecodeContext
-from cputrace.formats.tarmac.split import count_range
 from cputrace.inputs import InputFile
 
 
@@ -53,13 +56,14 @@ def _split(client, trace: Path, store: Path, part_bytes: int) -> tuple[float, fl
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--format", choices=sorted(SPLITS), default="tarmac")
     parser.add_argument("--lines", type=int, default=20_000_000)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--part-mib", type=int, default=256)
     args = parser.parse_args()
-    trace = generated_trace(args.lines)
-    small = generated_trace(100_000)
+    trace = generated_trace(args.lines, args.format)
+    small = generated_trace(100_000, args.format)
     store = OUT / "bench-partition.ctrace"
     size = trace.stat().st_size
     print(
@@ -67,6 +71,7 @@ def main() -> None:
     )
 
     started, before = time.perf_counter(), _cpu_seconds()
+    count_range = importlib.import_module(SPLITS[args.format]).count_range
     counted = count_range(InputFile(trace), DecodeContext(), (0, size))
     print(f"scan step alone: {time.perf_counter() - started:.2f} s ({_cpu_seconds() - before:.2f} s CPU), "
           f"{counted.instructions:,} instructions", flush=True)  # fmt: skip

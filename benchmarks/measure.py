@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
+import gen_armulator
 from gen_tarmac import generate
 
 OUT = Path(__file__).parent / "out"
@@ -31,11 +32,12 @@ def run_measured(cmd: list[str]) -> Measured:
     return Measured(elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024)
 
 
-def generated_trace(lines: int) -> Path:
-    """benchmarks/out/bench-LINES.tarmac from gen_tarmac.py, generated once."""
+def generated_trace(lines: int, format: str = "tarmac") -> Path:
+    """benchmarks/out/bench-LINES.tarmac from gen_tarmac.py (`format` "armulator":
+    bench-LINES.trc from gen_armulator.py), generated once."""
     OUT.mkdir(exist_ok=True)
-    trace = OUT / f"bench-{lines}.tarmac"
+    trace = OUT / (f"bench-{lines}.tarmac" if format == "tarmac" else f"bench-{lines}.trc")
     if not trace.exists():
         with open(trace, "w") as f:
-            generate(lines, f)
+            (generate if format == "tarmac" else gen_armulator.generate)(lines, f)
     return trace

@@ -12,6 +12,7 @@ worker processes serves the module.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import itertools
 import json
 import os
@@ -106,6 +107,8 @@ def assert_same_store(single: Path, split: Path) -> None:
                 assert got.column(column).equals(expected.column(column)), (name, column)
         for field in MANIFEST_FIELDS:
             assert b.manifest[field] == a.manifest[field], field
+        [whole], [parts] = a.manifest["inputs"], b.manifest["inputs"]
+        assert {key: value for key, value in parts.items() if key != "parts"} == whole  # the input's identity
 
 
 def split_and_single(client, source: Path, tmp_path: Path, **kwargs) -> tuple[Path, Path, dict]:
@@ -209,11 +212,12 @@ def test_lenient_warnings_are_those_of_the_single_ingest(client, tmp_path: Path)
 
 
 def test_an_input_that_cannot_be_split_is_ingested_whole_by_a_worker(client, tmp_path: Path) -> None:
-    source = paths.DATA / "armulator" / "seed_example.trc"
+    source = tmp_path / "seed_example.trc.gz"
+    source.write_bytes(gzip.compress((paths.DATA / "armulator" / "seed_example.trc").read_bytes()))
     notes: list[str] = []
     single = ingest([source], tmp_path / "single.ctrace").store
     result = ingest_split(client, source, tmp_path / "split.ctrace", part_bytes=64, on_note=notes.append)
-    assert notes == [f"{source}: not split: armulator inputs are decoded whole (docs/formats.md)"]
+    assert notes == [f"{source}: not split: a gzip input is read from its start"]
     assert "parts" not in result.manifest
     assert_same_store(single, result.store)
 
@@ -472,3 +476,243 @@ def test_a_part_whose_count_was_wrong_renumbers_the_parts_after_it(client, tmp_p
     assert manifest["parts"] == 4 and manifest["warnings"]["count"] == 1
     assert manifest["counts"]["instructions"] == 399
     assert_same_store(single, split)
+
+
+def armulator_trace(instructions: int, seed: int = 21) -> bytes:
+    """An ARMulator Tracer file of a core that fetches two instructions ahead (so a fetch is
+    always pending), with every kind of record: headers, `T` times, ARM and Thumb instructions,
+    core and bus data accesses, multi-word bus fetches, wait cycles, idle cycles, register and
+    event lines, branches (whose fetched fall-through never runs), runs of data accesses while
+    a fetch is pending, and a few lines that are no record (lenient warnings)."""
+    rng = random.Random(seed)
+    lines = ["Date: Thu Aug  9 16:41:36 2001", "Source: Armul", "Options: Trace Instructions  Trace Memory"]
+    pc, thumb = 0x8000, False
+    fetched = {pc: 1, pc + 4: 1}
+    lines += [f"MNR4O___ {pc:08X} E1A00000", f"MNR4O___ {pc + 4:08X} E1A00000"]
+    for i in range(instructions):
+        step = 2 if thumb else 4
+        ahead = pc + 2 * step
+        time = f"T {1000 + 3 * i:08X} " if rng.random() < 0.3 else ""
+        if ahead not in fetched:
+            fetched[ahead] = 1
+            data = "(wait)" if rng.random() < 0.05 else f"{rng.getrandbits(32):08X}"
+            lines.append(f"{time}MNR{step}O___ {ahead:08X} {data}")
+        if rng.random() < 0.1:
+            base = ahead & ~7
+            lines.append(f"BNR8O___ {base:08X} {rng.getrandbits(32):08X} {rng.getrandbits(32):08X}")
+        for _ in range(rng.choice((0, 0, 0, 1, 5))):  # data accesses while the fetch is pending
+            word = f"{rng.choice('MB')}N{rng.choice('RW')}4____"
+            lines.append(f"{word} {0x20000 + 4 * rng.randrange(256):08X} {rng.getrandbits(32):08X}")
+        if rng.random() < 0.05:
+            lines.append(rng.choice(("MI", "MIO", "MC", "BI")))
+        executed = "IT" if rng.random() < 0.9 else "IS"
+        opcode = f"{rng.getrandbits(16):04x}" if thumb else f"{rng.getrandbits(32):08x}"
+        lines.append(f"{time}{executed} {pc:08X} {opcode} {'MOV' if thumb else 'ADD'} r{i % 13},r{i % 7}")
+        if rng.random() < 0.4:
+            lines.append(f"R r{i % 13}={rng.getrandbits(32):08X}, cpsr={rng.getrandbits(32):08X}")
+        if rng.random() < 0.03:
+            lines.append(f"E {pc:08X} 00000000 {rng.choice((0x7, 0x19, 0x10001, 0x50002)):X}")
+        if rng.random() < 0.005:
+            lines.append("this is no Tracer line")
+        if rng.random() < 0.08:  # a branch: the fetches ahead never run
+            pc, thumb = 0x8000 + 4 * rng.randrange(4096), rng.random() < 0.2
+            fetched = {}
+        else:
+            pc += step
+    return ("\n".join(lines) + "\n").encode()
+
+
+ARMULATOR_RECORD = re.compile(rb"^(?:T [0-9A-F]+ )?(\S+)")
+
+
+def around_every_armulator_kind(data: bytes, per_kind: int = 4) -> list[int]:
+    """Offsets right before and right after lines of each kind of record (the cycle word,
+    `IT`, `R`...: up to `per_kind` of each), and every line of the first runs of data accesses
+    that follow an opcode fetch not yet claimed."""
+    offsets, offset = [], 0
+    for line in data.splitlines(keepends=True):
+        offsets.append((offset, ARMULATOR_RECORD.match(line).group(1)))
+        offset += len(line)
+    before: dict[bytes, list[int]] = {}
+    after: dict[bytes, list[int]] = {}
+    runs: list[int] = []
+    for (at, kind), (next_at, next_kind) in itertools.pairwise(offsets):
+        before.setdefault(kind, []).append(at)
+        after.setdefault(kind, []).append(next_at)
+        if kind.endswith(b"O___") and next_kind[:1] in (b"M", b"B") and len(runs) < 40:
+            runs += [next_at, next_at + 3]  # at a line, and inside it (moved on to the next)
+    chosen = {at for found in (*before.values(), *after.values()) for at in found[:per_kind]}
+    return sorted(chosen | set(runs))
+
+
+@pytest.fixture(scope="module")
+def armulator_input(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("armulator") / "prefetching.trc"
+    path.write_bytes(armulator_trace(3000))
+    return path
+
+
+def test_an_armulator_trace_split_around_every_kind_of_record_equals_the_single_ingest(
+    client, tmp_path: Path, armulator_input: Path
+) -> None:
+    splits = around_every_armulator_kind(armulator_input.read_bytes())
+    single, split, manifest = split_and_single(client, armulator_input, tmp_path, splits=splits)
+    assert manifest["parts"] > 40
+    assert manifest["warnings"]["count"] > 5
+    assert_same_store(single, split)
+    assert load_manifest(split)["notes"] == load_manifest(single)["notes"]
+
+
+@pytest.mark.parametrize("name", ["seed_example.trc"])
+def test_an_armulator_sample_split_before_every_line_equals_the_single_ingest(
+    client, tmp_path: Path, name: str
+) -> None:
+    source = paths.DATA / "armulator" / name
+    data = source.read_bytes()
+    splits = [at for at in range(1, len(data)) if data[at - 1] == ord("\n")]
+    single, split, manifest = split_and_single(client, source, tmp_path, splits=splits)
+    assert manifest["parts"] == len(splits) + 1
+    assert_same_store(single, split)
+
+
+def test_an_armulator_line_the_scan_takes_for_an_instruction_renumbers_the_parts_after_it(
+    client, tmp_path: Path
+) -> None:
+    """`IT 0000800G ...` starts like an instruction line, and the parser keeps it as text: the
+    parts after the one holding it are decoded again, renumbered."""
+    lines = armulator_trace(400, seed=5).splitlines(keepends=True)
+    damaged = next(i for i in range(len(lines) // 3, len(lines)) if lines[i].startswith(b"IT "))
+    lines[damaged] = b"IT 0000800G e1a00000 MOV r0,r0\n"
+    source = tmp_path / "damaged.trc"
+    source.write_bytes(b"".join(lines))
+    single, split, manifest = split_and_single(
+        client, source, tmp_path, part_bytes=-(-source.stat().st_size // 5)
+    )
+    assert manifest["parts"] == 5
+    expected = f"{source}:{damaged + 1}: kept as text: expected a hex number"
+    assert any(sample.startswith(expected) for sample in manifest["warnings"]["samples"])
+    assert_same_store(single, split)
+
+
+def test_a_split_store_is_reused_while_its_input_is_unchanged(
+    client, tmp_path: Path, armulator_input: Path
+) -> None:
+    """The manifest records the whole input's hash, as the single-process ingest does: an input
+    touched but unchanged keeps its store, one changed does not."""
+    from cputrace.ingest import store_is_current
+
+    source = tmp_path / "t.trc"
+    shutil.copy(armulator_input, source)
+    store = ingest_split(client, source, tmp_path / "t.ctrace", part_bytes=source.stat().st_size // 3).store
+    os.utime(source, ns=(1, 1))
+    assert store_is_current(store, [source])
+    data = bytearray(source.read_bytes())
+    data[-10] ^= 1
+    source.write_bytes(bytes(data))
+    os.utime(source, ns=(1, 1))
+    assert not store_is_current(store, [source])
+
+
+def test_an_ended_ingest_waits_for_the_parts_being_written_then_leaves_nothing(tmp_path: Path) -> None:
+    """A part task still writing when its ingest was cancelled (a cluster cannot stop a running
+    task): the staging folder is removed only once the part has stopped, at its next write."""
+    from cputrace.errors import StoreError
+    from cputrace.store.write import PARTS_OPEN, PartitionedStoreWriter, PartWriter
+
+    source = tmp_path / "t.trc"
+    shutil.copy(paths.DATA / "armulator" / "seed_example.trc", source)
+    with Trace(ingest([source], tmp_path / "single.ctrace").store) as trace:
+        rows = trace.table("memory")
+    shutil.rmtree(tmp_path / "single.ctrace")
+    writer = PartitionedStoreWriter(tmp_path / "t.ctrace", [str(source)])
+    part = PartWriter(writer.version, 0, tmp_path / "t.ctrace")
+    part.write("memory", part.checked("memory", rows))
+    aborting = threading.Thread(target=writer.abort)
+    aborting.start()
+    while (writer.version / PARTS_OPEN).exists():  # the abort has begun
+        time.sleep(0.01)
+    assert writer.version.is_dir()  # kept while the part writes
+    with pytest.raises(StoreError, match="the ingest ended while part"):
+        part.write("memory", part.checked("memory", rows))
+    part.abort()
+    aborting.join()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.trc"]
+
+
+def test_an_ingest_interrupted_while_its_parts_are_written_leaves_nothing(
+    client, tmp_path: Path, armulator_input: Path
+) -> None:
+    """Ctrl-C when the first part is written and others are being written: no store and no
+    staging folder, then or once the workers are idle."""
+    source = tmp_path / "t.trc"
+    shutil.copy(armulator_input, source)
+    size = source.stat().st_size
+    splits = [size * i // 8 for i in range(1, 8)]
+    done = []
+
+    def interrupt(_bytes: int) -> None:
+        done.append(_bytes)
+        if len(done) == len(splits) + 2:  # every range counted, then one part written
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        ingest_split(client, source, tmp_path / "t.ctrace", splits=splits, progress=interrupt)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.trc"]
+    for _ in range(400):
+        if not any(client.processing().values()):
+            break
+        time.sleep(0.05)
+    assert not any(client.processing().values())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.trc"]
+
+
+def test_an_armulator_split_whose_lookback_is_out_of_reach_is_decoded_from_the_part_before(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """More bytes before a split than the lookback reads without its 8 instructions: the part
+    does not join up on its own, and decoded from the end of the part before it, gives the rows
+    the single-process ingest gives."""
+    from cputrace.formats import DecodeContext, armulator_split
+    from cputrace.inputs import InputFile
+
+    monkeypatch.setattr(armulator_split, "LOOK_BYTES", 256)
+    monkeypatch.setattr(armulator_split, "MAX_LOOK_BYTES", 512)
+    lines = [f"MNR4O___ {0x8000 + 4 * i:08X} E1A00000\nIT {0x8000 + 4 * i:08X} e1a00000\n" for i in range(6)]
+    lines.append("MNR4O___ 00008018 E1A00000\n" + "R r1=00000001\n" * 60)  # a fetch pending over 840 bytes
+    lines += [f"IT {0x8018 + 4 * i:08X} e1a00000\n" for i in range(3)]
+    source = tmp_path / "t.trc"
+    source.write_text("".join(lines))
+    at = source.stat().st_size - sum(len(line) for line in lines[-3:])
+    file = InputFile(source)
+    ranges = [(0, at), (at, file.size)]
+    counts = [armulator_split.count_range(file, DecodeContext(), byte_range) for byte_range in ranges]
+    carries = armulator_split.first_carries(counts)
+    first = armulator_split.RangeDecode(file, DecodeContext(), carries[0], ranges[0], False)
+    rows = list(first.batches())
+    second = armulator_split.RangeDecode(file, DecodeContext(), carries[1], ranges[1], True)
+    list(second.batches())
+    assert first.end.pending and not first.end.joins(carries[1], second.facts)
+    again = armulator_split.RangeDecode(file, DecodeContext(), first.end, ranges[1], True)
+    rows += list(again.batches())
+    with Trace(ingest([source], tmp_path / "single.ctrace").store) as single:
+        for table in ("instructions", "memory", "registers"):
+            split = pa.concat_tables([batch[table] for batch in rows if table in batch])
+            assert plain(split).to_pylist() == plain(single.table(table)).to_pylist(), table
+
+
+def test_the_folder_a_dead_worker_left_in_a_part_is_not_in_the_store(tmp_path: Path) -> None:
+    """A worker killed while it wrote a part leaves that part's folder (its task ran again
+    elsewhere): the store made is without it."""
+    from cputrace.store.write import PartitionedStoreWriter, PartWriter
+
+    source = tmp_path / "t.trc"
+    shutil.copy(paths.DATA / "armulator" / "seed_example.trc", source)
+    writer = PartitionedStoreWriter(tmp_path / "t.ctrace", [str(source)])
+    dead = writer.version / ".part-00000-0123abcd" / "memory"
+    dead.mkdir(parents=True)
+    (dead / "part-00000.parquet").write_bytes(b"PAR1 cut short")
+    files = PartWriter(writer.version, 0, tmp_path / "t.ctrace").close()
+    manifest = {"format": "armulator", "inputs": [], "counts": dict.fromkeys(TABLES, 0), "parts": 1}
+    store = writer.commit(manifest, files)
+    version = store / json.loads((store / "manifest.json").read_text())["data"]
+    assert sorted(p.name for p in version.iterdir()) == sorted(TABLES)

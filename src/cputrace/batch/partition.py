@@ -5,46 +5,64 @@ The input is split into byte ranges at record boundaries; each range is decoded 
 into a part of each table (`PartWriter`), and the parts make one store whose rows are those
 of the single-process ingest, row for row (seq and line numbers run on across parts). How
 a range is decoded from the state of the lines before it, and checked to join up with its
-neighbours, is the format's: formats/tarmac/split.py. The client only splits, sums small
-results and writes the manifest.
+neighbours, is the format's, in a module with the same steps for each (`SPLITS`:
+formats/tarmac/split.py says what each step does). The client only splits, sums small
+results, hashes the whole input as the single-process ingest records it (while the workers
+decode) and writes the manifest.
 
-A format that cannot be split (compressed inputs, and every format but Tarmac without an
-image: see docs/formats.md) is ingested whole by one worker, into a plain store.
+An input that cannot be split (compressed, or a format without a split module: see
+docs/formats.md) is ingested whole by one worker, into a plain store.
 
 Atomic as `ingest`: the parts are written into the store's staging folder, which becomes the
 store only once every part is written and checked; a part that fails, a worker that dies
-too often or Ctrl-C leave no store (the staging folder is removed). A worker that dies
-mid-part is replaced and its part written again whole.
+too often or Ctrl-C leave no store (`PartitionedStoreWriter.abort` stops the parts still
+being written before it removes the staging folder). A worker that dies mid-part is
+replaced and its part written again whole.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import CputraceError, UsageError
+from ..errors import CputraceError, UsageError, os_error_text
 from ..ingest import IngestResult, IngestStats, check_walk, default_store_path, manifest_of
 from ..inputs import InputFile
 from ..model import TABLES
+from ..store.checksums import file_xxh3_128
 from ..store.write import PartitionedStoreWriter, PartWriter, out_of_order
 from .cluster import distributed, run_tasks
 from .ingest import ingest_one
 from .tasks import PART_BYTES, Failed, absolute, absolute_images, readable, reported
 
 if TYPE_CHECKING:
-    from ..formats.tarmac.decoder import Carry, RangeFacts
-    from ..formats.tarmac.split import RangeCount
+    from types import ModuleType
+
+SPLITS = {"tarmac": "cputrace.formats.tarmac.split", "armulator": "cputrace.formats.armulator_split"}
+"""The formats whose inputs split, and the module of each with the steps of a split:
+`split_points`, `count_range` (a task), `first_carries`, `RangeDecode` (a task) whose `end`
+carry `joins` the next range's start or not, and `finish` (the whole input's notes)."""
+
+
+def _steps(format: str) -> ModuleType:
+    """The split module of `format` (imported on first use: a worker loads only the one its
+    job needs)."""
+    return importlib.import_module(SPLITS[format])
+
 
 @dataclass(frozen=True, slots=True)
 class _Job:
     """What every task of one split ingest is given."""
 
     path: str
+    format: str
     version: str  # the staging version folder the parts go into
     store: str  # as errors name it
     strict: bool
@@ -53,27 +71,27 @@ class _Job:
 
 @dataclass
 class _Part:
-    """A part decoded on a worker: its files, figures and where it ended."""
+    """A part decoded on a worker: its files, figures and where it ended (the format's
+    `Carry` and `RangeFacts`)."""
 
     files: dict[str, dict[str, Any]]
     stats: IngestStats
     warnings: int
     samples: list[str]
-    end: Carry
-    facts: RangeFacts
+    end: Any
+    facts: Any
     first_seq: dict[str, int]
     last_seq: dict[str, int]
-    content_hash: str | None
 
 
 def splittable(source: InputFile, format: str, images: Sequence[str]) -> str | None:
     """Why the input cannot be split (None: it can)."""
     if source.compression is not None:
         return f"a {source.compression} input is read from its start"
-    if format != "tarmac":
+    if format not in SPLITS:
         return f"{format} inputs are decoded whole (docs/formats.md)"
     if images:
-        return "a Tarmac trace walked through an image is decoded whole"
+        return "an input decoded with a program image is decoded whole"
     return None
 
 
@@ -115,11 +133,14 @@ def ingest_split(
             on_note(f"{file.path}: not split: {why_not}")
         done = None if progress is None else lambda _tasks: progress(2 * file.size)
         return _ingest_whole(client, file, store, decoder.name, strict, given, images, done)
-    from ..formats.tarmac.split import equal_shares
-
     parts = math.ceil(file.size / part_bytes)
     nominal = sorted(splits) if splits is not None else equal_shares(file.size, parts)
-    return _SplitIngest(client, file, store, strict, given, progress).run(nominal)
+    return _SplitIngest(client, file, decoder.name, store, strict, given, progress).run(nominal)
+
+
+def equal_shares(size: int, parts: int) -> list[int]:
+    """Where `parts` equal shares of `size` bytes start, after the first."""
+    return [size * index // parts for index in range(1, parts)]
 
 
 def _ingest_whole(
@@ -138,11 +159,13 @@ class _SplitIngest:
     """The steps of one split ingest, on the client."""
 
     def __init__(
-        self, client: distributed.Client, file: InputFile, store: Path, strict: bool, options: dict[str, Any],
-        progress: Callable[[int], None] | None,
+        self, client: distributed.Client, file: InputFile, format: str, store: Path, strict: bool,
+        options: dict[str, Any], progress: Callable[[int], None] | None,
     ) -> None:  # fmt: skip
         self.client = client
         self.file = file
+        self.format = format
+        self.steps = _steps(format)
         self.store = store
         self.strict = strict
         self.options = options
@@ -150,17 +173,18 @@ class _SplitIngest:
         self.sizes: list[int] = []  # of each range, in input bytes
 
     def run(self, nominal: list[int]) -> IngestResult:
-        from ..formats.tarmac.split import first_carries, split_points
-
+        steps = self.steps
         started = time.perf_counter()
-        starts = split_points(self.file, nominal)
+        starts = steps.split_points(self.file, nominal)
         ranges = list(zip(starts, [*starts[1:], self.file.size], strict=True))
         writer = PartitionedStoreWriter(self.store, [self.file.path])
-        job = _Job(absolute(self.file.path), str(writer.version), str(self.store), self.strict, self.options)
+        path, version = absolute(self.file.path), str(writer.version)
+        job = _Job(path, self.format, version, str(self.store), self.strict, self.options)
+        whole = _WholeHash(self.file.path)
         try:
             self.sizes = [stop - start for start, stop in ranges]
-            counts: list[RangeCount] = self._each(_count_part, [(job, r) for r in ranges])
-            carries = first_carries(counts)
+            counts = self._each(_count_part, [(job, r) for r in ranges])
+            carries = steps.first_carries(counts)
             last = len(ranges) - 1
             parts: list[_Part] = self._each(
                 _decode_part, [(job, i, r, carries[i], i == last) for i, r in enumerate(ranges)]
@@ -172,9 +196,10 @@ class _SplitIngest:
                 again = [(job, j, ranges[j], carries[j], j == last) for j in redo]
                 for j, part in zip(redo, self._each(_decode_part, again, first=i + 1), strict=True):
                     parts[j] = part
-            manifest, files = self._manifest(parts, ranges, started)
+            manifest, files = self._manifest(parts, ranges, whole.digest(), started)
             return IngestResult(writer.commit(manifest, files), manifest)
         except BaseException:
+            whole.stop()
             writer.abort()
             raise
 
@@ -194,13 +219,12 @@ class _SplitIngest:
         return [results[index] for index in range(len(jobs))]
 
     def _manifest(
-        self, parts: list[_Part], ranges: list[tuple[int, int]], started: float
+        self, parts: list[_Part], ranges: list[tuple[int, int]], digest: str | None, started: float
     ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         """The store's manifest and files, after checking that the parts' rows follow each
         other in seq order (as `TableWriter` checks a file's)."""
         from ..formats import DecodeContext
         from ..formats.base import MAX_WARNINGS_KEPT
-        from ..formats.tarmac.decoder import RangeFacts, note_flow_only
 
         stats = IngestStats()
         ctx = DecodeContext(strict=self.strict, options=self.options)
@@ -218,28 +242,51 @@ class _SplitIngest:
             ctx.warnings += part.warnings
             ctx.warning_samples += part.samples[: MAX_WARNINGS_KEPT - len(ctx.warning_samples)]
             files.update(part.files)
-        flow_lines = [part.facts.flow_line for part in parts if part.facts.flow_line is not None]
-        instructions = any(part.facts.instructions for part in parts)
-        whole = RangeFacts(instructions=instructions, flow_line=min(flow_lines, default=None))
-        note_flow_only(whole, self.file.path, ctx)
+        self.steps.finish([part.facts for part in parts], [part.end for part in parts], self.file.path, ctx)
         check_walk(ctx, stats, [self.file.path])
-        ctx.notes["time_unit"] = parts[-1].end.unit
         fingerprint = self.file.fingerprint
         recorded = {
             "path": fingerprint.path, "size": fingerprint.size, "mtime_ns": fingerprint.mtime_ns,
-            "xxh3_128": None, "compression": None, "format": "tarmac", "first_seq": 0,
+            "xxh3_128": digest, "compression": None, "format": self.format, "first_seq": 0,
             "instructions": stats.counts["instructions"],
-            "parts": [
-                {"start": start, "stop": stop, "xxh3_128": part.content_hash}
-                for (start, stop), part in zip(ranges, parts, strict=True)
-            ],
+            "parts": [{"start": start, "stop": stop} for start, stop in ranges],
         }  # fmt: skip
         options = {"strict": self.strict, **self.options}
-        manifest = manifest_of(["tarmac"], [recorded], options, stats, ctx, started)
+        manifest = manifest_of([self.format], [recorded], options, stats, ctx, started)
         return {**manifest, "parts": len(parts)}, files
 
 
-def _renumbered(carries: list[Carry], first: int, start: Carry) -> list[int]:
+class _WholeHash:
+    """The input's XXH3-128, as the single-process ingest records it (`ingest` and
+    `cputrace.open` reuse a store by it), computed on a thread of the client while the workers
+    decode: each part's task reads only its range."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._digest: str | None = None
+        self._error: OSError | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cputrace-input-hash", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._digest = file_xxh3_128(self._path, self._stop)
+        except OSError as exc:  # raised on the client's thread by `digest`
+            self._error = exc
+
+    def digest(self) -> str | None:
+        self._thread.join()
+        if self._error is not None:
+            raise CputraceError(os_error_text(self._error))
+        return self._digest
+
+    def stop(self) -> None:
+        """Stop reading (the job failed): the thread ends at its next block."""
+        self._stop.set()
+
+
+def _renumbered(carries: list[Any], first: int, start: Any) -> list[int]:
     """Start part `first` from `start` (the end of the part before it), and the parts after it
     from their carries renumbered as much, if its numbering differs (a count of the scan step
     was wrong): the parts to decode again, side by side."""
@@ -254,30 +301,29 @@ def _renumbered(carries: list[Carry], first: int, start: Carry) -> list[int]:
 
 
 @reported
-def _count_part(job: _Job, byte_range: tuple[int, int]) -> RangeCount:
+def _count_part(job: _Job, byte_range: tuple[int, int]) -> Any:
     """The task of step 1 (formats/tarmac/split.py): a range's lines and instructions."""
     from ..formats import DecodeContext, check_options
-    from ..formats.tarmac.split import count_range
 
-    ctx = DecodeContext(strict=job.strict, options=check_options(job.options, {"tarmac"}))
-    return count_range(InputFile(readable(job.path)), ctx, byte_range)
+    ctx = DecodeContext(strict=job.strict, options=check_options(job.options, {job.format}))
+    return _steps(job.format).count_range(InputFile(readable(job.path)), ctx, byte_range)
 
 
 @reported
-def _decode_part(job: _Job, index: int, byte_range: tuple[int, int], start: Carry, final: bool) -> _Part:
+def _decode_part(job: _Job, index: int, byte_range: tuple[int, int], start: Any, final: bool) -> _Part:
     """The task of step 2: a range decoded from `start` into part `index` of each table."""
     from ..formats import DecodeContext, check_options
-    from ..formats.tarmac.decoder import RangeDecode
     from ..ingest import BackgroundWrites
 
     source = InputFile(readable(job.path))
-    ctx = DecodeContext(strict=job.strict, options=check_options(job.options, {"tarmac"}))
+    ctx = DecodeContext(strict=job.strict, options=check_options(job.options, {job.format}))
     writer = PartWriter(job.version, index, Path(job.store))
     stats = IngestStats()
     writes = BackgroundWrites(writer, stats)
-    decode = RangeDecode(source, ctx, start, byte_range, final)
+    decode = _steps(job.format).RangeDecode(source, ctx, start, byte_range, final)
     try:
         for batch in decode.batches():
+            writer.check_open()
             for table, data in batch.items():
                 writes.submit(table, data)
         writes.drain()
@@ -289,5 +335,5 @@ def _decode_part(job: _Job, index: int, byte_range: tuple[int, int], start: Carr
     writes.close()
     return _Part(
         files, stats, ctx.warnings, ctx.warning_samples, decode.end, decode.facts, writer.first_seq,
-        writer.last_seq, source.content_hash(),
+        writer.last_seq,
     )  # fmt: skip

@@ -31,10 +31,11 @@ that are not UTF-8 is rejected too, kept as a text event with U+FFFD for them.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import ClassVar
 
 import numpy as np
+import pyarrow as pa
 
 from ..inputs import InputFile
 from ..regnames import canonical_register
@@ -158,7 +159,12 @@ def _split(text: str) -> tuple[str, str]:
     return (parts[0], parts[1]) if len(parts) == 2 else (parts[0], "")
 
 
-class _Parser:
+PendingFetch = tuple[int, int, int, int]
+"""An opcode fetch no instruction has claimed yet: its memory row (held in the buffer), its
+address, its size in bytes and the instruction count when it was printed."""
+
+
+class LineParser:
     """Turns lines into rows, keeping the instruction count and the pending opcode fetches."""
 
     def __init__(self, path: str, ctx: DecodeContext, max_line: int) -> None:
@@ -170,7 +176,7 @@ class _Parser:
         self.buffers["events"] = self.events = RowBuffer("events")
         self.count = 0  # instructions seen
         self.lines = 0  # lines since the last batch
-        self.pending: list[tuple[int, int, int, int]] = []  # memory row, addr, size, count then
+        self.pending: list[PendingFetch] = []
 
     @property
     def seq(self) -> int:
@@ -209,6 +215,19 @@ class _Parser:
         if memory.num_rows:
             batch["memory"] = memory
         return batch
+
+    def resume(self, count: int, held: pa.Table | None, pending: list[PendingFetch]) -> None:
+        """Go on from the state another parser stopped in (armulator_split.py): `count`
+        instructions seen, and the memory rows it held back (`take`) with its pending fetches."""
+        self.count = count
+        if held is not None:
+            self.memory.put_back(held)
+        self.pending = list(pending)
+
+    def held(self) -> pa.Table:
+        """The memory rows held back by the last `take`, in input order (the pending fetches
+        index them), taken out of the parser."""
+        return self.memory.take()
 
     def line(self, src: int, line: str, utf8: bool = True) -> None:
         """One line; `utf8` False when it may hold bytes that are not UTF-8 (lone surrogates)."""
@@ -423,20 +442,29 @@ class ArmulatorDecoder:
     name: ClassVar[str] = "armulator"
 
     def decode(self, source: InputFile, ctx: DecodeContext) -> Iterator[Batch]:
-        parser = _Parser(source.path, ctx, source.max_line)
-        first_line = 1
-        for view in source.line_chunks():
-            chunk = bytes(view)
-            long = _long_lines(chunk, source.max_line)
-            text, utf8 = _decoded(chunk)
-            for index, line in enumerate(text.split("\n")):
-                if index in long:
-                    parser.long_line(first_line + index, long[index])
-                else:
-                    parser.line(first_line + index, line, utf8)
-                if parser.ready():
-                    yield parser.take()
-            first_line += chunk.count(b"\n")
+        parser = LineParser(source.path, ctx, source.max_line)
+        yield from fed(parser, source)
         batch = parser.take(final=True)
         if batch:
             yield batch
+
+
+def fed(
+    parser: LineParser, source: InputFile, byte_range: tuple[int, int] | None = None, first_line: int = 1
+) -> Generator[Batch, None, int]:
+    """The lines of `source` (or of its `byte_range`, whose first line is line `first_line`)
+    given to `parser`: its batches as they fill (the rows of the last are left in it), then
+    the number of the line after them."""
+    for view in source.line_chunks(byte_range=byte_range):
+        chunk = bytes(view)
+        long = _long_lines(chunk, source.max_line)
+        text, utf8 = _decoded(chunk)
+        for index, line in enumerate(text.split("\n")):
+            if index in long:
+                parser.long_line(first_line + index, long[index])
+            else:
+                parser.line(first_line + index, line, utf8)
+            if parser.ready():
+                yield parser.take()
+        first_line += chunk.count(b"\n")
+    return first_line

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +33,16 @@ _PARQUET_MAGIC = b"PAR1"
 _TAIL = 8  # footer length (uint32, little-endian) and the magic
 
 
-def file_xxh3_128(path: str | os.PathLike[str]) -> str:
-    """XXH3-128 of a file's bytes, read in large blocks (faster than the disk)."""
+def file_xxh3_128(path: str | os.PathLike[str], stop: threading.Event | None = None) -> str | None:
+    """XXH3-128 of a file's bytes, read in large blocks (faster than the disk); None if `stop`
+    is set before the end (a job that needs it no more)."""
     digest = xxhash.xxh3_128()
     block = bytearray(1 << 22)
     view = memoryview(block)
     with open(path, "rb", buffering=0) as f:
         while n := f.readinto(block):
+            if stop is not None and stop.is_set():
+                return None
             digest.update(view[:n])
     return digest.hexdigest()
 

@@ -13,13 +13,15 @@ decoded it (`PartWriter`), into the staging folder of the ingest that split the 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import io
 import os
 import shutil
+import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import pyarrow as pa
@@ -206,34 +208,18 @@ def _empty_file(table: str) -> bytes:
     return sink.getvalue()
 
 
+PARTS_OPEN = ".parts-open"
+"""The file of a partitioned store's staging version that says parts may still be written
+into it. Each `PartWriter` holds a shared lock on it while it writes, and stops at its next
+write once the file is gone; `PartitionedStoreWriter.abort` removes the file, then takes the
+exclusive lock, so it removes the staging folder only once no part is written into it: a
+part task still running when its ingest was cancelled or failed (a cluster cannot stop a
+running task) never writes into, nor leaves files in, a folder being removed."""
 
-class PartWriter(TableWriter):
-    """Writes part `index` of each table of a partitioned store being made (see
-    `PartitionedStoreWriter`), on whichever worker decodes it.
-
-    The files are written in a folder of their own and moved to their places by `close`, one
-    rename each: a part written again (its first worker died) replaces a whole part, never
-    one half-written. No folder is made above that one: a task still running when its ingest
-    ended (cancelled, or the whole failed) cannot make the removed staging folder again."""
-
-    def __init__(self, version: str | os.PathLike[str], index: int, label: Path) -> None:
-        self.version = Path(version)
-        names = {table: part_file(table, index) for table in TABLES}
-        super().__init__(self.version / f".part-{index:05d}-{uuid.uuid4().hex[:8]}", names, label)
-        # Never made again if the ingest has ended meanwhile (its staging folder removed): a
-        # task cancelled while it ran fails here, or at its next write, leaving nothing.
-        self.folder.mkdir()
-
-    def close(self) -> dict[str, dict[str, Any]]:
-        files = super().close()
-        for name in files:
-            os.replace(self.folder / name, self.version / name)
-        shutil.rmtree(self.folder, ignore_errors=True)
-        return files
-
-    def abort(self) -> None:
-        super().abort()
-        shutil.rmtree(self.folder, ignore_errors=True)
+PART_STOP_SECONDS = 60
+"""How long an ended ingest waits for its parts to stop writing (a part checks before each
+batch and row group it writes, a second or so apart) before it removes their folder anyway:
+a worker that shares the file system but not its locks."""
 
 
 class PartitionedStoreWriter:
@@ -247,11 +233,88 @@ class PartitionedStoreWriter:
         self.version = self._staging.version
         for table in TABLES:
             (self.version / table).mkdir()
+        self._parts_open = open(self.version / PARTS_OPEN, "xb")  # noqa: SIM115 - kept open: `abort` locks it
 
     def commit(self, manifest: dict[str, Any], files: dict[str, dict[str, Any]]) -> Path:
-        """Make the store of `manifest` (which says how many `parts`) and the parts' `files`."""
+        """Make the store of `manifest` (which says how many `parts`) and the parts' `files`,
+        without the folders of parts whose worker died while writing them (their tasks ran
+        again elsewhere)."""
+        (self.version / PARTS_OPEN).unlink()
+        self._parts_open.close()
+        for leftover in self.version.glob(".part-*"):
+            shutil.rmtree(leftover, ignore_errors=True)
         self._staging.commit({"model_version": PARTITIONED_MODEL, **manifest, "files": files})
         return self.path
 
     def abort(self) -> None:
-        self._staging.discard()
+        """Stop the parts still being written, then remove the staging folder (see `PARTS_OPEN`)."""
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                (self.version / PARTS_OPEN).unlink()
+            _wait_for_parts(self._parts_open)
+        finally:
+            self._parts_open.close()
+            self._staging.discard()
+
+
+def _wait_for_parts(parts_open: IO[bytes]) -> None:
+    """Wait until no `PartWriter` holds its lock on `parts_open`, `PART_STOP_SECONDS` at most."""
+    deadline = time.monotonic() + PART_STOP_SECONDS
+    while True:
+        try:
+            fcntl.flock(parts_open, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.02)
+        except OSError:
+            return  # without locks, parts cannot be waited for
+
+
+class PartWriter(TableWriter):
+    """Writes part `index` of each table of a partitioned store being made (see
+    `PartitionedStoreWriter`), on whichever worker decodes it.
+
+    The files are written in a folder of their own and moved to their places by `close`, one
+    rename each: a part written again (its first worker died) replaces a whole part, never
+    one half-written. While it writes it holds a shared lock on the version's `PARTS_OPEN`,
+    and it stops (StoreError) once that file is gone: its ingest has ended. No folder is made
+    above its own, so a part started after its ingest ended fails at once, leaving nothing."""
+
+    def __init__(self, version: str | os.PathLike[str], index: int, label: Path) -> None:
+        self.version = Path(version)
+        names = {table: part_file(table, index) for table in TABLES}
+        super().__init__(self.version / f".part-{index:05d}-{uuid.uuid4().hex[:8]}", names, label)
+        self._parts_open = open(self.version / PARTS_OPEN, "rb")  # noqa: SIM115 - kept open: it holds the lock
+        with contextlib.suppress(OSError):  # without locks, an ended ingest does not wait for parts
+            fcntl.flock(self._parts_open, fcntl.LOCK_SH)
+        try:
+            self.check_open()
+            self.folder.mkdir()
+        except BaseException:
+            self._parts_open.close()
+            raise
+
+    def check_open(self) -> None:
+        """StoreError if the ingest has ended (cancelled, or another part failed)."""
+        if not os.path.exists(self.version / PARTS_OPEN):
+            raise StoreError(f"{self.label}: the ingest ended while part {self.folder.name} was written")
+
+    def write(self, table: str, data: pa.Table) -> None:
+        self.check_open()
+        super().write(table, data)
+
+    def close(self) -> dict[str, dict[str, Any]]:
+        self.check_open()
+        files = super().close()
+        for name in files:
+            os.replace(self.folder / name, self.version / name)
+        shutil.rmtree(self.folder, ignore_errors=True)
+        self._parts_open.close()
+        return files
+
+    def abort(self) -> None:
+        super().abort()
+        shutil.rmtree(self.folder, ignore_errors=True)
+        self._parts_open.close()

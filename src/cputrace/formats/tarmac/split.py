@@ -29,22 +29,20 @@ import numpy as np
 from ...inputs import InputFile
 from ...model import Isa
 from ..base import DecodeContext
-from .decoder import Carry, _big_endian
+from .decoder import Carry, RangeDecode, RangeFacts, _big_endian, note_flow_only
 from .grammar import LineError, Rows, TarmacLineParser
 from .options import DEFAULT_ISA
 from .scan import KIND_INSN, KIND_SLOW, TIME_UNITS, scan_chunk
 from .timescale import TimeScale
+
+__all__ = ["Carry", "RangeDecode", "RangeFacts", "count_range", "finish", "first_carries", "split_points"]
+"""The steps of a split, by the names every format's split module gives them (batch/partition.py)."""
 
 LOOK_BYTES = 64 << 10
 """How far past a nominal split to look for an instruction line, at first (doubled up to
 `MAX_LOOK_BYTES`; a range with none is merged with the next): the client reads this much per
 part."""
 MAX_LOOK_BYTES = 64 << 20
-
-
-def equal_shares(size: int, parts: int) -> list[int]:
-    """Where `parts` equal shares of `size` bytes start, after the first."""
-    return [size * index // parts for index in range(1, parts)]
 
 
 def split_points(source: InputFile, nominal: list[int]) -> list[int]:
@@ -128,3 +126,11 @@ def first_carries(counts: list[RangeCount]) -> list[Carry]:
         seq += count.instructions
     return carries
 
+
+def finish(facts: list[RangeFacts], ends: list[Carry], path: str, ctx: DecodeContext) -> None:
+    """What the whole input says beyond its ranges' rows: whether it is a flow-only trace
+    (`note_flow_only`), and its time unit (the last range's carries every range's)."""
+    flow_lines = [range_facts.flow_line for range_facts in facts if range_facts.flow_line is not None]
+    instructions = any(range_facts.instructions for range_facts in facts)
+    note_flow_only(RangeFacts(instructions=instructions, flow_line=min(flow_lines, default=None)), path, ctx)
+    ctx.notes["time_unit"] = ends[-1].unit
