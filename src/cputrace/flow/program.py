@@ -1,11 +1,12 @@
 """The instructions of an image that walks have reached, decoded once, as records compiled
 code reads.
 
-Every address a walk reaches is decoded once (a basic block at a time, `isa.decode_columns`)
-into `Program.insns`, and the links between blocks are cached there (`next_idx`,
-`target_idx`), so a loop that runs a million times costs one decode and a million record
-reads. When a walk meets an address not yet decoded it returns to Python, which decodes the
-block (`Program.decode`) and resumes it.
+Every address a walk reaches is decoded once (a basic block at a time) into `Program.insns`,
+and the links between blocks are cached there (`next_idx`, `target_idx`), so a loop that runs
+a million times costs one decode and a million record reads. When a walk meets an address
+not yet decoded it returns to Python, which decodes the block (`Program.decode`) and resumes
+it. The instruction sets of `isa.flowblock.FLOW_ISAS` are decoded by compiled flow
+classifiers, a block in one compiled call; the others by capstone (`isa.decode_columns`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ import numpy as np
 
 from ..image import Image, ImageError
 from ..isa import BlockCache, decode_columns
+from ..isa.blocks import no_instruction
+from ..isa.ends import WINDOW
+from ..isa.flowblock import BLOCK_ROWS, FLOW_ISAS, block_rows, flow_block
 from ..isa.index import MISSING, AddressIndex, put
 from ..isa.insn import (
     C_ADDRESS,
@@ -96,6 +100,7 @@ class Program:
         self.failures: dict[int, str] = {}
         """Why decoding failed, by address (the first failure there, whatever the ISA)."""
         self._leftovers: dict[int, np.ndarray] = {}  # see decode_columns
+        self._rows = block_rows()  # flow_block's rows
 
     def decode(self, key: int) -> None:
         """Decode the block at `key` (address << 3 | ISA) into the records."""
@@ -104,6 +109,9 @@ class Program:
         try:  # up to the next unconditional branch, or to code decoded before from another entry point
             if architecture is not None and isa not in architecture.isas:
                 raise ImageError(f"the image holds {architecture.name} code, not {isa.name}")
+            if isa in FLOW_ISAS:
+                self._decode_flow(address, isa)
+                return
             columns = decode_columns(self.image, address, isa, self.index, self._leftovers)
         except (ImageError, ValueError) as exc:  # ValueError: an instruction set isa/ cannot decode
             self.index.add(np.array([key], np.int64), np.array([NO_CODE], np.int64))
@@ -113,6 +121,29 @@ class Program:
         self.insns = grown(self.insns, start + len(columns) - 1)
         _fill(columns, start, int(isa), self.insns, *self.index.claim(len(columns)))
         self.count = start + len(columns)
+
+    def _decode_flow(self, address: int, isa: Isa) -> None:
+        """Decode a block by the compiled flow classifiers: one image read, one compiled call."""
+        code = self.image.read_upto(address, WINDOW)
+        self.insns = grown(self.insns, self.count + BLOCK_ROWS - 1)
+        signed = address - (1 << 64) if address >> 63 else address  # as the int64 records hold it
+        count = _decode_flow(
+            np.frombuffer(code, np.uint8), signed, int(isa), self.count, self.insns,
+            *self.index.claim(BLOCK_ROWS), self._rows,
+        )  # fmt: skip
+        if not count:
+            raise no_instruction(address, isa, code)
+        self.count += count
+
+
+@numba.njit(cache=True, nogil=True)
+def _decode_flow(code: np.ndarray, address: int, isa: int, start: int, insns: np.ndarray, index: np.ndarray,
+                 counts: np.ndarray, rows: np.ndarray) -> int:  # fmt: skip
+    """The block at `address` (`flow_block`) into records from index `start`; how many."""
+    count, _ = flow_block(code, address, isa, index, rows)
+    if count:
+        _fill(rows[:count], start, isa, insns, index, counts)
+    return count
 
 
 @numba.njit(cache=True, nogil=True)
