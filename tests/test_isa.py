@@ -664,3 +664,12 @@ def instructions_from(image: Image, start: int, end: int, isa: Isa) -> list[Insn
 )
 def test_opcode_bytes(opcode: int, size: int, isa: Isa, memory: str) -> None:
     assert opcode_bytes(opcode, size, isa).hex() == memory
+
+
+def test_an_undefined_instruction_at_a_kernel_address_after_one_at_a_low_address() -> None:
+    """The undefined row of a run at an address of 2**63 or more (an AArch64 kernel's), after
+    one at a low address: the compiled helper once knew only the first's integer type."""
+    word = b"\xff\xff\xff\xff"  # an encoding capstone does not decode
+    low, high = (decode(word, at, Isa.A64) for at in (0x1000, 0xFFFF_0000_0000_1000))
+    assert low is not None and high is not None
+    assert (low.is_undefined, high.is_undefined, high.address) == (True, True, 0xFFFF_0000_0000_1000)
