@@ -8,6 +8,8 @@ recognised here by what it is (never by a count).
 
 from __future__ import annotations
 
+import struct
+
 import numba
 import numpy as np
 import pytest
@@ -16,7 +18,7 @@ from hypothesis import strategies as st
 from paths import CORPUS, shared
 
 from cputrace.flow import program as program_module
-from cputrace.flow.program import NO_CODE, Program
+from cputrace.flow.program import NO_CODE, UNRESOLVED, Program, found
 from cputrace.image import Image, load_elf
 from cputrace.image.memory import Region
 from cputrace.isa import decode_columns
@@ -119,6 +121,10 @@ def _field(value: int, bits: int) -> int:
 
 def _signed(address: int) -> int:
     return _field(address, 64)
+
+
+def _words(*words: int) -> bytes:
+    return struct.pack(f"<{len(words)}I", *words)
 
 
 def _wrapped(address: int) -> int:
@@ -251,3 +257,28 @@ def test_a_block_without_a_whole_instruction_is_a_failure_named_there() -> None:
         "0x1000: no A64 instruction in the program image there (it runs past the end of the image)"
     )
     assert lookup(program.index.table, (0x1000 << 3) | int(Isa.A64)) == NO_CODE
+
+
+def test_the_walk_decodes_the_blocks_that_end_inside_their_region() -> None:
+    """program.found decodes a block in the walk when it ends inside its region of the image
+    (a kernel's addresses, above 2**63, included); one that runs on to the region's end is
+    left to Program.decode, which reads on into an adjacent region."""
+    nop, b_self = 0xD503201F, 0x14000000
+    image = Image([
+        Region(0x1000, _words(nop, nop), "a"), Region(0x1008, _words(nop, b_self), "b"),
+        Region(KERNEL_BASE, _words(nop, b_self), "kernel"),
+    ])  # fmt: skip
+    program = Program(image)
+
+    def key(address: int) -> int:
+        return _signed((address << 3) | int(Isa.A64))
+
+    def at(address: int) -> int:
+        return found(key(address), program.insns, program.index.table, program.index.counts, program.code)
+
+    assert at(0x1000) == UNRESOLVED
+    assert (at(0x1008), at(KERNEL_BASE), program.count) == (0, 2, 4)
+    assert program.insns["pc"][:4].tolist() == [0x1008, 0x100C, KERNEL_BASE, KERNEL_BASE + 4]
+    program.decode(key(0x1000))  # up to the block decoded before, across the regions' border
+    assert program.insns["pc"][4 : program.count].tolist() == [0x1000, 0x1004]
+    assert at(0x1000) == 4
