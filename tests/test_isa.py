@@ -495,7 +495,7 @@ def test_blocks_from_leftovers_equal_blocks_decoded_afresh(program: str, isa: Is
         alone = decode_columns(image, address, block_isa, AddressIndex(), column_leftovers)
         assert np.array_equal(alone, fresh.columns), hex(address)
         assert block.insns == fresh.insns
-        code = image.read_upto(address, blocks._WINDOW)  # run by run, as SPARC blocks are decoded
+        code = image.read_upto(address, blocks.WINDOW)  # run by run, as SPARC blocks are decoded
         columns, stop, branch, rows = blocks._decode_runs(code, address, block_isa, None, True, None, None)
         assert np.array_equal(fresh.columns, columns), hex(address)
         assert (fresh.stop, fresh.branch_index, fresh.rows) == (stop, None if branch < 0 else branch, rows())

@@ -8,11 +8,12 @@ into the same columns and fact bits (`insn.C_*`, `insn.F_*`) as capstone's reade
 (`arm._read_facts`), so that the walk's blocks are the same whichever made them, at a few
 nanoseconds an instruction instead of capstone's microseconds.
 
-The branch, exception-generating and system group (C4.1.65 and its subgroups) is followed
-exactly, as are the top-level groups that are unallocated (op1 0001 and 0011, the reserved
-group but for UDF) and the conditional instructions that carry a condition code (conditional
-select and compare, their floating-point forms). The other groups (loads and stores, data
-processing, SIMD and floating point, SVE, SME) are taken as allocated: none of them
+The branch, exception-generating and system group (C4.1.65 and its subgroups) and the
+data-processing (immediate) group (C4.1.86) are followed exactly, as are the top-level
+groups that are unallocated (op1 0001 and 0011, the reserved group but for UDF) and the
+conditional instructions that carry a condition code (conditional select and compare,
+their floating-point forms). The other groups (loads and stores, data processing
+(register), SIMD and floating point, SVE, SME) are taken as allocated: none of them
 branches, and which of their encodings are unallocated matters to a walk only when a trace
 runs into data. docs/formats.md lists where capstone 5 answers otherwise, and why.
 """
@@ -84,11 +85,44 @@ def _classify(word: int, address: int) -> tuple[int, int, int, int]:
         if word >> 31 == 0:
             return F_UNDEFINED, 0, _K_NONE, _A64
         return 0, 0, _K_NONE, _A64  # SME
-    if op1 == 0b0001 or op1 == 0b0011:
+    if op1 == 0b0001 or op1 == 0b0011 or (op1 & 0b1110 == 0b1000 and not _immediate_allocated(word)):
         return F_UNDEFINED, 0, _K_NONE, _A64
     if _has_condition(word):
         return _CONDITION, 0, _K_NONE, _A64
     return 0, 0, _K_NONE, _A64
+
+
+@numba.njit(cache=True, nogil=True)
+def _immediate_allocated(word: int) -> bool:
+    """Whether a data-processing (immediate) encoding is allocated (C4.1.86: op0 25:23)."""
+    sf, n = word >> 31, (word >> 22) & 1
+    group = (word >> 23) & 0b111
+    if group == 0b011:  # add/subtract with tags (o2 0): sf 1, S 0, op3 00; min/max (o2 1, FEAT_CSSC)
+        if n == 0:
+            return sf == 1 and (word >> 29) & 1 == 0 and word & 0xC000 == 0
+        return (word >> 29) & 0b11 == 0 and (word >> 18) & 0b1100 == 0
+    if group == 0b100:  # logical: N 0 with sf 0, and a bit mask DecodeBitMasks accepts
+        return (sf == 1 or n == 0) and _bit_mask_allocated(n, (word >> 10) & 0x3F)
+    if group == 0b101:  # move wide: opc 01 unallocated; hw 1x only with sf 1
+        return (word >> 29) & 0b11 != 0b01 and (sf == 1 or (word >> 22) & 1 == 0)
+    if group == 0b110:  # bitfield: immr and imms below 32 when sf is 0
+        return (word >> 29) & 0b11 != 0b11 and sf == n and (sf == 1 or word & 0x208000 == 0)
+    if group == 0b111:  # extract: op21 00, o0 0, imms below 32 when sf is 0
+        return word & 0x60200000 == 0 and sf == n and (sf == 1 or word & 0x8000 == 0)
+    return True  # PC-relative addressing, add/subtract (immediate)
+
+
+@numba.njit(cache=True, nogil=True)
+def _bit_mask_allocated(n: int, imms: int) -> bool:
+    """Whether DecodeBitMasks (J1, with immediate TRUE) accepts N:imms: an element size (the
+    highest set bit of N:NOT(imms)) of 2 bits or more, and not all its bits set."""
+    pattern = (n << 6) | (~imms & 0x3F)
+    length = -1
+    while pattern:
+        length += 1
+        pattern >>= 1
+    levels = (1 << length) - 1
+    return length >= 1 and imms & levels != levels
 
 
 @numba.njit(cache=True, nogil=True)
