@@ -209,9 +209,10 @@ def against_reference(program: Path, snapshot: Path, sources: list[int], rounds:
                 if int(line[2]) != counts[key]:
                     sys.exit(f"OpenCSD decodes {line[2]} instructions ({key}), cputrace {counts[key]}")
                 took("OpenCSD, muted", key, float(line[1]) / 1e3)
-                start = time.perf_counter()
+                start, cpu = time.perf_counter(), time.process_time()
                 _decode(captures[key], {})
                 took("cputrace buffer to rows", key, time.perf_counter() - start)
+                took("cputrace buffer to rows, CPU (every thread)", key, time.process_time() - cpu)
                 start = time.perf_counter()
                 ingest([snapshot / "snapshot.ini"], Path(folder) / "s.ctrace", options=_only(source))
                 took("cputrace `ingest` to a store", key, time.perf_counter() - start)

@@ -26,7 +26,7 @@ from cputrace.flow.ops import (
     OpBuffer,
     Ops,
 )
-from cputrace.flow.program import Program
+from cputrace.flow.program import BLOCK_END, Program
 from cputrace.flow.walker import Walker
 from cputrace.image import Image, Region, load_elf
 from cputrace.model import Flag, Isa
@@ -60,6 +60,14 @@ def calculator32() -> tuple[Stream, Program]:
     samples = "tarmac-trace-utilities", "samples"
     return ground_truth(
         shared(*samples, "calculator-aarch32-fastmodel.tarmac"), shared(*samples, "calculator-aarch32.elf")
+    )
+
+
+@pytest.fixture(scope="module")
+def calculator64() -> tuple[Stream, Program]:
+    samples = "tarmac-trace-utilities", "samples"
+    return ground_truth(
+        shared(*samples, "calculator-aarch64-fastmodel.tarmac"), shared(*samples, "calculator-aarch64.elf")
     )
 
 
@@ -120,6 +128,22 @@ def test_each_address_is_decoded_once(quicksort) -> None:
     decoded = fresh.insns["pc"][: fresh.count]
     assert len(np.unique(decoded)) == len(decoded)  # whole blocks, each address once
     assert set(decoded.tolist()) >= set(stream.pc)
+
+
+def test_a64_blocks_are_decoded_inside_the_walk(calculator64, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk decodes A64 blocks itself (program.found); Python decodes only where the
+    records or the index need room, or a block runs on past its region."""
+    stream, program = calculator64
+    fresh = Program(program.blocks.image, capacity=16)  # the first block needs room: Python makes it
+    calls = []
+    decode = Program.decode
+    monkeypatch.setattr(Program, "decode", lambda self, key: (calls.append(key), decode(self, key)))
+    instructions, events, _ = walk(fresh, atom_ops(stream, program.blocks))
+    assert events.num_rows == 0
+    assert instructions.column("pc").to_pylist() == stream.pc
+    assert instructions.column("executed").to_pylist() == stream.executed
+    blocks = int((fresh.insns["flags"][: fresh.count] & BLOCK_END != 0).sum())
+    assert 0 < len(calls) < blocks // 10
 
 
 # Hand-made images for the edge cases: A32 words at 0x1000.

@@ -495,7 +495,7 @@ def test_blocks_from_leftovers_equal_blocks_decoded_afresh(program: str, isa: Is
         alone = decode_columns(image, address, block_isa, AddressIndex(), column_leftovers)
         assert np.array_equal(alone, fresh.columns), hex(address)
         assert block.insns == fresh.insns
-        code = image.read_upto(address, blocks._WINDOW)  # run by run, as SPARC blocks are decoded
+        code = image.read_upto(address, blocks.WINDOW)  # run by run, as SPARC blocks are decoded
         columns, stop, branch, rows = blocks._decode_runs(code, address, block_isa, None, True, None, None)
         assert np.array_equal(fresh.columns, columns), hex(address)
         assert (fresh.stop, fresh.branch_index, fresh.rows) == (stop, None if branch < 0 else branch, rows())
@@ -664,3 +664,12 @@ def instructions_from(image: Image, start: int, end: int, isa: Isa) -> list[Insn
 )
 def test_opcode_bytes(opcode: int, size: int, isa: Isa, memory: str) -> None:
     assert opcode_bytes(opcode, size, isa).hex() == memory
+
+
+def test_an_undefined_instruction_at_a_kernel_address_after_one_at_a_low_address() -> None:
+    """The undefined row of a run at an address of 2**63 or more (an AArch64 kernel's), after
+    one at a low address: the compiled helper once knew only the first's integer type."""
+    word = b"\xff\xff\xff\xff"  # an encoding capstone does not decode
+    low, high = (decode(word, at, Isa.A64) for at in (0x1000, 0xFFFF_0000_0000_1000))
+    assert low is not None and high is not None
+    assert (low.is_undefined, high.is_undefined, high.address) == (True, True, 0xFFFF_0000_0000_1000)

@@ -1,11 +1,15 @@
 """The instructions of an image that walks have reached, decoded once, as records compiled
 code reads.
 
-Every address a walk reaches is decoded once (a basic block at a time, `isa.decode_columns`)
-into `Program.insns`, and the links between blocks are cached there (`next_idx`,
-`target_idx`), so a loop that runs a million times costs one decode and a million record
-reads. When a walk meets an address not yet decoded it returns to Python, which decodes the
-block (`Program.decode`) and resumes it.
+Every address a walk reaches is decoded once (a basic block at a time) into `Program.insns`,
+and the links between blocks are cached there (`next_idx`, `target_idx`), so a loop that runs
+a million times costs one decode and a million record reads. When a walk meets an address
+not yet decoded it returns to Python, which decodes the block (`Program.decode`) and resumes
+it. The instruction sets of `isa.flowblock.FLOW_ISAS` are decoded by compiled flow
+classifiers, and inside the walk itself (`found`): the walk reads the image as arrays
+(`Program.code`) and returns to Python only where the records or the index need room, where
+a block runs on into the next region, and where there is no instruction (for the failure's
+text). The other instruction sets are decoded by capstone (`isa.decode_columns`).
 """
 
 from __future__ import annotations
@@ -15,7 +19,10 @@ import numpy as np
 
 from ..image import Image, ImageError
 from ..isa import BlockCache, decode_columns
-from ..isa.index import MISSING, AddressIndex, put
+from ..isa.blocks import no_instruction
+from ..isa.ends import GOES_ON, WINDOW
+from ..isa.flowblock import BLOCK_ROWS, FLOW_ISAS, block_rows, flow_block
+from ..isa.index import MISSING, AddressIndex, lookup, put
 from ..isa.insn import (
     C_ADDRESS,
     C_FACTS,
@@ -92,12 +99,33 @@ class Program:
     def __init__(self, image: Image, capacity: int = 4096) -> None:
         self.image = image
         self.blocks = BlockCache(image)  # whole blocks, for decoders that need facts beside the walk
-        self.count = 0
+        self._count = np.zeros(1, np.int64)  # records in use, in an array compiled code updates
         self.insns = np.zeros(capacity, INSN)
         self.index = AddressIndex()
         self.failures: dict[int, str] = {}
         """Why decoding failed, by address (the first failure there, whatever the ISA)."""
         self._leftovers: dict[int, np.ndarray] = {}  # see decode_columns
+        self._rows = block_rows()  # flow_block's rows
+        self._code: Code | None = None
+
+    @property
+    def count(self) -> int:
+        """How many records are in use."""
+        return int(self._count[0])
+
+    @property
+    def code(self) -> Code:
+        """What the walk decodes blocks with (`found`): the image as arrays, made on first use."""
+        if self._code is None:
+            architecture = self.image.architecture
+            isas = sum(1 << isa for isa in FLOW_ISAS if architecture is None or isa in architecture.isas)
+            regions = self.image.regions if isas else ()  # no copy of the image unless it is walked here
+            starts = np.array([_ordered(r.start) for r in regions], np.int64)
+            sizes = np.array([len(r.data) for r in regions], np.int64)
+            offsets = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+            data = np.frombuffer(b"".join(r.data for r in regions), np.uint8)
+            self._code = (np.array([isas], np.int64), starts, sizes, offsets, data, self._rows, self._count)
+        return self._code
 
     def decode(self, key: int) -> None:
         """Decode the block at `key` (address << 3 | ISA) into the records."""
@@ -106,6 +134,9 @@ class Program:
         try:  # up to the next unconditional branch, or to code decoded before from another entry point
             if architecture is not None and isa not in architecture.isas:
                 raise ImageError(f"the image holds {architecture.name} code, not {isa.name}")
+            if isa in FLOW_ISAS:
+                self._decode_flow(address, isa)
+                return
             columns = decode_columns(self.image, address, isa, self.index, self._leftovers)
         except (ImageError, ValueError) as exc:  # ValueError: an instruction set isa/ cannot decode
             self.index.add(np.array([key], np.int64), np.array([NO_CODE], np.int64))
@@ -114,7 +145,67 @@ class Program:
         start = self.count
         self.insns = grown(self.insns, start + len(columns) - 1)
         _fill(columns, start, int(isa), self.insns, *self.index.claim(len(columns)))
-        self.count = start + len(columns)
+        self._count[0] = start + len(columns)
+
+    def _decode_flow(self, address: int, isa: Isa) -> None:
+        """Decode a block by the compiled flow classifiers: one image read, one compiled call."""
+        code = self.image.read_upto(address, WINDOW)
+        self.insns = grown(self.insns, self.count + BLOCK_ROWS - 1)
+        signed = address - (1 << 64) if address >> 63 else address  # as the int64 records hold it
+        table, counts = self.index.claim(BLOCK_ROWS)
+        if not _decode_flow(np.frombuffer(code, np.uint8), signed, int(isa), True, self.insns, table, counts,
+                            self._rows, self._count):  # fmt: skip
+            raise no_instruction(address, isa, code)
+
+
+@numba.njit(cache=True, nogil=True)
+def _decode_flow(code: np.ndarray, address: int, isa: int, final: bool, insns: np.ndarray, index: np.ndarray,
+                 counts: np.ndarray, rows: np.ndarray, count: np.ndarray) -> int:  # fmt: skip
+    """The block at `address`, in `code` (`flow_block`), into the records from count[0] on,
+    with its index entries; how many. 0 when there is no whole instruction, or when the bytes
+    end inside the block and more may follow them (not `final`)."""
+    length, why = flow_block(code, address, isa, index, rows)
+    if length == 0 or (why == GOES_ON and not final):
+        return 0
+    _fill(rows[:length], count[0], isa, insns, index, counts)
+    count[0] += length
+    return length
+
+
+Code = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""`Program.code`: the ISAs decoded in the walk (a bit each), the image's regions (starts as
+`_ordered` keeps them, sizes, offsets in the data), their bytes, flow_block's rows, and the
+count of records."""
+_SIGN = np.int64(-(1 << 63))
+
+
+def _ordered(address: int) -> int:
+    """An address as an int64 that sorts as the unsigned address does: its sign bit flipped."""
+    flipped = address ^ (1 << 63)
+    return flipped - (1 << 64) if flipped >> 63 else flipped
+
+
+@numba.njit(cache=True, nogil=True)
+def found(key: int, insns: np.ndarray, index: np.ndarray, counts: np.ndarray, code: Code) -> int:
+    """The record of `key` in the index (lookup), after decoding its block when the walk can
+    here: an ISA of FLOW_ISAS, room in the records and the index, and a block that ends inside
+    its region of the image. UNRESOLVED when Python must decode it (`Program.decode`)."""
+    at = lookup(index, key)
+    isas, starts, sizes, offsets, data, rows, count = code
+    isa = key & 7
+    if at != UNRESOLVED or not isas[0] >> isa & 1:
+        return at
+    if count[0] + len(rows) > len(insns) or 2 * (counts[0] + counts[1] + len(rows) + 1) > len(index):
+        return UNRESOLVED
+    address = key >> 3  # sign-extended: the int64 pattern of the address (see key_address)
+    region = np.searchsorted(starts, address ^ _SIGN, side="right") - 1
+    if region < 0 or (address ^ _SIGN) - starts[region] >= sizes[region]:
+        return UNRESOLVED
+    begin = offsets[region] + ((address ^ _SIGN) - starts[region])
+    end = offsets[region] + sizes[region]
+    window = min(end, begin + WINDOW)
+    length = _decode_flow(data[begin:window], address, isa, window < end, insns, index, counts, rows, count)
+    return count[0] - length if length else UNRESOLVED  # none there, or it may go on in the next region
 
 
 @numba.njit(cache=True, nogil=True)

@@ -12,7 +12,6 @@ import numba
 import numpy as np
 import pyarrow as pa
 
-from ..isa.index import lookup
 from ..isa.insn import NO_ISA
 from . import batches
 from .batches import EXECUTED, GAP, NOT_EXECUTED, ROW, UNKNOWN
@@ -53,6 +52,7 @@ from .program import (
     UNDEFINED,
     UNRESOLVED,
     Program,
+    found,
 )
 
 MAX_SEQUENTIAL = 1 << 20
@@ -145,23 +145,23 @@ def _is_at(st, insns, address) -> bool:
 
 
 @numba.njit(cache=True, nogil=True)
-def _resolve(st, insns, index) -> bool:
-    """Turn a pending address into an index; False when it must be decoded first."""
+def _resolve(st, insns, index, counts, code) -> bool:
+    """Turn a pending address into an index; False when Python must decode it first."""
     if st.pos != UNRESOLVED or st.key == -1:
         return True
-    found = lookup(index, st.key)
-    if found == UNRESOLVED:
+    at = found(st.key, insns, index, counts, code)
+    if at == UNRESOLVED:
         st.need = st.key
         return False
-    if found == NO_CODE:
+    if at == NO_CODE:
         _lose(st, GapReason.NO_CODE, st.key >> 3)
         return True
     if st.link >= 0:
         if st.link_to_target:
-            insns[st.link].target_idx = found
+            insns[st.link].target_idx = at
         else:
-            insns[st.link].next_idx = found
-    st.pos = found
+            insns[st.link].next_idx = at
+    st.pos = at
     st.key = -1
     st.link = -1
     return True
@@ -224,7 +224,7 @@ def _ends_op(op, steps, insn, halves) -> bool:
 
 
 @numba.njit(cache=True, nogil=True)
-def _check_run(st, idx, op, taken, halves, insns, index) -> int:
+def _check_run(st, idx, op, taken, halves, insns, index, counts, code) -> int:
     """Walk a RUN/BRANCH/TRAP op's instructions without emitting them: are they all there?
 
     Returns _CHECK_OK when the walk can be emitted (every fall-through link is then cached),
@@ -261,7 +261,7 @@ def _check_run(st, idx, op, taken, halves, insns, index) -> int:
         if following < 0:
             address = insns[last].pc + insns[last].size
             key = (np.int64(address) << 3) | np.int64(insns[last].isa)
-            following = lookup(index, key)
+            following = found(key, insns, index, counts, code)
             if following == UNRESOLVED:
                 st.need = key
                 return _CHECK_NEED
@@ -395,8 +395,9 @@ def _pop_pending(st) -> None:
 
 
 @numba.njit(cache=True, nogil=True)
-def _walk(ops, insns, index, state, out, gaps, op_first, op_end):
-    """Apply ops from state.op on; returns DONE, FULL (output full) or NEED (a block to decode)."""
+def _walk(ops, insns, index, counts, code, state, out, gaps, op_first, op_end):
+    """Apply ops from state.op on; returns DONE, FULL (output full) or NEED (a block Python
+    must decode). `index`, `counts` and `code`: the program's (`program.found`)."""
     st = state[0]
     while st.op < len(ops):
         i = st.op
@@ -433,7 +434,7 @@ def _walk(ops, insns, index, state, out, gaps, op_first, op_end):
         ):
             pass  # nothing to run
         else:  # ATOM, RUN, BRANCH, TRAP: these need the position
-            if not _resolve(st, insns, index):
+            if not _resolve(st, insns, index, counts, code):
                 return NEED
             idx = st.pos
             if idx >= 0 and insns[idx].flags & UNDEFINED:
@@ -443,7 +444,7 @@ def _walk(ops, insns, index, state, out, gaps, op_first, op_end):
             taken = kind == Op.BRANCH or (kind == Op.RUN and op.flags & RUN_TAKEN != 0)
             halves = THUMB_PAIR if kind == Op.RUN and op.flags & RUN_THUMB_PAIRS else 0
             if idx >= 0 and kind != Op.ATOM and not st.checked:
-                checked = _check_run(st, idx, op, taken, halves, insns, index)
+                checked = _check_run(st, idx, op, taken, halves, insns, index, counts, code)
                 if checked == _CHECK_NEED:
                     return NEED
                 st.checked = checked == _CHECK_OK
@@ -549,8 +550,8 @@ class Walker:
         st["begun"] = st["checked"] = st["resumed"] = False
         p = self.program
         while True:
-            status = _walk(records, p.insns, p.index.table, self.state, self._out, self._gaps,
-                           self.op_first, self.op_end)  # fmt: skip
+            status = _walk(records, p.insns, p.index.table, p.index.counts, p.code, self.state, self._out,
+                           self._gaps, self.op_first, self.op_end)  # fmt: skip
             if status == NEED:
                 p.decode(int(st["need"]))
             elif status == FULL:

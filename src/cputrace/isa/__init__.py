@@ -1,7 +1,9 @@
 """Instruction facts on top of capstone: size, branch kind, target, condition, memory use.
 
 Decoders of compressed traces walk the program image with these; a BlockCache makes each
-(address, ISA) cost one decode however often the walk passes it.
+(address, ISA) cost one decode however often the walk passes it. A walk's own A64 blocks
+come from a compiled flow classifier instead (`flow_a64`, `flowblock`): the same facts, for
+the flow alone, without capstone.
 """
 
 from .blocks import Block, BlockCache, Stop, decode_block, decode_columns

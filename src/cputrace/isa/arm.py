@@ -477,7 +477,8 @@ def _loop_instruction(code: bytes, offset: int, address: int) -> Decoded | None:
 def _undefined(code: bytes, offset: int, address: int, isa: Isa) -> Row | None:
     """The undecodable instruction at `offset`, or None if the bytes end before it does."""
     columns = np.zeros((1, _O_COUNT), np.int64)
-    if not _undefined_at(np.frombuffer(code, np.uint8), offset, address, int(isa), columns):
+    signed = address - (1 << 64) if address >= 1 << 63 else address  # one compiled version for every address
+    if not _undefined_at(np.frombuffer(code, np.uint8), offset, signed, int(isa), columns):
         return None
     size, opcode = int(columns[0, C_SIZE]), int(columns[0, C_OPCODE])
     return (address, isa, size, opcode, "undefined", "", False, False, None, isa, None, False, Kind.NONE,

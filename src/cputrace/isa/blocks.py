@@ -19,11 +19,9 @@ from ..image import Image, ImageError
 from ..model import Isa
 from .arm import ARM_ISAS, arm_block, arm_rows
 from .dispatch import decode_runs
-from .ends import MAX_BLOCK, end_in
+from .ends import WINDOW, end_in
 from .index import AddressIndex
 from .insn import C_ADDRESS, C_COUNT, C_FACTS, C_OPCODE, C_SIZE, F_DELAY, Decoded, InsnInfo, Row
-
-_WINDOW = MAX_BLOCK * 4 + 32  # bytes read per block: the cap, plus an IT block or delay slot
 
 
 class Stop(enum.Enum):
@@ -148,7 +146,7 @@ def decode_block(
     A32, T32 and A64 blocks are decoded in one compiled call (`arm_block`); the others a run
     at a time.
     """
-    code = image.read_upto(address, _WINDOW)
+    code = image.read_upto(address, WINDOW)
     first = leftovers.pop((address << 3) | isa, None) if leftovers is not None else None
     if isa in ARM_ISAS:
         columns, ends, branch, rest = arm_block(
@@ -165,7 +163,7 @@ def decode_block(
             code, address, isa, known, through_conditional, first, leftovers
         )
     if not len(columns):
-        raise _no_instruction(address, isa, code)
+        raise no_instruction(address, isa, code)
     return Block(
         isa=isa,
         columns=_frozen(columns),
@@ -185,7 +183,7 @@ def decode_columns(
     hundreds of blocks as a trace starts, and building those objects was a fifth of the cost.
     """
     key = (address << 3) | isa
-    code = image.read_upto(address, _WINDOW)
+    code = image.read_upto(address, WINDOW)
     first = leftovers.pop(key, None)
     if isa in ARM_ISAS:
         columns, _, _, rest = arm_block(code, address, isa, known, True, first)
@@ -197,11 +195,12 @@ def decode_columns(
         columns = _decode_runs(code, address, isa, known, True, begun, left)[0]
         leftovers.update((start, rest.columns) for start, rest in left.items())
     if not len(columns):
-        raise _no_instruction(address, isa, code)
+        raise no_instruction(address, isa, code)
     return columns
 
 
-def _no_instruction(address: int, isa: Isa, code: bytes) -> ImageError:
+def no_instruction(address: int, isa: Isa, code: bytes) -> ImageError:
+    """The error for a block with no instruction: `code` (the bytes from `address`) ends first."""
     return ImageError(
         f"0x{address:x}: no {isa.name} instruction in the program image there"
         + (" (it runs past the end of the image)" if code else "")
