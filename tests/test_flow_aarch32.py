@@ -113,12 +113,12 @@ def _floating_point(isa: Isa, size: int, op: int) -> bool:
 
 
 def _hlt(isa: Isa, size: int, op: int) -> bool:
-    """HLT (Armv8, DDI 0487 F5.1.77 / F3.1.? T1): capstone 5 does not decode it."""
+    """HLT (Armv8 halting debug, DDI 0487 "HLT", A1 and T1): capstone 5 does not decode it."""
     return op & 0x0FF000F0 == 0x01000070 if isa is Isa.A32 else size == 2 and op & 0xFFC0 == 0xBA80
 
 
 def _crc32(isa: Isa, size: int, op: int) -> bool:
-    """CRC32, CRC32C (Armv8 CRC extension, F5.1.39/40, F3.1.?): capstone 5 does not decode them."""
+    """CRC32, CRC32C (Armv8 CRC extension, DDI 0487 "CRC32", "CRC32C"): capstone 5 does not decode them."""
     if isa is Isa.A32:
         return op >> 28 != 0xF and op & 0x0F9000F0 == 0x01000040
     return size == 4 and op & 0xFFE0F0C0 == 0xFAC0F080
@@ -151,7 +151,7 @@ CLASSES: dict[str, Callable[[Isa, int, int], bool]] = {
 
 
 def in_unpredictable_it_block(columns: np.ndarray) -> np.ndarray:
-    """Rows up to 8 after an instruction an IT block must not hold (UNPREDICTABLE, A8.8.54): an
+    """Rows up to 8 after an instruction an IT block must not hold (UNPREDICTABLE, A8.8.54 "IT"): an
     IT, where capstone's path cuts its chunks before the inner IT and loses the outer block,
     or one of T32's unconditional encodings (hw1 111111xx: VSEL, VMAXNM, CDP2...), which
     capstone's own IT state does not count."""

@@ -285,8 +285,8 @@ def _a32_miscellaneous(word: int) -> tuple[int, int]:
 
 @numba.njit(cache=True, nogil=True)
 def _banked(spsr: int, sysm: int) -> bool:
-    """Whether MRS/MSR (banked register) name a register (B9.2.3): R8_usr..LR_usr, R8_fiq..
-    LR_fiq, LR_irq..SP_und, LR_mon..SP_hyp; or, with R set, an SPSR of a mode."""
+    """Whether MRS/MSR (banked register) name a register (B9.2.3): R8_usr..LR_usr, R8_fiq..LR_fiq,
+    LR_irq..SP_und, LR_mon..SP_hyp; or, with R set, the SPSR of a mode."""
     if spsr:
         return sysm in (0b01110, 0b10000, 0b10010, 0b10100, 0b10110, 0b11100, 0b11110)
     return (sysm & 0b11000 != 0b11000 and sysm & 0b01111 != 0b00111 and sysm & 0b11111 != 0b01111) \
@@ -314,7 +314,8 @@ def _a32_multiply(word: int) -> tuple[int, int]:
 
 @numba.njit(cache=True, nogil=True)
 def _a32_synchronization(word: int) -> tuple[int, int]:
-    """SWP, the exclusives and the load-acquire/store-release instructions (A5.2.10, F5.1.?)."""
+    """SWP, the exclusives and the load-acquire/store-release instructions (A5.2.10; Armv8's
+    LDA/STL forms, DDI 0487 F4)."""
     op, rt = _field(word, 20, 4), _field(word, 12, 4)
     if op & 0b1000 == 0:
         return _writes(rt, Pc.LOADED) if op & 0b1011 == 0 else (Effect.UNDEFINED, 0)
@@ -543,7 +544,7 @@ def _a32_unconditional(word: int, address: int) -> tuple[int, int, int]:
 
 @numba.njit(cache=True, nogil=True)
 def _a32_floating_unconditional(word: int) -> int:
-    """VSEL, VMAXNM, VMINNM, VCVTA..., VRINTA... (Armv8, F6.1.?): the unconditional instructions
+    """VSEL, VMAXNM, VMINNM, VCVTA..., VRINTA... (Armv8, DDI 0487 F6): the unconditional instructions
     of coprocessors 10 and 11, all in CDP2's space (bit 4 clear)."""
     if word & 0x10 or _field(word, 24, 4) != 0b1110:
         return Effect.UNDEFINED
