@@ -29,7 +29,7 @@ from ..model import Isa
 from . import capstone_raw as raw
 from .capstone_raw import RawDisassembler, memory, read
 from .ends import BRANCH, GOES_ON, end_in
-from .flow_aarch32 import loop_flow
+from .flow_aarch32 import it_advance, loop_flow
 from .index import AddressIndex, holds
 from .insn import (
     C_ACCESS,
@@ -65,7 +65,7 @@ from .insn import (
     Row,
     columns_of,
 )  # fmt: skip
-from .itstate import CONDITIONS, next_it_state
+from .itstate import CONDITIONS
 
 _MODES = {
     Isa.A32: (capstone.CS_ARCH_ARM, capstone.CS_MODE_ARM),
@@ -277,9 +277,6 @@ def _engine(isa: Isa) -> RawDisassembler:
     return RawDisassembler(*_MODES[isa])
 
 
-_next_it_state = numba.njit(cache=True, nogil=True, inline="always")(next_it_state)
-
-
 @numba.njit(cache=True, nogil=True)
 def _read_facts(records: int, count: int, isa: int, layout: np.ndarray, classes: np.ndarray,
                 sizes: np.ndarray, widths: np.ndarray, out: np.ndarray) -> int:  # fmt: skip
@@ -386,7 +383,7 @@ def _read_facts(records: int, count: int, isa: int, layout: np.ndarray, classes:
                 access = _access_size(sizes[iid] if iid < len(sizes) else 0, first, first_vas, widths)
         if it_state & 0xF:  # inside an IT block: its condition, whatever capstone prints
             condition = it_state >> 4 if it_state >> 4 < _CONDITION_CODES else -1
-            it_state = _next_it_state(it_state)
+            it_state = it_advance(it_state)
         elif thumb and iid == _IT:  # capstone gives an IT its first condition
             condition = -1
         else:  # capstone's condition codes are the architecture's plus one (0: none)
@@ -420,7 +417,7 @@ def _it_length(state: int) -> int:
     length = 0
     while state & 0xF:
         length += 1
-        state = _next_it_state(state)
+        state = it_advance(state)
     return length
 
 

@@ -58,6 +58,9 @@ PC = 15
 """Register number of the pc."""
 _SP, _LR = 13, 14
 _ALWAYS = 14  # condition codes 14 and 15 mean always
+
+it_advance = numba.njit(cache=True, nogil=True, inline="always")(next_it_state)
+"""`itstate.next_it_state`, compiled: ITSTATE after one more instruction."""
 _HLT, _BKPT, _HVC = 0x01000070, 0x01200070, 0x01400070  # A32 traps without a condition (bits 27:20, 7:4)
 
 
@@ -68,14 +71,15 @@ class Effect(enum.IntEnum):
     UNDEFINED = 1  # does not decode
     WRITES_PC = 2  # a result, load or writeback lands in the pc (`Pc` says how)
     BRANCH = 3  # B, B<c>, CBZ/CBNZ, LE/WLS: direct
-    CALL = 4  # BL, BLX immediate: direct
-    BRANCH_REGISTER = 5  # BX, BXJ
+    CALL = 4  # BL: direct
+    BRANCH_REGISTER = 5  # BX, BXJ (BX lr: with Pc.RETURN)
     CALL_REGISTER = 6  # BLX register
     TRAP = 7  # SVC, BKPT, HVC, SMC, HLT
     UDF = 8  # permanently undefined, a trap by design
     ISB = 9
     EXCEPTION_RETURN = 10  # RFE, ERET
     TABLE_BRANCH = 11  # TBB, TBH
+    CALL_SWITCH = 12  # BLX (immediate): direct, to the other instruction set
 
 
 class Pc(enum.IntEnum):
@@ -132,15 +136,17 @@ def _fill(row: np.ndarray, isa: int, address: int, size: int, opcode: int, effec
         kind = _KIND_RETURN if how & Pc.RETURN else _KIND_JUMP
         if isa == Isa.A32 or how & (Pc.LOADED | Pc.FLAGS):
             row[C_NEXT_ISA] = NO_ISA  # A32 writes interwork; loads and exception returns choose
-    elif effect == Effect.BRANCH or effect == Effect.CALL:
+    elif effect == Effect.BRANCH or effect == Effect.CALL or effect == Effect.CALL_SWITCH:
         facts = F_BRANCH | F_DIRECT | F_HAS_TARGET
         row[C_TARGET] = target & 0xFFFFFFFF
-        kind = _KIND_CALL if effect == Effect.CALL else _KIND_JUMP
-        if effect == Effect.CALL and how:  # BLX immediate: to the other instruction set
+        kind = _KIND_JUMP if effect == Effect.BRANCH else _KIND_CALL
+        if effect == Effect.CALL_SWITCH:
             row[C_NEXT_ISA] = Isa.T32 if isa == Isa.A32 else Isa.A32
-    elif effect == Effect.BRANCH_REGISTER or effect == Effect.CALL_REGISTER:
-        facts = F_BRANCH
-        kind = _KIND_CALL if effect == Effect.CALL_REGISTER else _KIND_RETURN if how else _KIND_JUMP
+    elif effect == Effect.BRANCH_REGISTER:
+        facts, kind = F_BRANCH, _KIND_RETURN if how & Pc.RETURN else _KIND_JUMP
+        row[C_NEXT_ISA] = NO_ISA
+    elif effect == Effect.CALL_REGISTER:
+        facts, kind = F_BRANCH, _KIND_CALL
         row[C_NEXT_ISA] = NO_ISA
     elif effect == Effect.EXCEPTION_RETURN:
         facts, kind = F_BRANCH, _KIND_JUMP
@@ -265,7 +271,7 @@ def _a32_miscellaneous(word: int) -> tuple[int, int]:
         msr = rd == PC and (banked or (word & 0xF00 == 0 and _field(word, 16, 4) != 0))  # MSR (register)
         return (Effect.NONE, 0) if msr else (Effect.UNDEFINED, 0)
     if op2 == 0b001 and op == 0b01 and body == 0x012FFF10:  # BX
-        return Effect.BRANCH_REGISTER, 1 if word & 0xF == _LR else 0
+        return Effect.BRANCH_REGISTER, Pc.RETURN if word & 0xF == _LR else 0
     if op2 == 0b001 and op == 0b11 and body & 0x0FFF0F00 == 0x016F0F00:
         return _writes(rd, Pc.RESULT)  # CLZ
     if op2 == 0b010 and body == 0x012FFF20:  # BXJ
@@ -516,7 +522,7 @@ def _a32_unconditional(word: int, address: int) -> tuple[int, int, int]:
     op1 = _field(word, 20, 8)
     if op1 >> 5 == 0b101:  # BLX (immediate): H is bit 1 of the offset
         offset = (_signed(word & 0xFFFFFF, 24) << 2) | (_field(word, 24, 1) << 1)
-        return Effect.CALL, 1, address + 8 + offset
+        return Effect.CALL_SWITCH, 0, address + 8 + offset
     if op1 >> 7 == 0:
         return _a32_hints_simd(word), Pc.RESULT, 0
     if word & 0xFE5FFFE0 == 0xF84D0500:  # SRS
@@ -638,11 +644,11 @@ def t32_flow(code: np.ndarray, offset: int, address: int, it_state: int, row: np
         second = np.int64(code[offset + 2]) | (np.int64(code[offset + 3]) << 8)
         opcode = (first << 16) | second
         if loop_flow(first, second, address, row):
-            return _next_it_state(it_state) if it_state & 0xF else it_state
+            return it_advance(it_state) if it_state & 0xF else it_state
         effect, how, condition, target = _t32(first, second, address)
     if it_state & 0xF:  # inside an IT block: its condition, whatever the encoding holds
         condition = it_state >> 4
-        it_state = _next_it_state(it_state)
+        it_state = it_advance(it_state)
     if size == 2 and first >> 8 == 0xBF and first & 0xF:  # IT (conditional only inside another)
         it_state = first & 0xFF
     if effect == Effect.UNDEFINED:
@@ -676,7 +682,7 @@ def _t16(halfword: int) -> tuple[int, int, int, bool]:
             effect, how = _writes(rd, Pc.RETURN if rm == _LR else Pc.RESULT)
             return effect, how, never, False
         if op >> 1 == 0b110:  # BX, BXNS (Armv8-M: bit 2)
-            return Effect.BRANCH_REGISTER, 1 if rm == _LR and not halfword & 4 else 0, never, False
+            return Effect.BRANCH_REGISTER, Pc.RETURN if rm == _LR and not halfword & 4 else 0, never, False
         if op >> 1 == 0b111 and (halfword & 0b11 == 0 or halfword & 0b100):  # BLX (register), BLXNS
             return Effect.CALL_REGISTER, 0, never, False
         if op >> 1 == 0b111:
@@ -779,7 +785,7 @@ def _t32_branch_control(first: int, second: int, address: int) -> tuple[int, int
         return Effect.CALL, 0, never, address + 4 + offset
     if second & 1:
         return Effect.UNDEFINED, 0, never, 0
-    return Effect.CALL, 1, never, ((address + 4) & ~3) + offset  # BLX (immediate)
+    return Effect.CALL_SWITCH, 0, never, ((address + 4) & ~3) + offset  # BLX (immediate)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -793,7 +799,10 @@ def _t32_control(first: int, second: int, op: int, op1: int) -> tuple[int, int]:
             defined = second & 0xFF == 0 and (op & 1 or _field(second, 8, 4) != 0)
         return (Effect.NONE, 0) if defined and not second & 0x2000 else (Effect.UNDEFINED, 0)
     if op == 0b0111010:  # CPS and hints: (1)(1)(1)(1) in bits 3:0, (0) in 13 and 11
-        return (Effect.NONE, 0) if first & 0xF == 0xF and second & 0x2800 == 0 else (Effect.UNDEFINED, 0)
+        imod, change = _field(second, 9, 2), _field(second, 8, 1)
+        cps = imod != 0b01 and (change or second & 0x1F == 0)  # a mode only with M
+        defined = first & 0xF == 0xF and second & 0x2800 == 0 and (second & 0x700 == 0 or cps)
+        return (Effect.NONE, 0) if defined else (Effect.UNDEFINED, 0)
     if op == 0b0111011:  # CLREX, DSB, DMB, ISB
         barrier = first == 0xF3BF and (second == 0x8F2F or second & 0xFFF0 in (0x8F40, 0x8F50, 0x8F60))
         if not barrier:
@@ -1013,5 +1022,3 @@ def loop_flow(first: int, second: int, address: int, row: np.ndarray) -> bool:
     _fill(row, Isa.T32, address, 4, opcode, effect, 0, target, _ALWAYS, effect == Effect.BRANCH)
     return True
 
-
-_next_it_state = numba.njit(cache=True, nogil=True, inline="always")(next_it_state)
