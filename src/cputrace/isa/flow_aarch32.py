@@ -564,7 +564,7 @@ def _a32_hints_simd(word: int) -> int:
     """Memory hints, Advanced SIMD and miscellaneous instructions (A5.7.1)."""
     op1 = _field(word, 20, 7)
     if op1 >> 5 == 0b01:
-        return Effect.NONE  # Advanced SIMD data processing (A7.4)
+        return _a32_simd_data_processing(word)
     if op1 & 0b1110001 == 0b1000000:
         return _a32_element_load_store(word)[0]
     if op1 == 0b0010000:  # CPS, SETEND
@@ -582,6 +582,63 @@ def _a32_hints_simd(word: int) -> int:
     if preload and _field(word, 12, 4) == 0b1111 and not (register and word & 0x10):
         return Effect.NONE
     return Effect.UNDEFINED
+
+
+@numba.njit(cache=True, nogil=True)
+def _a32_simd_data_processing(word: int) -> int:
+    """Advanced SIMD data processing (A7.4), as far as its groups' UNDEFINED rules go: the
+    three-registers-of-the-same-length table (A7.4.1), the modified immediates (A7.4.6), VEXT
+    and VDUP (scalar), and in every group a Q register given an odd D register number. The
+    two-register, shift, scalar and different-length tables are taken as defined."""
+    a, b, c = _field(word, 19, 5), _field(word, 8, 4), _field(word, 4, 4)
+    unsigned, quad = word & (1 << 24) != 0, word & 0x40 != 0
+    vd, vn, vm = _field(word, 12, 1), _field(word, 16, 1), _field(word, 0, 1)  # the low bits
+    if a >> 4 == 0:
+        if quad and (vd | vn | vm):
+            return Effect.UNDEFINED
+        return Effect.NONE if _simd_three_same(unsigned, b, c & 1, _field(word, 20, 2), quad) \
+            else Effect.UNDEFINED
+    if a & 0b10111 == 0b10000 and c & 0b1001 == 0b0001:  # one register and a modified immediate
+        return Effect.UNDEFINED if (quad and vd) or (b == 0b1111 and word & 0x20) else Effect.NONE
+    if not unsigned and a & 0b10110 == 0b10110 and c & 1 == 0:  # VEXT
+        return Effect.UNDEFINED if (quad and (vd | vn | vm)) or (not quad and word & 0x800) else Effect.NONE
+    if unsigned and a & 0b10110 == 0b10110 and b == 0b1100 and c & 0b1001 == 0:  # VDUP (scalar)
+        return Effect.UNDEFINED if (quad and vd) or _field(word, 16, 3) == 0 else Effect.NONE
+    if c & 1:  # two registers and a shift amount: Q takes even registers
+        if b == 0b1000 or b == 0b1001:  # VSHRN... VQRSHRN: bit 6 is the rounding, Vm a Q register
+            return Effect.UNDEFINED if vm else Effect.NONE
+        if b == 0b1010:  # VSHLL, VMOVL: Vd a Q register
+            return Effect.UNDEFINED if quad or vd else Effect.NONE
+        return Effect.UNDEFINED if quad and (vd | vm) else Effect.NONE
+    return Effect.NONE
+
+
+@numba.njit(cache=True, nogil=True)
+def _simd_three_same(unsigned: bool, a: int, b: int, size: int, quad: bool) -> bool:
+    """Whether A7.4.1 defines the instruction: `a` is bits 11:8, `b` bit 4, `size` bits 21:20."""
+    if a in (0b0000, 0b0010, 0b0100, 0b0101) or (a == 0b0001 and b):  # VQADD... VQRSHL, logic
+        return (a != 0b0000 and a != 0b0010) or b == 1 or size != 0b11
+    if a in (0b0001, 0b0011, 0b0110, 0b0111):  # VRHADD, VCGT, VCGE, VMAX, VMIN, VABD, VABA
+        return size != 0b11
+    if a == 0b1000:  # VADD, VSUB; VTST, VCEQ
+        return not b or size != 0b11
+    if a == 0b1001:  # VMLA, VMLS; VMUL (polynomial: 8-bit only)
+        return size != 0b11 and not (b and unsigned and size != 0)
+    if a == 0b1010:  # VPMAX, VPMIN
+        return size != 0b11 and not quad
+    if a == 0b1011:  # VQDMULH, VQRDMULH, VPADD, VQRDMLAH
+        if b and not unsigned:
+            return size != 0b11 and not quad
+        return size != 0b00 and size != 0b11
+    if a == 0b1100:  # SHA1*, SHA256* (Q only); VFMA, VFMS
+        if not b:
+            return quad and not (unsigned and size == 0b11)
+        return not unsigned
+    if a == 0b1101:  # VADD, VSUB, VPADD, VABD, VMLA, VMLS, VMUL (floating point)
+        return not (unsigned and quad and not b and size >> 1 == 0) and not (unsigned and b and size >> 1)
+    if a == 0b1110:  # VCEQ, VCGE, VCGT, VACGE, VACGT
+        return not (not unsigned and (b or size >> 1))
+    return not (unsigned and not b and quad)  # VMAX, VMIN, VPMAX, VPMIN, VRECPS, VRSQRTS, VMAXNM
 
 
 @numba.njit(cache=True, nogil=True)
