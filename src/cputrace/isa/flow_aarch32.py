@@ -1008,7 +1008,8 @@ def _t32_data_processing_register(first: int, second: int) -> tuple[int, int]:
     )  # fmt: skip
     if not defined or _field(second, 12, 4) != 0b1111:
         return Effect.UNDEFINED, 0
-    return _writes(_field(second, 8, 4), Pc.RESULT)
+    flags = op1 >> 3 == 0 and op2 == 0 and op1 & 1  # LSLS, LSRS, ASRS, RORS
+    return _writes(_field(second, 8, 4), Pc.FLAGS if flags else Pc.RESULT)
 
 
 @numba.njit(cache=True, nogil=True)
