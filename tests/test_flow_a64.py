@@ -46,14 +46,10 @@ from cputrace.isa.insn import (
     F_RETURN,
     F_TRAP,
     F_UNDEFINED,
-    F_WRITES_PC,
+    FLOW_FACTS,
 )
 from cputrace.model import Isa
 
-FLOW_BITS = (
-    F_BRANCH | F_DIRECT | F_HAS_TARGET | F_CONDITIONAL | F_HAS_CONDITION | F_CALL | F_RETURN | F_TRAP
-    | F_UNDEFINED | F_ISB | F_WRITES_PC
-)  # fmt: skip
 COMPARED = [C_SIZE, C_OPCODE, C_FACTS, C_TARGET, C_NEXT_ISA, C_KIND]
 KERNEL_BASE = 0xFFFFFFC000080000  # juno_r1_1's kernel: targets wrap at the top of the address space
 
@@ -72,7 +68,7 @@ def capstone_columns(code: bytes, address: int) -> np.ndarray:
             parts.append(run.columns)
             offset += 4 * len(run)
     columns = np.concatenate(parts)
-    columns[:, C_FACTS] &= FLOW_BITS
+    columns[:, C_FACTS] &= FLOW_FACTS
     return columns
 
 
@@ -227,7 +223,7 @@ def test_blocks_are_the_capstone_paths_blocks() -> None:
     rows = block_rows()
     for address in range(text.start, text.end, 4):
         expected = decode_columns(image, address, Isa.A64, known, {})
-        expected[:, C_FACTS] &= FLOW_BITS
+        expected[:, C_FACTS] &= FLOW_FACTS
         count, _ = flow_block(np.frombuffer(code, np.uint8)[address - region.start :], address, int(Isa.A64),
                               known.table, rows)  # fmt: skip
         same = min(count, len(expected))

@@ -30,6 +30,7 @@ from . import capstone_raw as raw
 from .barriers import barrier_facts
 from .capstone_raw import RawDisassembler, memory, read
 from .ends import BRANCH, GOES_ON, end_in
+from .flow_aarch32 import it_advance, loop_flow
 from .index import AddressIndex, holds
 from .insn import (
     C_ACCESS,
@@ -66,7 +67,7 @@ from .insn import (
     Row,
     columns_of,
 )  # fmt: skip
-from .itstate import CONDITIONS, next_it_state
+from .itstate import CONDITIONS
 
 _MODES = {
     Isa.A32: (capstone.CS_ARCH_ARM, capstone.CS_MODE_ARM),
@@ -277,9 +278,6 @@ def _engine(isa: Isa) -> RawDisassembler:
     return RawDisassembler(*_MODES[isa])
 
 
-_next_it_state = numba.njit(cache=True, nogil=True, inline="always")(next_it_state)
-
-
 @numba.njit(cache=True, nogil=True)
 def _read_facts(records: int, count: int, isa: int, layout: np.ndarray, classes: np.ndarray,
                 sizes: np.ndarray, widths: np.ndarray, out: np.ndarray) -> int:  # fmt: skip
@@ -386,7 +384,7 @@ def _read_facts(records: int, count: int, isa: int, layout: np.ndarray, classes:
                 access = _access_size(sizes[iid] if iid < len(sizes) else 0, first, first_vas, widths)
         if it_state & 0xF:  # inside an IT block: its condition, whatever capstone prints
             condition = it_state >> 4 if it_state >> 4 < _CONDITION_CODES else -1
-            it_state = _next_it_state(it_state)
+            it_state = it_advance(it_state)
         elif (thumb and iid == _IT) or (aarch64 and not jumps):
             condition = -1  # capstone gives an IT its first condition, and A64's CSEL, CCMP... theirs
         else:  # capstone's condition codes are the architecture's plus one (0: none)
@@ -420,7 +418,7 @@ def _it_length(state: int) -> int:
     length = 0
     while state & 0xF:
         length += 1
-        state = _next_it_state(state)
+        state = it_advance(state)
     return length
 
 
@@ -619,35 +617,17 @@ def _leave(run, used, count, out, at):
     return left
 
 
-LOOP_OFFSET_MASK = 0x3FF
-"""The 10-bit halfword-pair field of a low-overhead-loop branch's offset (second halfword 10:1)."""
-
-
 @numba.njit(cache=True, nogil=True)
 def _loop_instruction_at(code, offset, address, out) -> bool:
     """The Armv8.1-M low-overhead-loop instruction at code[offset] (T32), which capstone 5 does
-    not decode, into out[0]: WLS (a branch forward, taken when the loop count is zero), LE and
-    LETP (a branch back, taken while the loop goes on), DLS (no branch); False for any other
-    bytes. Their offset is the second halfword's bits 10:1 times four, plus bit 11 times two
-    (Armv8-M ARM, DDI 0553, "WLS", "LE"). Elsewhere in T32 these encodings are UNDEFINED (a
-    BLX immediate with bit 0 set), so no other instruction is read as one."""
+    not decode, into out[0] (`flow_aarch32.loop_flow`); False for any other bytes."""
     if offset + 4 > len(code):
         return False
     first = np.int64(code[offset]) | (np.int64(code[offset + 1]) << 8)
     second = np.int64(code[offset + 2]) | (np.int64(code[offset + 3]) << 8)
-    start = first & 0xFFF0 == 0xF040
-    if start and second == 0xE001:
-        facts, target = 0, 0  # DLS
-    elif second & 0xF001 == 0xC001 and (start or first in (0xF00F, 0xF01F, 0xF02F)):
-        distance = (((second >> 1) & LOOP_OFFSET_MASK) << 2) | (((second >> 11) & 1) << 1)
-        target = address + 4 + (distance if start else -distance)  # WLS forward, LE back
-        facts = F_BRANCH | F_DIRECT | F_HAS_TARGET | F_CONDITIONAL
-    else:
+    if not loop_flow(first, second, address, out[0, :C_COUNT]):
         return False
-    out[0, :] = 0
-    out[0, C_ADDRESS], out[0, C_SIZE], out[0, C_OPCODE] = address, 4, (first << 16) | second
-    out[0, C_FACTS], out[0, C_TARGET], out[0, C_NEXT_ISA] = facts, target, _T32
-    out[0, C_KIND], out[0, _O_CONDITION] = _K_NONE, -1
+    out[0, _O_CONDITION] = -1
     return True
 
 

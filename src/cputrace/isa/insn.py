@@ -94,6 +94,12 @@ F_BRANCH, F_DIRECT, F_WRITES_PC, F_LOAD, F_STORE, F_UNDEFINED = (1 << n for n in
 F_TRAP, F_CONDITIONAL, F_HAS_CONDITION, F_HAS_TARGET, F_DELAY, F_ANNUL = (1 << n for n in range(6, 12))
 F_CALL, F_RETURN = 1 << 12, 1 << 13
 F_ISB, F_DATA_BARRIER = 1 << 14, 1 << 15
+FLOW_FACTS = (
+    F_BRANCH | F_DIRECT | F_HAS_TARGET | F_WRITES_PC | F_CONDITIONAL | F_HAS_CONDITION | F_CALL
+    | F_RETURN | F_TRAP | F_UNDEFINED | F_ISB | F_DATA_BARRIER
+)  # fmt: skip
+"""The fact bits a flow walk reads, which the compiled flow classifiers (`flow_a64`,
+`flow_aarch32`) give; capstone's path gives the load/store ones as well."""
 NO_ISA = 255
 """C_NEXT_ISA when `next_isa` is None."""
 KINDS = tuple(Kind)
