@@ -8,7 +8,9 @@ import asyncio
 import csv
 import io
 import json
+import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -562,3 +564,33 @@ def test_branch_targets_are_named_after_the_first_screen(quicksort):
         return _cursor_line(app)
 
     assert "<quicksort>" in drive(app, script)
+
+
+def test_the_heap_is_frozen_after_the_first_screen_when_asked(quicksort):
+    """`freeze_heap` (as `cputrace browse` runs the app): once the first screen is drawn, the
+    objects alive before the app started are out of the collector's passes (frozen, by
+    Python's own count); without it, nothing is. In a process of its own: freezing is for a
+    process that runs one app."""
+    store, _ = quicksort
+    script = (
+        "import asyncio, gc, sys\n"
+        "from cputrace.browse.app import BrowseApp\n"
+        "from cputrace.browse.session import Session\n"
+        "from cputrace.store.trace import Trace\n"
+        "async def main(freeze):\n"
+        "    app = BrowseApp(Session.open(Trace(sys.argv[1])), freeze_heap=freeze)\n"
+        "    before = len(gc.get_objects())\n"
+        "    async with app.run_test() as pilot:\n"
+        "        await pilot.pause()\n"
+        "        frozen = gc.get_freeze_count()\n"
+        "    gc.unfreeze()\n"
+        "    return before, frozen\n"
+        "print(*asyncio.run(main(False)), *asyncio.run(main(True)))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [sys.executable, "-c", script, str(store)]
+    found = subprocess.run(command, capture_output=True, text=True, env=env)
+    assert found.returncode == 0, found.stderr
+    _, unfrozen, before, frozen = map(int, found.stdout.split())
+    assert unfrozen == 0
+    assert frozen >= 0.9 * before > 10_000

@@ -57,8 +57,8 @@ def test_a_built_store_browses_without_the_isa_decoders(open_input) -> None:
         "registers, memory = s.registers(s.cpu, seq), s.memory(s.evaluate('sp', s.cpu, seq), 64, seq)\n"
         "strip = s.timeline(s.cpu, 80, 8)\n"
         "assert lines[40].seq == seq and lines[40].disasm and registers and stack and strip.counts.sum()\n"
-        "unused = ('numba', 'capstone', 'cputrace.isa', 'pyarrow.compute', 'pyarrow.dataset', 'pyarrow.acero',\n"
-        "          'cputrace.ingest')\n"
+        "unused = ('numba', 'capstone', 'cputrace.isa', 'cputrace.ingest',\n"
+        "          'pyarrow.compute', 'pyarrow.dataset', 'pyarrow.acero')\n"
         "print(sorted(name for name in unused if name in sys.modules))\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
