@@ -594,3 +594,34 @@ def test_the_heap_is_frozen_after_the_first_screen_when_asked(quicksort):
     _, unfrozen, before, frozen = map(int, found.stdout.split())
     assert unfrozen == 0
     assert frozen >= 0.9 * before > 10_000
+
+
+def test_the_branch_targets_decoders_are_frozen_too(quicksort):
+    """With an image, the decoders that find branch targets load after the first screen
+    (numba and capstone: more objects than the rest of the app); `freeze_heap` freezes them
+    once the targets are shown, leaving few objects to the collector's passes."""
+    store, elf = quicksort
+    Session.open(Trace(store), load_elf(elf)).close()  # its indexes (call detection: numba), here
+    script = (
+        "import asyncio, gc, sys\n"
+        "from cputrace.browse.app import BrowseApp\n"
+        "from cputrace.browse.session import Session\n"
+        "from cputrace.image import load_elf\n"
+        "from cputrace.store.trace import Trace\n"
+        "async def main():\n"
+        "    session = Session.open(Trace(sys.argv[1]), load_elf(sys.argv[2]))\n"
+        "    app = BrowseApp(session, targets_later=True, freeze_heap=True)\n"
+        "    before = 'numba' in sys.modules\n"
+        "    async with app.run_test() as pilot:\n"
+        "        await pilot.pause()  # the first screen: the decoders' worker starts after it\n"
+        "        await app.workers.wait_for_complete()\n"
+        "        return before, 'numba' in sys.modules, gc.get_freeze_count(), len(gc.get_objects())\n"
+        "print(*asyncio.run(main()))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [sys.executable, "-c", script, str(store), str(elf)]
+    found = subprocess.run(command, capture_output=True, text=True, env=env)
+    assert found.returncode == 0, found.stderr
+    before, loaded, frozen, unfrozen = found.stdout.split()
+    assert (before, loaded) == ("False", "True")
+    assert int(unfrozen) < int(frozen) / 4

@@ -117,8 +117,9 @@ class BrowseApp(App[None]):
         With `freeze_heap` (for a process that runs this one app: `cputrace browse`), the
         objects alive once the first screen is drawn are left out of the garbage collector's
         passes (`gc.freeze`): those of the imported modules (Textual, NumPy, PyArrow, DuckDB;
-        some 100,000) made each full pass take 80-200 ms, a pause in the middle of a key
-        press. They are still freed when no longer referenced; only cycles among them stay."""
+        some 80,000) made each full pass take 80-200 ms, a pause in the middle of a key
+        press; so are the branch targets' decoders once loaded. They are still freed when no
+        longer referenced; only cycles among them stay."""
         super().__init__()
         self.session = session
         self.start = start
@@ -248,6 +249,8 @@ class BrowseApp(App[None]):
         for pane in self.query(TracePane):
             pane.forget_rendered()
         self._go(self.cpu, self.cursors[self.cpu])
+        if self._freeze_heap:  # the decoders' modules too (numba, capstone: some 85,000 objects)
+            gc.freeze()
 
     @_reported
     def _open_at_start(self) -> None:
