@@ -226,7 +226,7 @@ def main() -> None:
     shown = ", ".join(f"{wall:.2f}/{cpu:.2f}" for wall, cpu in runs)
     print(f"first screen, `cputrace browse --screenshot`: median {statistics.median(walls):.2f} s wall, "
           f"{statistics.median(cpus):.2f} s CPU (runs, wall/CPU: {shown})")  # fmt: skip
-    app = BrowseApp(a, Start(seq=a.count(a.cpu) // 2), diff)
+    app = BrowseApp(a, Start(seq=a.count(a.cpu) // 2), diff, freeze_heap=True)  # as `cputrace browse`
     costs, cpu_costs, nothing = asyncio.run(drive(app, args.actions, args.seed))
     print(f"a key bound to nothing (the pilot's own time): median {1000 * statistics.median(nothing):.1f} ms")
     print(f"{'action (ms beyond the pilot)':<30} {'n':>4} {'p50':>8} {'p95':>8} {'max':>8}"

@@ -8,7 +8,9 @@ import asyncio
 import csv
 import io
 import json
+import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -562,3 +564,64 @@ def test_branch_targets_are_named_after_the_first_screen(quicksort):
         return _cursor_line(app)
 
     assert "<quicksort>" in drive(app, script)
+
+
+def test_the_heap_is_frozen_after_the_first_screen_when_asked(quicksort):
+    """`freeze_heap` (as `cputrace browse` runs the app): once the first screen is drawn, the
+    objects alive before the app started are out of the collector's passes (frozen, by
+    Python's own count); without it, nothing is. In a process of its own: freezing is for a
+    process that runs one app."""
+    store, _ = quicksort
+    script = (
+        "import asyncio, gc, sys\n"
+        "from cputrace.browse.app import BrowseApp\n"
+        "from cputrace.browse.session import Session\n"
+        "from cputrace.store.trace import Trace\n"
+        "async def main(freeze):\n"
+        "    app = BrowseApp(Session.open(Trace(sys.argv[1])), freeze_heap=freeze)\n"
+        "    before = len(gc.get_objects())\n"
+        "    async with app.run_test() as pilot:\n"
+        "        await pilot.pause()\n"
+        "        frozen = gc.get_freeze_count()\n"
+        "    gc.unfreeze()\n"
+        "    return before, frozen\n"
+        "print(*asyncio.run(main(False)), *asyncio.run(main(True)))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [sys.executable, "-c", script, str(store)]
+    found = subprocess.run(command, capture_output=True, text=True, env=env)
+    assert found.returncode == 0, found.stderr
+    _, unfrozen, before, frozen = map(int, found.stdout.split())
+    assert unfrozen == 0
+    assert frozen >= 0.9 * before > 10_000
+
+
+def test_the_branch_targets_decoders_are_frozen_too(quicksort):
+    """With an image, the decoders that find branch targets load after the first screen
+    (numba and capstone: more objects than the rest of the app); `freeze_heap` freezes them
+    once the targets are shown, leaving few objects to the collector's passes."""
+    store, elf = quicksort
+    Session.open(Trace(store), load_elf(elf)).close()  # its indexes (call detection: numba), here
+    script = (
+        "import asyncio, gc, sys\n"
+        "from cputrace.browse.app import BrowseApp\n"
+        "from cputrace.browse.session import Session\n"
+        "from cputrace.image import load_elf\n"
+        "from cputrace.store.trace import Trace\n"
+        "async def main():\n"
+        "    session = Session.open(Trace(sys.argv[1]), load_elf(sys.argv[2]))\n"
+        "    app = BrowseApp(session, targets_later=True, freeze_heap=True)\n"
+        "    before = 'numba' in sys.modules\n"
+        "    async with app.run_test() as pilot:\n"
+        "        await pilot.pause()  # the first screen: the decoders' worker starts after it\n"
+        "        await app.workers.wait_for_complete()\n"
+        "        return before, 'numba' in sys.modules, gc.get_freeze_count(), len(gc.get_objects())\n"
+        "print(*asyncio.run(main()))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [sys.executable, "-c", script, str(store), str(elf)]
+    found = subprocess.run(command, capture_output=True, text=True, env=env)
+    assert found.returncode == 0, found.stderr
+    before, loaded, frozen, unfrozen = found.stdout.split()
+    assert (before, loaded) == ("False", "True")
+    assert int(unfrozen) < int(frozen) / 4

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import duckdb
 import numpy as np
 
 from ..errors import CputraceError
@@ -38,6 +37,8 @@ from ..store.indexes import index_dir
 from ..store.sql import connect
 
 if TYPE_CHECKING:
+    import duckdb
+
     from ..image import Image
     from ..store.trace import Trace
 

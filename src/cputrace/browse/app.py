@@ -15,6 +15,7 @@ session raises CputraceError for them, and `_reported` shows it.
 from __future__ import annotations
 
 import functools
+import gc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,10 +108,18 @@ class BrowseApp(App[None]):
         start: Start = Start(),
         diff: DiffView | None = None,
         targets_later: bool = False,
+        freeze_heap: bool = False,
     ) -> None:
         """With `targets_later`, the first screen comes without branch targets, and the
         decoders that find them load in the background after it (with an image; they take
-        longer to load than the rest of the app)."""
+        longer to load than the rest of the app).
+
+        With `freeze_heap` (for a process that runs this one app: `cputrace browse`), the
+        objects alive once the first screen is drawn are left out of the garbage collector's
+        passes (`gc.freeze`): those of the imported modules (Textual, NumPy, PyArrow, DuckDB;
+        some 80,000) made each full pass take 80-200 ms, a pause in the middle of a key
+        press; so are the branch targets' decoders once loaded. They are still freed when no
+        longer referenced; only cycles among them stay."""
         super().__init__()
         self.session = session
         self.start = start
@@ -134,6 +143,7 @@ class BrowseApp(App[None]):
         self._repeat: tuple[str, str] | None = None
         """The last pc visit or search (`p`, `/`): ("pc" or "sql", what was typed), for `n` `N`."""
         self._targets_later = targets_later and session.image is not None
+        self._freeze_heap = freeze_heap
         for opened in self._sessions:
             opened.targets_later = self._targets_later
 
@@ -224,6 +234,8 @@ class BrowseApp(App[None]):
     def on_mount(self) -> None:
         self.trace_pane.focus()
         self._open_at_start()
+        if self._freeze_heap:
+            self.call_after_refresh(gc.freeze)
         if self._targets_later:
             self.call_after_refresh(self.run_worker, self._load_targets, thread=True)
 
@@ -237,6 +249,8 @@ class BrowseApp(App[None]):
         for pane in self.query(TracePane):
             pane.forget_rendered()
         self._go(self.cpu, self.cursors[self.cpu])
+        if self._freeze_heap:  # the decoders' modules too (numba, capstone: some 85,000 objects)
+            gc.freeze()
 
     @_reported
     def _open_at_start(self) -> None:

@@ -28,7 +28,7 @@ import xxhash
 
 from ..store.batches import reading_progress
 from ..store.indexes import index_dir
-from .index import GROUP_ROWS, Progress
+from .index import GROUP_ROWS, Progress, read_parquet
 from .keyed import KeyedFile, write_keyed
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ class CallIndex:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.frames = KeyedFile(directory / "frames.arrow", FRAME_KEY)
-        tree = pq.read_table(directory / "tree.parquet").to_pylist()
+        tree = read_parquet(directory / "tree.parquet").to_pylist()
         self._tree: dict[int, list[TreeNode]] = {}
         for row in tree:
             self._tree.setdefault(row["cpu"], []).append(TreeNode(**row))

@@ -31,10 +31,9 @@ import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import duckdb
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..analysis.state import KNOWN_WRITES, initial_query, register_order, snapshot_query
@@ -46,6 +45,9 @@ from ..store.trace import Trace
 from ..store.write import STORED_SCHEMAS
 from .keyed import KeyedFile, write_keyed
 from .timeline import Axis, axis_query, band_query, timeline_query
+
+if TYPE_CHECKING:
+    import duckdb
 
 INDEX_VERSION = 6
 CHECKPOINT = 1 << 10
@@ -152,8 +154,8 @@ class BrowseIndex:
         self.timeline = (
             Axis(timeline["axis"], timeline["lo"], timeline["hi"]) if timeline else Axis("seq", 0, 1)
         )
-        self.timeline_cells = pq.read_table(directory / "timeline.parquet") if timeline else _NO_CELLS
-        bands = pq.read_table(directory / "bands.parquet").to_pydict() if timeline else {"lo": [], "hi": []}
+        self.timeline_cells = read_parquet(directory / "timeline.parquet") if timeline else _NO_CELLS
+        bands = read_parquet(directory / "bands.parquet").to_pydict() if timeline else {"lo": [], "hi": []}
         self.bands: list[tuple[int, int]] = list(zip(bands["lo"], bands["hi"], strict=True))
 
     @classmethod
@@ -165,6 +167,13 @@ class BrowseIndex:
     def size(self) -> int:
         """Bytes the index takes on disk."""
         return sum(f.stat().st_size for f in self.directory.iterdir() if f.is_file())
+
+
+def read_parquet(path: Path) -> pa.Table:
+    """A small Parquet file whole (ParquetFile: `pq.read_table` imports pyarrow.dataset, a
+    tenth of a second of the first screen)."""
+    with pq.ParquetFile(path) as file:
+        return file.read()
 
 
 # -- building ------------------------------------------------------------------------------
@@ -283,6 +292,8 @@ def _snapshot_schema() -> pa.Schema:
 def _copy_by_core(trace: Trace, table: str, cpus: list[int], out: Path, steps: _Steps) -> None:
     """Copy `table` sorted by (cpu, seq): one pass over it per core (a core's rows come in seq
     order), so memory stays bounded without a sort."""
+    import pyarrow.compute as pc  # here: browsing an indexed store does without its import
+
     schema = STORED_SCHEMAS[table]
 
     def parts() -> Iterator[pa.Table]:

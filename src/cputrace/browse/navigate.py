@@ -10,13 +10,16 @@ without reading the whole trace.
 
 from __future__ import annotations
 
-import duckdb
+from typing import TYPE_CHECKING
 
 from ..errors import BrowseError
 from ..model import TABLES
 from ..store.sql import check_untrusted, sql_condition, untrusted_connection
 from ..store.trace import Trace
 from .index import MARK_KINDS, BrowseIndex
+
+if TYPE_CHECKING:
+    import duckdb
 
 _FIRST_WINDOW = 1 << 14
 """Seqs the first window of a search covers; each next one is eight times as long."""
@@ -80,6 +83,8 @@ class Navigator:
         return None
 
     def _run(self, query: str, condition: str) -> int | None:
+        import duckdb  # here: browsing without a search does without it (the store permitting)
+
         check_untrusted(query)
         if self._db is None:
             self._db = untrusted_connection({name: self.trace.file(name) for name in TABLES})

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 BINS = 1024
 BANDS = 64
@@ -111,12 +110,11 @@ def strip_of(cpu: int, axis: Axis, bands: list[Band], cells: pa.Table, columns: 
     columns = max(1, min(columns, BINS))
     rows = max(1, min(rows, len(bands) or 1))
     counts = np.zeros((rows, columns), np.int64)
-    mine = cells.filter(pc.equal(cells.column("cpu"), cpu))
-    bins = mine.column("bin").to_numpy().astype(np.int64)
-    band = mine.column("band").to_numpy().astype(np.int64)
-    np.add.at(
-        counts, (band * rows // max(len(bands), 1), bins * columns // BINS), mine.column("count").to_numpy()
-    )
+    mine = cells.column("cpu").to_numpy() == cpu  # NumPy: pyarrow.compute is not imported to browse
+    bins = cells.column("bin").to_numpy()[mine].astype(np.int64)
+    band = cells.column("band").to_numpy()[mine].astype(np.int64)
+    count = cells.column("count").to_numpy()[mine]
+    np.add.at(counts, (band * rows // max(len(bands), 1), bins * columns // BINS), count)
     merged = []
     for row in range(rows):
         members = [b for i, b in enumerate(bands) if i * rows // len(bands) == row]

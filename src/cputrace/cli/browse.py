@@ -94,7 +94,10 @@ def browse_cmd(
     from ..browse.app import BrowseApp, Start
 
     # a screenshot waits for the branch targets; a person sees the trace before they are named
-    app = BrowseApp(session, Start(cpu=cpu, seq=seq, time=time), diff, targets_later=screenshot is None)
+    interactive = screenshot is None
+    app = BrowseApp(
+        session, Start(cpu=cpu, seq=seq, time=time), diff, targets_later=interactive, freeze_heap=interactive
+    )
     try:
         if screenshot is None:
             app.run()

@@ -43,7 +43,8 @@ class TimelinePane(Widget):
         self.border_title = "Timeline"
         self.strip: Strip | None = None
         self.cursor = 0
-        self._shades = np.zeros((0, 0), dtype=np.int64)
+        self._rows: list[str] = []
+        """Each band's shades as text, by band."""
 
     @property
     def columns(self) -> int:
@@ -63,7 +64,8 @@ class TimelinePane(Widget):
             self.strip = strip
             counts = strip.counts.astype(np.float64)
             top = math.log1p(counts.max()) if counts.size and counts.max() > 0 else 1.0
-            self._shades = np.ceil(np.log1p(counts) / top * (len(SHADES) - 1)).astype(np.int64)
+            shades = np.ceil(np.log1p(counts) / top * (len(SHADES) - 1)).astype(np.int64)
+            self._rows = ["".join(SHADES[shade] for shade in row) for row in shades.tolist()]
             self.border_title = f"Timeline (cpu {strip.cpu}, by {strip.axis.name})"
         self.cursor = cursor
         self.refresh()
@@ -75,13 +77,14 @@ class TimelinePane(Widget):
             return Line.blank(width, self.rich_style)
         band = len(strip.bands) - 1 - y  # high addresses on top
         name = strip.bands[band].name or f"0x{strip.bands[band].lo:x}"
-        segments = [Segment(f"{name[: LABEL - 1]:<{LABEL}}", NAME)]
-        shades = self._shades[band]
-        for column in range(strip.columns):
-            char = SHADES[shades[column]]
-            segments.append(Segment("|" if column == self.cursor and char == " " else char,
-                                    CURSOR if column == self.cursor else HEAT))  # fmt: skip
-        return Line(segments).crop(0, width)
+        row, cursor = self._rows[band], self.cursor
+        # three segments (the cells before the cursor, the cursor's, those after), not one a
+        # cell: each later stage of Textual's line pipeline goes through them one by one
+        parts = [(f"{name[: LABEL - 1]:<{LABEL}}", NAME), (row, HEAT)]
+        if 0 <= cursor < len(row):
+            at = row[cursor].replace(" ", "|")
+            parts[1:] = [(row[:cursor], HEAT), (at, CURSOR), (row[cursor + 1 :], HEAT)]
+        return Line([Segment(text, style) for text, style in parts if text]).crop(0, width)
 
     def on_click(self, event: events.Click) -> None:
         offset = event.get_content_offset(self)
