@@ -43,8 +43,8 @@ def quicksort(open_input) -> Session:
 def test_a_built_store_browses_without_the_isa_decoders(open_input) -> None:
     """A store whose instructions carry their disassembly, browsed without an image, needs no
     ISA decoder: numba and capstone (a second of imports before the first screen) stay out;
-    nor pyarrow's compute functions, datasets and query engine, nor the ingest module (a
-    tenth of a second and more)."""
+    nor pyarrow's compute functions, datasets and query engine, nor the ingest module, nor
+    DuckDB until a search asks for SQL (a tenth of a second and more)."""
     trace = open_input(EXAMPLES / "quicksort.tarmac")
     Session.open(trace).close()  # its indexes, built here
     script = (
@@ -58,7 +58,7 @@ def test_a_built_store_browses_without_the_isa_decoders(open_input) -> None:
         "strip = s.timeline(s.cpu, 80, 8)\n"
         "assert lines[40].seq == seq and lines[40].disasm and registers and stack and strip.counts.sum()\n"
         "unused = ('numba', 'capstone', 'cputrace.isa', 'cputrace.ingest',\n"
-        "          'pyarrow.compute', 'pyarrow.dataset', 'pyarrow.acero')\n"
+        "          'pyarrow.compute', 'pyarrow.dataset', 'pyarrow.acero', 'duckdb')\n"
         "print(sorted(name for name in unused if name in sys.modules))\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}

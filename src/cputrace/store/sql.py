@@ -9,6 +9,9 @@ untrusted one (`Trace(untrusted=True)`: SQL from a service or a browser) runs on
 statement only, can read the four tables and nothing else: no file or network access
 (`enable_external_access`), no extension installed or loaded, and its configuration locked
 (`lock_configuration`).
+
+DuckDB is imported when a connection or a check first needs it: a store opened for its tables
+alone (the browser's first screen) does without it.
 """
 
 from __future__ import annotations
@@ -17,11 +20,12 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
-
-import duckdb
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
+
+if TYPE_CHECKING:
+    import duckdb
 
 _SQL_QUOTED = re.compile(r"('(?:[^']|'')*'|\"(?:[^\"]|\"\")*\")")
 _HEX_LITERAL = re.compile(r"\b0[xX]([0-9a-fA-F]+)\b")
@@ -44,6 +48,8 @@ def connect(config: Mapping[str, Any] | None = None) -> duckdb.DuckDBPyConnectio
     """A DuckDB connection (with these settings) that writes nothing to the terminal. DuckDB
     draws a progress bar on standard output for any query past two seconds, even when that
     output is a pipe or a file, where it would corrupt a command's csv or json."""
+    import duckdb
+
     db = duckdb.connect(config=dict(config or {}))
     db.execute("SET enable_progress_bar = false")
     return db
@@ -80,6 +86,8 @@ def untrusted_connection(files: Mapping[str, Path | Sequence[Path]]) -> duckdb.D
 
 def check_untrusted(query: str) -> None:
     """UsageError unless `query` is one SELECT statement."""
+    import duckdb
+
     statements = duckdb.extract_statements(query)
     if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
         raise UsageError("untrusted SQL must be one SELECT statement")
@@ -94,6 +102,8 @@ def sql_condition(text: str) -> str:
     trailing `--` comment cannot reach past them), and the query made is checked to be one
     statement. Hex literals are rewritten as in `Trace.sql`.
     """
+    import duckdb
+
     condition = decimal_hex_literals(text)
     try:
         duckdb.SQLExpression(condition)

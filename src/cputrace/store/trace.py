@@ -6,9 +6,8 @@ import contextlib
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -25,6 +24,9 @@ from .sql import (
     parquet_scan,
     untrusted_connection,
 )
+
+if TYPE_CHECKING:
+    import duckdb
 
 
 class Trace:
@@ -168,6 +170,8 @@ class Trace:
         query = decimal_hex_literals(query)
         if self.untrusted:
             check_untrusted(query)
+        import duckdb  # loaded by `db` already
+
         try:
             return self.db.sql(query, params=params).to_arrow_table()
         except duckdb.IOException:
