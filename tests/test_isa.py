@@ -673,3 +673,13 @@ def test_an_undefined_instruction_at_a_kernel_address_after_one_at_a_low_address
     low, high = (decode(word, at, Isa.A64) for at in (0x1000, 0xFFFF_0000_0000_1000))
     assert low is not None and high is not None
     assert (low.is_undefined, high.is_undefined, high.address) == (True, True, 0xFFFF_0000_0000_1000)
+
+
+def test_an_address_index_of_any_capacity_finds_every_key_it_holds() -> None:
+    """Rows are found by masking a hash with the table's length, so the table rounds its
+    capacity up to a power of two: one of 8,260 rows (a Program's) once probed for ever."""
+    index = AddressIndex(8260)
+    assert len(index.table) == 16384
+    keys = np.arange(1, 3000, dtype=np.int64) << 3
+    index.add(keys, np.arange(len(keys), dtype=np.int64))
+    assert index.contains(keys >> 3, 0).all() and not index.contains(np.array([5000], np.int64), 0).any()

@@ -101,7 +101,7 @@ class Program:
         self.blocks = BlockCache(image)  # whole blocks, for decoders that need facts beside the walk
         self._count = np.zeros(1, np.int64)  # records in use, in an array compiled code updates
         self.insns = np.zeros(capacity, INSN)
-        self.index = AddressIndex()
+        self.index = AddressIndex(2 * (BLOCK_ROWS + 1))  # a whole block's keys at half load from the start
         self.failures: dict[int, str] = {}
         """Why decoding failed, by address (the first failure there, whatever the ISA)."""
         self._leftovers: dict[int, np.ndarray] = {}  # see decode_columns

@@ -1,6 +1,7 @@
 """A walk's blocks decoded by the compiled flow classifiers, without capstone.
 
-A walk of a compressed trace needs of each instruction only its flow facts (`flow_a64`);
+A walk of a compressed trace needs of each instruction only its flow facts (`flow_a64`,
+`flow_aarch32`);
 capstone's detailed decode costs microseconds an instruction and a round of Python per
 block. `flow_block` classifies a block's instructions one by one from the image bytes and
 ends it by the rules every block decoder follows (`ends.end_at`), in one compiled call,
@@ -16,13 +17,15 @@ import numpy as np
 from ..model import Isa
 from .ends import GOES_ON, KNOWN, LIMIT, WINDOW, end_at
 from .flow_a64 import a64_flow
+from .flow_aarch32 import a32_flow, t32_flow
 from .index import MISSING, lookup
-from .insn import C_COUNT, C_FACTS
+from .insn import C_COUNT, C_FACTS, C_SIZE
 
-FLOW_ISAS = frozenset({Isa.A64})
+FLOW_ISAS = frozenset({Isa.A32, Isa.T32, Isa.A64})
 """The instruction sets `flow_block` decodes."""
-BLOCK_ROWS = WINDOW // 4 + 1
-"""Rows `flow_block` may write from a WINDOW of bytes: one per instruction."""
+BLOCK_ROWS = WINDOW // 2 + 1
+"""Rows `flow_block` may write from a WINDOW of bytes: one per instruction (T32: 2 bytes or 4)."""
+_A32, _T32 = int(Isa.A32), int(Isa.T32)
 
 
 def block_rows() -> np.ndarray:
@@ -39,19 +42,30 @@ def flow_block(
     As a walk's program decodes it: through conditional branches, up to the next other
     branch, before an address `index` (keys address << 3 | ISA) holds, after an undefined
     instruction, MAX_BLOCK instructions at most. Returns how many rows and why it ends (an
-    `ends` code; GOES_ON when the bytes end first). `isa` must be one of FLOW_ISAS.
+    `ends` code; GOES_ON when the bytes end first). `isa` must be one of FLOW_ISAS. A T32 block
+    follows the IT blocks it holds (one that starts inside an IT block cannot know it, as
+    capstone's path cannot).
     """
-    offset = count = 0
-    while count < len(out) and offset + 4 <= len(code):
+    offset = count = it_state = 0
+    while count < len(out):
         at = address + offset
-        a64_flow(_word(code, offset), at, out[count])
+        if isa == _T32:
+            it_state = t32_flow(code, offset, at, it_state, out[count])
+            if out[count, C_SIZE] == 0:
+                break  # the bytes end inside the instruction
+        elif offset + 4 > len(code):
+            break
+        elif isa == _A32:
+            a32_flow(_word(code, offset), at, out[count])
+        else:
+            a64_flow(_word(code, offset), at, out[count])
         why = end_at(out[count, C_FACTS], lookup(index, (at << 3) | isa) != MISSING, count, True)
         if why in (KNOWN, LIMIT):
             return count, why
+        offset += out[count, C_SIZE]
         count += 1
         if why != GOES_ON:
             return count, why
-        offset += 4
     return count, GOES_ON
 
 

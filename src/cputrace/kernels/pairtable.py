@@ -23,7 +23,9 @@ _MIX_B = SECOND.view(np.int64)
 
 
 def new_table(capacity: int = 1 << 12) -> tuple[np.ndarray, np.ndarray]:
-    """An empty table of `capacity` rows (a power of two) and its counts (live, tombstones)."""
+    """An empty table of `capacity` rows, rounded up to a power of two (rows are found by
+    masking a hash), and its counts (live, tombstones)."""
+    capacity = 1 << max(capacity - 1, 1).bit_length()
     table = np.zeros((capacity, 3), np.int64)
     table[:, 2] = EMPTY
     return table, np.zeros(2, np.int64)
