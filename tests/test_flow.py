@@ -379,3 +379,13 @@ def test_any_op_stream_walks_without_crashing(quicksort, rows) -> None:
         assert instructions.column("seq").to_pylist() == list(range(n))
     if events is not None and events.num_rows:
         assert set(events.column("kind").to_pylist()) == {"trace_gap"}
+
+
+def test_an_address_whose_instruction_set_the_trace_left_unknown_is_a_failure_there() -> None:
+    """An ETMv4 address before any context packet has no instruction set (ISA_UNKNOWN, 255):
+    the walk's key then holds 7, which names none; decoding there fails with a reason (a
+    fuzzed speculative snapshot raised ValueError from Isa(7) instead)."""
+    program = Program(Image([Region(0x1000, bytes(16), "test")]))
+    program.decode((0x1000 << 3) | (255 & 7))
+    assert program.count == 0
+    assert program.failures[0x1000] == "0x1000: the trace has not said which instruction set runs there"

@@ -62,7 +62,10 @@ def connect(
         with _HeldInterrupt() as held:
             cluster = distributed.LocalCluster(
                 n_workers=count, threads_per_worker=1, processes=True, dashboard_address=None,
-                silence_logs=logging.ERROR,  # a task cancelled by Ctrl-C is no warning to show
+                # its processes' own logs stay out of the command's output: a task cancelled by
+                # Ctrl-C, or a worker's heartbeat refused while the cluster shuts down (its
+                # traceback at ERROR), says nothing a user can act on; failures reach the client
+                silence_logs=logging.CRITICAL,
             )
             try:
                 client = distributed.Client(cluster)

@@ -75,6 +75,7 @@ BLOCK_END = 1 << 15  # the following instruction is found through the index, not
 _FACTS = BRANCH | DIRECT | CONDITIONAL | HAS_COND | UNDEFINED | DELAY | ANNUL | TRAP | CALL
 assert not _FACTS & (ISB | DATA_BARRIER | THUMB_PAIR | BLOCK_END)
 
+_ISA_VALUES = frozenset(int(isa) for isa in Isa)
 UNRESOLVED = MISSING
 """A link or position not known (yet)."""
 NO_CODE = -2
@@ -128,10 +129,14 @@ class Program:
         return self._code
 
     def decode(self, key: int) -> None:
-        """Decode the block at `key` (address << 3 | ISA) into the records."""
-        address, isa = key_address(key), Isa(key & 7)
+        """Decode the block at `key` (address << 3 | ISA) into the records; an ISA the trace
+        left unknown (an ETMv4 address before any context packet) is a failure there."""
+        address = key_address(key)
         architecture = self.image.architecture
         try:  # up to the next unconditional branch, or to code decoded before from another entry point
+            if key & 7 not in _ISA_VALUES:
+                raise ImageError(f"0x{address:x}: the trace has not said which instruction set runs there")
+            isa = Isa(key & 7)
             if architecture is not None and isa not in architecture.isas:
                 raise ImageError(f"the image holds {architecture.name} code, not {isa.name}")
             if isa in FLOW_ISAS:
