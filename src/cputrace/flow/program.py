@@ -22,7 +22,7 @@ from ..isa import BlockCache, decode_columns
 from ..isa.blocks import no_instruction
 from ..isa.ends import GOES_ON, WINDOW
 from ..isa.flowblock import BLOCK_ROWS, FLOW_ISAS, block_rows, flow_block
-from ..isa.index import MISSING, AddressIndex, lookup, put
+from ..isa.index import MISSING, AddressIndex, as_int64, lookup, put
 from ..isa.insn import (
     C_ADDRESS,
     C_FACTS,
@@ -156,10 +156,12 @@ class Program:
         """Decode a block by the compiled flow classifiers: one image read, one compiled call."""
         code = self.image.read_upto(address, WINDOW)
         self.insns = grown(self.insns, self.count + BLOCK_ROWS - 1)
-        signed = address - (1 << 64) if address >> 63 else address  # as the int64 records hold it
         table, counts = self.index.claim(BLOCK_ROWS)
-        if not _decode_flow(np.frombuffer(code, np.uint8), signed, int(isa), True, self.insns, table, counts,
-                            self._rows, self._count):  # fmt: skip
+        decoded = _decode_flow(
+            np.frombuffer(code, np.uint8), as_int64(address), int(isa), True, self.insns, table, counts,
+            self._rows, self._count,
+        )  # fmt: skip
+        if not decoded:
             raise no_instruction(address, isa, code)
 
 
@@ -186,8 +188,7 @@ _SIGN = np.int64(-(1 << 63))
 
 def _ordered(address: int) -> int:
     """An address as an int64 that sorts as the unsigned address does: its sign bit flipped."""
-    flipped = address ^ (1 << 63)
-    return flipped - (1 << 64) if flipped >> 63 else flipped
+    return as_int64(address ^ (1 << 63))
 
 
 @numba.njit(cache=True, nogil=True)

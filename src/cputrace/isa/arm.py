@@ -31,7 +31,7 @@ from .barriers import barrier_facts
 from .capstone_raw import RawDisassembler, memory, read
 from .ends import BRANCH, GOES_ON, end_in
 from .flow_aarch32 import it_advance, loop_flow
-from .index import AddressIndex, holds
+from .index import AddressIndex, as_int64, holds
 from .insn import (
     C_ACCESS,
     C_ADDRESS,
@@ -475,8 +475,8 @@ def _loop_instruction(code: bytes, offset: int, address: int) -> Decoded | None:
 def _undefined(code: bytes, offset: int, address: int, isa: Isa) -> Row | None:
     """The undecodable instruction at `offset`, or None if the bytes end before it does."""
     columns = np.zeros((1, _O_COUNT), np.int64)
-    signed = address - (1 << 64) if address >= 1 << 63 else address  # one compiled version for every address
-    if not _undefined_at(np.frombuffer(code, np.uint8), offset, signed, int(isa), columns):
+    # as an int64: one compiled version for every address
+    if not _undefined_at(np.frombuffer(code, np.uint8), offset, as_int64(address), int(isa), columns):
         return None
     size, opcode = int(columns[0, C_SIZE]), int(columns[0, C_OPCODE])
     return (address, isa, size, opcode, "undefined", "", False, False, None, isa, None, False, Kind.NONE,
@@ -525,10 +525,9 @@ def arm_block(
     # every row comes from `first` or from the bytes (two or more each), or is the undefined one
     out = np.empty((len(first) + len(code) // 2 + 1, C_COUNT), np.int64)
     scratch = np.empty((LARGEST_CHUNK, _O_COUNT), np.int64)
-    signed = address - (1 << 64) if address >= 1 << 63 else address  # as the int64 columns hold it
     n, why, branch, left = _block(
-        engine.entry, np.frombuffer(code, np.uint8), signed, int(isa), engine.layout, *_tables(isa),
-        index.table, through_conditional, first, scratch, out,
+        engine.entry, np.frombuffer(code, np.uint8), as_int64(address), int(isa), engine.layout,
+        *_tables(isa), index.table, through_conditional, first, scratch, out,
     )  # fmt: skip
     return out[:n].copy(), why, branch, out[n : n + left].copy()
 

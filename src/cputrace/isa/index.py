@@ -16,6 +16,12 @@ MISSING = -1
 """What `lookup` returns for a key the index does not hold."""
 
 
+def as_int64(value: int) -> int:
+    """The int64 with the same 64 bits as `value` (0 to 2**64 - 1): how keys, records and
+    decoded columns hold an address (a kernel's, 0xFFFF..., is negative there)."""
+    return value - (1 << 64) if value >> 63 else value
+
+
 @numba.njit(cache=True, nogil=True)
 def lookup(table: np.ndarray, key: int) -> int:
     """The value of `key` in an index's table, or MISSING."""

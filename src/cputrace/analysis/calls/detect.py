@@ -33,6 +33,7 @@ import pyarrow as pa
 
 from ...image import Image
 from ...isa.factcodes import FactCodes
+from ...isa.index import as_int64
 from ...isa.insn import F_CALL, F_DELAY, F_RETURN
 from ...kernels import pairtable
 from ...kernels.growth import grown
@@ -412,13 +413,9 @@ def registers_before(trace: Trace, seq: int) -> dict[int, RegistersBefore]:
                 + 1
             )
         result[cpu] = RegistersBefore(
-            None if lr is None else _signed(lr["value"]), age, None if sp is None else _signed(sp["value"])
+            None if lr is None else as_int64(lr["value"]), age, None if sp is None else as_int64(sp["value"])
         )
     return result
-
-
-def _signed(value: int) -> int:
-    return value - (1 << 64) if value >= 1 << 63 else value
 
 
 _EMPTY_INT8 = np.zeros(0, np.int8)
