@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import struct
 from pathlib import Path
 
@@ -31,11 +32,14 @@ from cputrace.isa import (
 from cputrace.isa.arm import arm_block
 from cputrace.isa.dispatch import decode_runs
 from cputrace.isa.factcodes import FactCodes
+from cputrace.isa.flow_aarch32 import t32_flow
 from cputrace.isa.index import AddressIndex
 from cputrace.isa.insn import (
     C_ADDRESS,
     C_COUNT,
     C_FACTS,
+    C_OPCODE,
+    C_SIZE,
     C_TARGET,
     F_BRANCH,
     F_CALL,
@@ -299,6 +303,46 @@ def test_armv8_1m_low_overhead_loop_instructions() -> None:
     columns = decode_columns(image, 0x1000, Isa.T32, AddressIndex(), {})  # the walk's compiled path
     assert columns[:, C_ADDRESS].tolist() == [0x1000, 0x1004, 0x1006, 0x1008]
     assert columns[3, C_TARGET] == 0x1004 and columns[3, C_FACTS] & F_BRANCH
+
+
+LOOPS = Path(__file__).parent / "data" / "armv8.1m-loops"
+OBJDUMP_LINE = re.compile(r"^\s*([0-9a-f]+):\s+([0-9a-f]{4}) ([0-9a-f]{4})\s+(\S+)\s*([^<@]*)")
+LOOP_BRANCHES = ("wls", "wlstp", "le", "letp")
+
+
+def objdump_loops() -> list[tuple[int, int, int, str, str]]:
+    """GNU objdump's decode of every low-overhead-loop encoding (tests/data/armv8.1m-loops):
+    (address, first halfword, second halfword, mnemonic, operands)."""
+    found = []
+    for line in (LOOPS / "loops.objdump").read_text().splitlines():
+        if match := OBJDUMP_LINE.match(line):
+            address, first, second, mnemonic, operands = match.groups()
+            found.append((int(address, 16), int(first, 16), int(second, 16), mnemonic, operands.strip()))
+    return found
+
+
+@pytest.mark.parametrize("address,first,second,mnemonic,operands", objdump_loops())
+def test_low_overhead_loops_as_objdump_decodes_them(
+    address: int, first: int, second: int, mnemonic: str, operands: str
+) -> None:
+    """Each loop instruction, on capstone's path and in the walk's classifier, is what GNU
+    objdump says: its name, and for WLS/WLSTP/LE/LETP a branch to objdump's target (the last
+    operand); DLS, DLSTP and LCTP do not branch, and a BLX immediate in the same space is not
+    one of them."""
+    info = t32(address, first, second)
+    row = np.zeros(C_COUNT, np.int64)
+    code = np.frombuffer(thumb(first, second), np.uint8)
+    t32_flow(code, 0, address, 0, row)
+    assert (info.mnemonic, row[C_SIZE], row[C_OPCODE]) == (mnemonic, 4, (first << 16) | second)
+    branches = mnemonic.split(".")[0] in LOOP_BRANCHES or mnemonic == "blx"
+    assert info.is_branch == branches and bool(row[C_FACTS] & F_BRANCH) == branches
+    if branches:
+        target = int(operands.split(",")[-1], 16)
+        assert info.target == target and row[C_TARGET] == target
+    if mnemonic.startswith(("wls", "dls", "dlstp", "wlstp")):
+        register = operands.split(",")[1].strip()
+        named = {"fp": "r11", "ip": "r12", "lr": "r14", "pc": "r15"}  # objdump's names
+        assert info.operands.split(", ")[1] == named.get(register, register)
 
 
 def test_t32_undefined_sizes() -> None:

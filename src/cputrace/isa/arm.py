@@ -460,16 +460,25 @@ def _loop_instruction(code: bytes, offset: int, address: int) -> Decoded | None:
     if not _loop_instruction_at(np.frombuffer(code, np.uint8), offset, address, columns):
         return None
     opcode, target = int(columns[0, C_OPCODE]), int(columns[0, C_TARGET])
-    register = f"r{(opcode >> 16) & 0xF}"
-    if opcode & 0xFFFF == 0xE001:
-        text = ("dls", f"lr, {register}")
-    elif opcode >> 20 == 0xF04:
-        text = ("wls", f"lr, {register}, #0x{target:x}")
-    else:
-        text = ("le", f"lr, #0x{target:x}")
     columns = columns[:, :C_COUNT].copy(), columns[:, _O_CONDITION].copy()
-    rows = _rows_of(Isa.T32, *columns, [text])
+    rows = _rows_of(Isa.T32, *columns, [_loop_text(opcode >> 16, opcode & 0xFFFF, target)])
     return Decoded(Isa.T32, columns[0], lambda: rows)
+
+
+def _loop_text(first: int, second: int, target: int) -> tuple[str, str]:
+    """Mnemonic and operands of a low-overhead-loop instruction (`flow_aarch32.loop_flow` says
+    which halfwords are which), as GNU objdump names them."""
+    register, size = f"r{first & 0xF}", 8 << ((first >> 4) & 3)
+    predicated = first & 0xFFC0 == 0xF000
+    if second == 0xE001:
+        if first == 0xF00F:
+            return ("lctp", "")
+        return (f"dlstp.{size}" if predicated else "dls", f"lr, {register}")
+    if first == 0xF02F:
+        return ("le", f"#0x{target:x}")
+    if first in (0xF00F, 0xF01F):
+        return ("le" if first == 0xF00F else "letp", f"lr, #0x{target:x}")
+    return (f"wlstp.{size}" if predicated else "wls", f"lr, {register}, #0x{target:x}")
 
 
 def _undefined(code: bytes, offset: int, address: int, isa: Isa) -> Row | None:

@@ -1055,17 +1055,23 @@ def _t32_coprocessor(first: int, second: int) -> tuple[int, int]:
 @numba.njit(cache=True, nogil=True)
 def loop_flow(first: int, second: int, address: int, row: np.ndarray) -> bool:
     """The Armv8.1-M low-overhead-loop instruction with these halfwords, which capstone 5 does
-    not decode, into `row`: WLS (a branch forward, taken when the loop count is zero), LE and
-    LETP (a branch back, taken while the loop goes on), DLS (no branch); False for any other
-    bits. Their offset is the second halfword's bits 10:1 times four, plus bit 11 times two
-    (Armv8-M ARM, DDI 0553, "WLS", "LE"). Elsewhere in T32 these encodings are UNDEFINED (a
-    BLX immediate with bit 0 set), so no other instruction is read as one."""
-    start = first & 0xFFF0 == 0xF040
-    if start and second == 0xE001:
-        effect, target = Effect.NONE, 0  # DLS
-    elif second & 0xF001 == 0xC001 and (start or first in (0xF00F, 0xF01F, 0xF02F)):
+    not decode, into `row`: WLS and WLSTP (a branch forward, taken when the loop count is
+    zero), LE and LETP (a branch back, taken while the loop goes on), DLS, DLSTP and LCTP (no
+    branch); False for any other bits. Their offset is the second halfword's bits 10:1 times
+    four, plus bit 11 times two (Armv8-M ARM, DDI 0553, "WLS", "LE"). The tail-predicated
+    forms take size bits 5:4 and Rn 3:0 of the first halfword in the space of 0xF000; those
+    whose first halfword is LE's, LETP's or LE-without-LR's (0xF00F, 0xF01F, 0xF02F) are those
+    instructions, as DLSTP's with 0xF00F is LCTP (GNU objdump decodes them so:
+    tests/data/armv8.1m-loops). Elsewhere in T32 these encodings are UNDEFINED (a BLX
+    immediate with bit 0 set), so no other instruction is read as one."""
+    plain = first & 0xFFF0 == 0xF040  # WLS, DLS
+    predicated = first & 0xFFC0 == 0xF000  # WLSTP, DLSTP, and in their space LE, LETP, LCTP
+    loop_end = first == 0xF00F or first == 0xF01F or first == 0xF02F
+    if (plain or predicated) and second == 0xE001:
+        effect, target = Effect.NONE, 0  # DLS, DLSTP, LCTP
+    elif (plain or predicated) and second & 0xF001 == 0xC001:
         distance = (_field(second, 1, 10) << 2) | (_field(second, 11, 1) << 1)
-        effect, target = Effect.BRANCH, address + 4 + (distance if start else -distance)  # WLS, LE
+        effect, target = Effect.BRANCH, address + 4 + (-distance if loop_end else distance)
     else:
         return False
     opcode = (first << 16) | second
