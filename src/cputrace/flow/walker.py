@@ -353,8 +353,8 @@ def _run_waypoints(st, out, i, ops, insns, index, op_first, op_end):
     op i while every instruction they reach is decoded and linked.
 
     The hot loop of PTM and ETMv4 traces: one pass over each op's instructions, in locals, with
-    no call that takes an array (numba counts its references to the arrays a function is given,
-    with atomic instructions: once an op, that was most of a walk's time). An op is written
+    no call that takes an array (numba counts references to the arrays a function is given,
+    with atomic instructions: per op, they cost more than the op; docs/benchmarks.md). An op is written
     out, then kept only if it ends where the image says (its instructions defined and linked,
     room for them): anything else leaves it to the general loop, which checks an op before it
     emits it. A taken indirect branch loses the position until a TARGET op gives it again.
