@@ -313,6 +313,24 @@ def test_code_at_the_top_of_the_address_space_walks_and_names_its_gaps_unsigned(
     assert f"0x{kernel + 8:x}" in events.column("text")[0].as_py()
 
 
+def test_a_kernel_return_without_target_names_its_address_unsigned() -> None:
+    """ETMv4 waypoints through an AArch64 kernel's `ret`, taken with no address after it the
+    second time: the gap names the `ret`'s address (a walk that kept it as a float named
+    0x8000000000000000)."""
+    kernel = 0xFFFFFFC000081000
+    a64_nop, a64_ret = 0xD503201F, 0xD65F03C0
+    program = a32_program(a64_nop, a64_ret, base=kernel)
+    taken = {"kind": Op.WAYPOINT, "flags": WAYPOINT_TAKEN}
+    instructions, events, walker = walk(
+        program, ops(sync(kernel, Isa.A64), taken, target(kernel, Isa.A64), taken, taken)
+    )
+    assert instructions.column("pc").to_pylist() == [kernel, kernel + 4] * 2
+    assert events.column("name").to_pylist() == ["no_target"]
+    assert events.column("value").to_pylist() == [kernel + 4]
+    assert f"0x{kernel + 4:x}" in events.column("text")[0].as_py()
+    assert walker.dropped == 1
+
+
 def test_trap_runs_to_the_exception_generating_instruction() -> None:
     program = a32_program(NOP, NOP, SVC, NOP, BX_LR, base=0)
     instructions, events, _ = walk(

@@ -12,6 +12,7 @@ import numba
 import numpy as np
 import pyarrow as pa
 
+from ..isa.index import lookup
 from ..isa.insn import NO_ISA
 from . import batches
 from .batches import EXECUTED, GAP, NOT_EXECUTED, ROW, UNKNOWN
@@ -84,6 +85,9 @@ WALK = np.dtype(
   (the next slot) and how many it holds; a SYNC or GAP empties it; pop_pending: a taken
   indirect branch waits for its target from the stack, which the next op that is not a
   SYNC, TARGET or GAP pops (an address, when the trace gives one, comes first)."""
+
+_ANCHORED = WAYPOINT_TO_ADDRESS | WAYPOINT_BEFORE_ADDRESS
+"""WAYPOINT flags of a run that ends at an address, not at the next waypoint."""
 
 DONE, FULL, NEED = 0, 1, 2
 _CHECK_LOST, _CHECK_OK, _CHECK_NEED = 0, 1, 2
@@ -344,6 +348,82 @@ def _run_atoms(st, out, i, ops, insns, op_first, op_end):
 
 
 @numba.njit(cache=True, nogil=True)
+def _run_waypoints(st, out, i, ops, insns, index, op_first, op_end):
+    """Apply consecutive WAYPOINT ops (each a run to the next branch or ISB) and TARGET ops from
+    op i while every instruction they reach is decoded and linked.
+
+    The hot loop of PTM and ETMv4 traces: one pass over each op's instructions, in locals, with
+    no call that takes an array (numba counts references to the arrays a function is given,
+    with atomic instructions: per op, they cost more than the op; docs/benchmarks.md). An op is written
+    out, then kept only if it ends where the image says (its instructions defined and linked,
+    room for them): anything else leaves it to the general loop, which checks an op before it
+    emits it. A taken indirect branch loses the position until a TARGET op gives it again.
+    Returns whether it applied any; st.op is the first op it did not.
+    """
+    rows, seq, idx, isa = st.rows, st.seq, st.pos, st.isa
+    room = len(out) - 1
+    lost_pc, lost_src, pending = np.uint64(0), 0, False  # idx < 0: lost at the indirect branch lost_pc
+    while i < len(ops):
+        o = np.uint64(i)  # unsigned: no wrap-around code
+        op = ops[o]
+        if op.kind == Op.TARGET:
+            at = lookup(index, (np.int64(op.address) << 3) | np.int64(op.isa))
+            if at < 0:
+                break  # not decoded yet, or no code there: the general loop says which
+            op_first[o] = op_end[o] = seq
+            idx, isa, pending = at, op.isa, False
+            i += 1
+            continue
+        if op.kind != Op.WAYPOINT or op.flags & _ANCHORED or idx < 0:
+            break
+        barriers = BRANCH | ISB | (DATA_BARRIER if op.flags & WAYPOINT_DATA_BARRIERS else 0)
+        r, s, at, steps = rows, seq, idx, 0
+        insn = insns[np.uint64(at)]
+        while not insn.flags & barriers:
+            f = insn.flags
+            if f & (UNDEFINED | DELAY) or r >= room or steps >= MAX_SEQUENTIAL:
+                break
+            _put(out, r, at, _in_sequence(f), op, s, NO_TIME)
+            r, s, steps = r + 1, s + 1, steps + 1
+            at = insn.next_idx
+            if at < 0:
+                break
+            insn = insns[np.uint64(at)]
+        f = insn.flags
+        if at < 0 or not f & barriers or f & UNDEFINED or r >= room:
+            break
+        taken = op.flags & WAYPOINT_TAKEN != 0
+        stacked = op.flags & WAYPOINT_RETURN_STACK != 0
+        following = insn.next_idx
+        if taken and f & BRANCH:
+            direct = f & DIRECT and insn.next_isa != NO_ISA
+            following = insn.target_idx if direct else UNRESOLVED
+            if direct and following < 0:
+                break  # a target not linked yet
+            if not direct:
+                lost_pc, lost_src = insn.pc, op.src
+                pending = stacked and not op.flags & WAYPOINT_TARGET_FOLLOWS
+            if stacked and f & CALL:
+                _push_return(st, (np.int64(insn.pc + insn.size) << 3) | np.int64(insn.isa))
+        elif following < 0:
+            break
+        _put(out, r, at, EXECUTED if taken else NOT_EXECUTED, op, s, op.cycles)
+        op_first[o], op_end[o] = seq, s + 1
+        rows, seq, idx, isa = r + 1, s + 1, following, insn.isa
+        i += 1
+    st.rows, st.seq, st.isa = rows, seq, isa
+    if idx >= 0:
+        st.pos = idx
+    else:
+        st.op_src = lost_src
+        _lose(st, GapReason.NO_TARGET, lost_pc)
+        st.pop_pending = pending
+    applied = i > st.op
+    st.op = i
+    return applied
+
+
+@numba.njit(cache=True, nogil=True)
 def _push_return(st, key) -> None:
     st.returns[st.returns_top] = key
     st.returns_top = (st.returns_top + 1) % RETURN_STACK_DEPTH
@@ -441,6 +521,11 @@ def _walk(ops, insns, index, counts, code, state, out, gaps, op_first, op_end):
                 _lose(st, GapReason.UNDEFINED, insns[idx].pc)
                 _report_loss(st, gaps)
                 idx = UNRESOLVED
+            if idx >= 0 and kind == Op.WAYPOINT and not st.checked and _run_waypoints(
+                st, out, i, ops, insns, index, op_first, op_end
+            ):
+                st.begun = False  # st.op: the first op it left
+                continue
             taken = kind == Op.BRANCH or (kind == Op.RUN and op.flags & RUN_TAKEN != 0)
             halves = THUMB_PAIR if kind == Op.RUN and op.flags & RUN_THUMB_PAIRS else 0
             if idx >= 0 and kind != Op.ATOM and not st.checked:

@@ -174,6 +174,15 @@ def _emit(el, stack, out, n) -> int:
     return add_op(ops, packet, n, row, src, Op.GAP, 0, 0, 0, NO_TIME, time)  # Q, trace on
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _emit_oldest(st, queue, stack, out, n) -> int:
+    """The ops of the oldest waiting element, which leaves the queue; returns the next op's index."""
+    n = _emit(queue[st.head], stack, out, n)
+    st.head = (st.head + 1) % QUEUE
+    st.size -= 1
+    return n
+
+
 @numba.njit(cache=True, nogil=True)
 def _commit(st, queue, count, stack, out, n) -> int:
     """Commit the `count` oldest P0 elements (those before the trace info first), with the
@@ -183,14 +192,20 @@ def _commit(st, queue, count, stack, out, n) -> int:
     st.depth -= unseen
     count -= unseen
     while count > 0 and st.size > 0:
-        el = queue[st.head]
-        n = _emit(el, stack, out, n)
-        st.head = (st.head + 1) % QUEUE
-        st.size -= 1
-        if el.kind < _P0_KINDS:
+        if queue[st.head].kind < _P0_KINDS:
             count -= 1
             st.depth -= 1
+        n = _emit_oldest(st, queue, stack, out, n)
     st.depth -= min(count, st.depth)  # more committed than were traced: the stream is corrupt
+    return n
+
+
+@numba.njit(cache=True, nogil=True)
+def _flush(st, queue, stack, out, n) -> int:
+    """Emit every waiting element, when none of them is a P0 element (nothing speculative
+    waits); returns the next op's index."""
+    while st.size > 0:
+        n = _emit_oldest(st, queue, stack, out, n)
     return n
 
 
@@ -246,9 +261,7 @@ def _push(st, queue, kind, address, isa, taken, src, row, stack, out, n) -> int:
     if st.size == QUEUE:
         n = _commit(st, queue, 1, stack, out, n)
         if st.size == QUEUE:  # no P0 element to commit among them: the oldest goes alone
-            n = _emit(queue[st.head], stack, out, n)
-            st.head = (st.head + 1) % QUEUE
-            st.size -= 1
+            n = _emit_oldest(st, queue, stack, out, n)
     el = queue[_slot(st, st.size)]
     el.kind, el.address, el.isa, el.src, el.row, el.time = kind, address, isa, src, row, st.time
     el.taken = taken and kind == E_ATOM
@@ -360,6 +373,14 @@ def _build(packets, stack, max_speculation, state, queue, returns, ops, packet, 
         elif k in (_K_OVERFLOW, _K_DISCARD):
             gap[p] = k == _K_DISCARD
             n = _lose_sync(st, queue, p, pk, out, n)
+        elif k == _K_ATOM and max_speculation == 0 and st.depth == 0:
+            # Committed as they come, after the elements waiting: the ops at once (the queue's
+            # calls, each given its arrays, cost more than the ops).
+            if st.size:
+                n = _flush(st, queue, stack, out, n)
+            for i in range(pk.count):
+                flags = (WAYPOINT_TAKEN if (pk.atoms >> i) & 1 else 0) | stack
+                n = add_op(ops, packet, n, p, pk.offset, Op.WAYPOINT, 0, flags, 0, NO_TIME, st.time)
         elif k == _K_TIMESTAMP:
             n = _wait_turn(st, queue, pk, p, stack, out, n)
             st.time = np.int64(pk.value)
