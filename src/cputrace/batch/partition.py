@@ -241,7 +241,9 @@ class _SplitIngest:
     def _numbered(self, job: _Job, parts: list[_Part]) -> None:
         """Shift the seqs of each part whose numbering does not run on from the end of the part
         before it (`NUMBERED_AFTER` formats: each part numbered from its start carry's
-        seq_base), written again side by side."""
+        seq_base), written again side by side. Parts of counted formats start at their seq."""
+        if not self.steps.NUMBERED_AFTER:
+            return
         shifts, shift = [0], 0
         for before, part in itertools.pairwise(parts):
             shift += before.end.seq_base - part.start_seq
@@ -364,6 +366,7 @@ def _decode_part(job: _Job, index: int, byte_range: tuple[int, int], start: Any,
     writer = PartWriter(job.version, index, Path(job.store))
     stats = IngestStats()
     writes = BackgroundWrites(writer, stats)
+    start_seq = start.seq_base  # before decoding: a carry may be decoded on in place
     decode = _steps(job.format).RangeDecode(source, ctx, start, byte_range, final)
     try:
         for batch in decode.batches():
@@ -379,7 +382,7 @@ def _decode_part(job: _Job, index: int, byte_range: tuple[int, int], start: Any,
     writes.close()
     return _Part(
         files, stats, ctx.warnings, ctx.warning_samples, decode.end, decode.facts, writer.first_seq,
-        writer.last_seq, start.seq_base,
+        writer.last_seq, start_seq,
     )  # fmt: skip
 
 
