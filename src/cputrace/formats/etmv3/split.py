@@ -5,25 +5,25 @@ Which inputs: a bare buffer of one ETMv3 or PTM source's raw stream (`buffer_for
 `source_data`, as sniffed or given). A snapshot, a buffer in formatter frames (several
 sources interleaved in 16-byte frames) and an ETMv4 stream are decoded whole (`whole`).
 
-Where: at A-syncs (five 0x00 then 0x80, in both protocols), the decoders' own synchronisation
-points: each
-range starts at the first A-sync at or after its nominal offset (`split_points`). The rows of
-a range are those that decoding the packets from the A-sync packet at or after its start
-(its cut) up to the one at or after the next range's start gives: the range before decodes
-on past its end to that packet, so no instruction is lost or doubled.
+Where: at A-syncs (five 0x00 then 0x80, in both protocols), the decoders' own
+synchronisation points: each range starts at the first A-sync at or after its nominal offset
+(`split_points`). The rows of a range are those that decoding the packets from the A-sync
+packet at or after its start (its cut) up to the one at or after the next range's start
+gives: the range before decodes on past its end to that packet, so no instruction is lost or
+doubled.
 
 What crosses a cut is a `Carry`: where the cut is (`at`, the A-sync packet's offset) and the
 whole decoding state there (`state`): the packet decoder's (`PacketScanner.carried`: its SCAN
 record and the bytes of a packet not yet complete) and the walk's (`SourceWalk.carried`: the
 walk, op builder and data matcher records, the row held back, the last context ID and VMID;
-a PTM's walk is the same class with an op builder of its own),
-seqs relative to the next instruction's. Each range's start state is found by decoding again,
-rows dropped, from the `WARM_SYNCS`-th A-sync before its start (`warm_start`), the way a
-decoder meets a stream that started earlier; its packet errors are the range before's. The
-range then goes on from that state (resumed, as it would be from any carry), and its end
-state is compared whole with the next range's start (`Carry.joins`): a range whose warm-up
-came out otherwise (a value the warm-up never saw, an A-sync taken from a zero run that the
-stream did not mean as one) is decoded again from the end of the range before.
+a PTM's walk is the same class with an op builder of its own), seqs relative to the next
+instruction's. Each range's start state is found by decoding again, rows dropped, from the
+`WARM_SYNCS`-th A-sync before its start (`warm_start`), the way a decoder meets a stream that
+started earlier; its packet errors are the range before's. The range then goes on from that
+state (resumed, as it would be from any carry), and its end state is compared whole with the
+next range's start (`Carry.joins`): a range whose warm-up came out otherwise (a value the
+warm-up never saw, an A-sync taken from a zero run that the stream did not mean as one) is
+decoded again from the end of the range before.
 
 Numbering: how many instructions a range walks is known only once walked, so each range
 numbers its rows from its start carry's `seq_base` (0 unless decoded again from the range
@@ -204,10 +204,10 @@ class RangeDecode:
                     pass
                 self.facts.warmed = Carry(0, at.cut, None if at.cut is None else warm.carried())
                 start = self.start if self.start.state is not None else self.facts.warmed
-                if start.at is None:  # the input ended before this range's first A-sync
+                if start.at is None or start.state is None:  # the input ended before the range's A-sync
                     self.end = Carry(start.seq_base, None, None)
                     return
-                stream.resume(start, start.seq_base)
+                stream.resume(start.at, start.state, start.seq_base)
             if self.final:
                 yield from stream.to_end()
                 return
@@ -233,12 +233,11 @@ class _Stream:
         """The whole decoding state, free of numbering (see the module docstring)."""
         return {"packets": self.decoder.carried(), "walk": self.walk.carried()}
 
-    def resume(self, start: Carry, seq_base: int) -> None:
-        """Go on from `start`'s state, at its cut, numbering from `seq_base`."""
-        assert start.state is not None and start.at is not None
-        self.decoder.resume(start.state["packets"])
-        self.walk.resume(start.state["walk"], seq_base)
-        self.position = start.at
+    def resume(self, at: int, state: dict[str, Any], seq_base: int) -> None:
+        """Go on from a carried `state` at the cut `at`, numbering from `seq_base`."""
+        self.decoder.resume(state["packets"])
+        self.walk.resume(state["walk"], seq_base)
+        self.position = at
 
     def feed(self, stop: int) -> Iterator[Batch]:
         """The rows of the bytes up to `stop`."""
