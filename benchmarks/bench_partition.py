@@ -1,9 +1,13 @@
-"""One generated Tarmac (or ARMulator) trace ingested by today's single process and split
-across local clusters of 1 and 2 workers (`cputrace ingest --workers N`); wall and CPU time,
-peak memory.
+"""One generated Tarmac (or ARMulator) trace, or a raw ETMv3 stream, ingested by today's single
+process and split across local clusters of 1 and 2 workers (`cputrace ingest --workers N`);
+wall and CPU time, peak memory.
 
-    python benchmarks/bench_partition.py [--format tarmac|armulator] [--lines 20000000]
-        [--workers 1 2] [--runs 2] [--part-mib 256]
+    python benchmarks/bench_partition.py [--format tarmac|armulator|etmv3] [--lines 20000000]
+        [--etm-mib 64] [--workers 1 2] [--runs 2] [--part-mib 256]
+
+The ETMv3 stream is source 0x10 of the TC2 snapshot's ETB buffer (../shared/data/tc2-etmv3),
+its bytes taken out of the formatter frames, repeated to `--etm-mib` MiB, decoded with the
+source's registers (its device file) and the snapshot's kernel image.
 
 The single-process ingest is `cputrace ingest FILE -o STORE` in a fresh process (imports
 included). A split ingest runs on a cluster started, and warmed by a small split ingest (each
@@ -12,8 +16,8 @@ workers' processes (every thread) and of the client over the ingest. The jobs ru
 `--runs` rounds, and the best round of each is reported, so that the load others put on the
 machine falls on all of them alike. Also timed: the scan step alone (the format's
 `count_range`, formats/tarmac/split.py, over the whole input in this process), the cost a
-split adds. Figures go to
-docs/benchmarks.md.
+split adds (Tarmac and ARMulator; an ETMv3 split counts nothing before decoding, it
+renumbers the parts after). Figures go to docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -30,8 +34,26 @@ from measure import OUT, generated_trace, run_measured
 
 from cputrace.batch.cluster import connect
 from cputrace.batch.partition import SPLITS, ingest_split
+from cputrace.coresight.frames import Deformatter
 from cputrace.formats import DecodeContext
 from cputrace.inputs import InputFile
+
+TC2 = Path(__file__).parents[2] / "shared" / "data" / "tc2-etmv3"
+ETM_OPTIONS = {"buffer_format": "source_data", "etm_config": str(TC2 / "device_5.ini")}
+"""Source 0x10 of the TC2 buffer as a raw stream: its registers from its device file."""
+ETM_IMAGES = [f"{TC2 / 'kernel_dump.bin'}@0xC0008000"]
+
+
+def etm_stream(mib: int) -> Path:
+    """benchmarks/out/bench-etm-MIB.bin: TC2's source 0x10 as a raw stream, repeated to `mib`
+    MiB, made once."""
+    OUT.mkdir(exist_ok=True)
+    stream = OUT / f"bench-etm-{mib}.bin"
+    if not stream.exists():
+        frames = (TC2 / "cstrace.bin").read_bytes()
+        raw = bytes(Deformatter("coresight").feed(frames, 0, final=True)[0x10].data)
+        stream.write_bytes(raw * ((mib << 20) // len(raw)))
+    return stream
 
 
 def _cpu_seconds() -> float:
@@ -43,12 +65,12 @@ def _peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def _split(client, trace: Path, store: Path, part_bytes: int) -> tuple[float, float, int]:
+def _split(client, trace: Path, store: Path, part_bytes: int, given: dict) -> tuple[float, float, int]:
     """(wall seconds, CPU seconds of workers and client, parts) of one split ingest."""
     workers_before = sum(client.run(_cpu_seconds).values())
     client_before = _cpu_seconds()
     started = time.perf_counter()
-    result = ingest_split(client, trace, store, part_bytes=part_bytes)
+    result = ingest_split(client, trace, store, part_bytes=part_bytes, **given)
     wall = time.perf_counter() - started
     cpu = sum(client.run(_cpu_seconds).values()) - workers_before + _cpu_seconds() - client_before
     return wall, cpu, result.manifest.get("parts", 1)
@@ -58,23 +80,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--format", choices=sorted(SPLITS), default="tarmac")
     parser.add_argument("--lines", type=int, default=20_000_000)
+    parser.add_argument("--etm-mib", type=int, default=64)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--part-mib", type=int, default=256)
     args = parser.parse_args()
-    trace = generated_trace(args.lines, args.format)
-    small = generated_trace(100_000, args.format)
+    etm = args.format == "etmv3"
+    trace = etm_stream(args.etm_mib) if etm else generated_trace(args.lines, args.format)
+    small = etm_stream(1) if etm else generated_trace(100_000, args.format)
+    given: dict = {"format": "etmv3", "options": ETM_OPTIONS, "images": ETM_IMAGES} if etm else {}
+    flags = ["--format", "etmv3", "--buffer-format", "source_data", "--etm-config", ETM_OPTIONS["etm_config"],
+             "--image", ETM_IMAGES[0]] if etm else []  # fmt: skip
     store = OUT / "bench-partition.ctrace"
     size = trace.stat().st_size
-    print(
-        f"{trace.name}: {args.lines:,} lines, {size / 1e6:,.0f} MB, parts of {args.part_mib} MiB", flush=True
-    )
+    length = f"{args.etm_mib} MiB raw ETMv3 stream" if etm else f"{args.lines:,} lines"
+    print(f"{trace.name}: {length}, {size / 1e6:,.0f} MB, parts of {args.part_mib} MiB", flush=True)
 
-    started, before = time.perf_counter(), _cpu_seconds()
-    count_range = importlib.import_module(SPLITS[args.format]).count_range
-    counted = count_range(InputFile(trace), DecodeContext(), (0, size))
-    print(f"scan step alone: {time.perf_counter() - started:.2f} s ({_cpu_seconds() - before:.2f} s CPU), "
-          f"{counted.instructions:,} instructions", flush=True)  # fmt: skip
+    if not etm:
+        started, before = time.perf_counter(), _cpu_seconds()
+        count_range = importlib.import_module(SPLITS[args.format]).count_range
+        counted = count_range(InputFile(trace), DecodeContext(), (0, size))
+        took = f"{time.perf_counter() - started:.2f} s ({_cpu_seconds() - before:.2f} s CPU)"
+        print(f"scan step alone: {took}, {counted.instructions:,} instructions", flush=True)
 
     best: dict[str, tuple[float, float, int]] = {}
 
@@ -88,13 +115,14 @@ def main() -> None:
     try:
         for n, client in clients.items():
             client.wait_for_workers(n)
-            ingest_split(client, small, OUT / "bench-partition-warm.ctrace", part_bytes=1 << 20)
+            ingest_split(client, small, OUT / "bench-partition-warm.ctrace", part_bytes=1 << 19, **given)
         for run in range(args.runs):
             print(f"round {run + 1}", flush=True)
-            single = run_measured([sys.executable, "-m", "cputrace", "ingest", str(trace), "-o", str(store)])
+            command = [sys.executable, "-m", "cputrace", "ingest", str(trace), "-o", str(store), *flags]
+            single = run_measured(command)
             keep("single process", single.seconds, single.cpu_seconds, single.rss)
             for n, client in clients.items():
-                wall, cpu, parts = _split(client, trace, store, args.part_mib << 20)
+                wall, cpu, parts = _split(client, trace, store, args.part_mib << 20, given)
                 keep(
                     f"{n} worker{'s' if n > 1 else ''}, {parts} parts",
                     wall,

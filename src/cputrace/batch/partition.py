@@ -10,8 +10,14 @@ formats/tarmac/split.py says what each step does). The client only splits, sums 
 results, hashes the whole input as the single-process ingest records it (while the workers
 decode) and writes the manifest.
 
-An input that cannot be split (compressed, or a format without a split module: see
-docs/formats.md) is ingested whole by one worker, into a plain store.
+An input that cannot be split (compressed, a format without a split module, or one its
+module decodes whole: see docs/formats.md) is ingested whole by one worker, into a plain store.
+
+Numbering: where a range's instructions can be counted before it is decoded (Tarmac,
+ARMulator), each range is decoded with the seq it starts at. Where they cannot (ETMv3: a
+range's instructions are known once walked; its module says `NUMBERED_AFTER`), each range is
+numbered from its start carry's `seq_base`, and each part whose numbering is off the end of
+the part before it is written again with its seqs shifted (`_shifted_part`), on the workers.
 
 Atomic as `ingest`: the parts are written into the store's staging folder, which becomes the
 store only once every part is written and checked; a part that fails, a worker that dies
@@ -23,6 +29,7 @@ replaced and its part written again whole.
 from __future__ import annotations
 
 import importlib
+import itertools
 import math
 import os
 import threading
@@ -37,18 +44,25 @@ from ..ingest import IngestResult, IngestStats, check_walk, default_store_path, 
 from ..inputs import InputFile
 from ..model import TABLES
 from ..store.checksums import file_xxh3_128
+from ..store.manifest import part_file
 from ..store.write import PartitionedStoreWriter, PartWriter, out_of_order
 from .cluster import distributed, run_tasks
 from .ingest import ingest_one
-from .tasks import PART_BYTES, Failed, absolute, absolute_images, readable, reported
+from .tasks import PART_BYTES, Failed, absolute, absolute_images, image_of, readable, reported
 
 if TYPE_CHECKING:
     from types import ModuleType
 
-SPLITS = {"tarmac": "cputrace.formats.tarmac.split", "armulator": "cputrace.formats.armulator_split"}
-"""The formats whose inputs split, and the module of each with the steps of a split:
-`split_points`, `count_range` (a task), `first_carries`, `RangeDecode` (a task) whose `end`
-carry `joins` the next range's start or not, and `finish` (the whole input's notes)."""
+SPLITS = {
+    "tarmac": "cputrace.formats.tarmac.split",
+    "armulator": "cputrace.formats.armulator_split",
+    "etmv3": "cputrace.formats.etmv3.split",
+}
+"""The formats whose inputs split, and the module of each with the steps of a split: `whole`
+(why an input is decoded whole, None: it splits), `split_points`, `count_range` (a task),
+`first_carries`, `RangeDecode` (a task) whose `end` carry `joins` the next range's start or
+not, and `finish` (the whole input's notes); `NUMBERED_AFTER` says whether its ranges are
+numbered after they are decoded (the module docstring)."""
 
 
 def _steps(format: str) -> ModuleType:
@@ -67,6 +81,7 @@ class _Job:
     store: str  # as errors name it
     strict: bool
     options: dict[str, Any]
+    images: tuple[str, ...]  # program image specs, absolute
 
 
 @dataclass
@@ -82,17 +97,16 @@ class _Part:
     facts: Any
     first_seq: dict[str, int]
     last_seq: dict[str, int]
+    start_seq: int  # the seq its rows were numbered from (its start carry's seq_base)
 
 
-def splittable(source: InputFile, format: str, images: Sequence[str]) -> str | None:
+def splittable(source: InputFile, format: str, images: Sequence[str], options: dict[str, Any]) -> str | None:
     """Why the input cannot be split (None: it can)."""
     if source.compression is not None:
         return f"a {source.compression} input is read from its start"
     if format not in SPLITS:
         return f"{format} inputs are decoded whole (docs/formats.md)"
-    if images:
-        return "an input decoded with a program image is decoded whole"
-    return None
+    return _steps(format).whole(source, options, images)
 
 
 def ingest_split(
@@ -127,7 +141,7 @@ def ingest_split(
     check_options(given, {decoder.name})
     if on_format is not None:
         on_format(file.path, decoder.name)
-    why_not = splittable(file, decoder.name, images)
+    why_not = splittable(file, decoder.name, images, given)
     if why_not is not None:
         if on_note is not None:
             on_note(f"{file.path}: not split: {why_not}")
@@ -135,7 +149,7 @@ def ingest_split(
         return _ingest_whole(client, file, store, decoder.name, strict, given, images, done)
     parts = math.ceil(file.size / part_bytes)
     nominal = sorted(splits) if splits is not None else equal_shares(file.size, parts)
-    return _SplitIngest(client, file, decoder.name, store, strict, given, progress).run(nominal)
+    return _SplitIngest(client, file, decoder.name, store, strict, given, images, progress).run(nominal)
 
 
 def equal_shares(size: int, parts: int) -> list[int]:
@@ -160,7 +174,7 @@ class _SplitIngest:
 
     def __init__(
         self, client: distributed.Client, file: InputFile, format: str, store: Path, strict: bool,
-        options: dict[str, Any], progress: Callable[[int], None] | None,
+        options: dict[str, Any], images: Sequence[str], progress: Callable[[int], None] | None,
     ) -> None:  # fmt: skip
         self.client = client
         self.file = file
@@ -169,6 +183,8 @@ class _SplitIngest:
         self.store = store
         self.strict = strict
         self.options = options
+        self.image_specs = [str(spec) for spec in images]
+        self.images = absolute_images(images)
         self.progress = progress
         self.sizes: list[int] = []  # of each range, in input bytes
 
@@ -179,7 +195,7 @@ class _SplitIngest:
         ranges = list(zip(starts, [*starts[1:], self.file.size], strict=True))
         writer = PartitionedStoreWriter(self.store, [self.file.path])
         path, version = absolute(self.file.path), str(writer.version)
-        job = _Job(path, self.format, version, str(self.store), self.strict, self.options)
+        job = _Job(path, self.format, version, str(self.store), self.strict, self.options, self.images)
         whole = _WholeHash(self.file.path)
         try:
             self.sizes = [stop - start for start, stop in ranges]
@@ -192,10 +208,11 @@ class _SplitIngest:
             for i in range(last):  # the parts that did not join up, decoded again
                 if parts[i].end.joins(carries[i + 1], parts[i + 1].facts):
                     continue
-                redo = _renumbered(carries, i + 1, parts[i].end)
+                redo = _renumbered(carries, i + 1, parts[i].end, counted=not steps.NUMBERED_AFTER)
                 again = [(job, j, ranges[j], carries[j], j == last) for j in redo]
                 for j, part in zip(redo, self._each(_decode_part, again, first=i + 1), strict=True):
                     parts[j] = part
+            self._numbered(job, parts)
             manifest, files = self._manifest(parts, ranges, whole.digest(), started)
             return IngestResult(writer.commit(manifest, files), manifest)
         except BaseException:
@@ -203,20 +220,41 @@ class _SplitIngest:
             writer.abort()
             raise
 
-    def _each(self, task: Callable[..., Any], jobs: list[tuple[Any, ...]], first: int = 0) -> list[Any]:
-        """`task(*args)` for each of `jobs` (of the ranges from `first` on) on the cluster, their
-        results in order; the first failure (in input order) raised as the input's error."""
+    def _each(
+        self, task: Callable[..., Any], jobs: list[tuple[Any, ...]], first: int | None = 0
+    ) -> list[Any]:
+        """`task(*args)` for each of `jobs` (of the ranges from `first` on; None: of no range,
+        whose bytes `progress` does not hear of) on the cluster, their results in order; the
+        first failure (in input order) raised as the input's error."""
         results: dict[int, Any] = {}
         named = [(self.file.path, args) for args in jobs]
         for index, result in run_tasks(self.client, task, named):
             results[index] = result
-            if self.progress is not None:
+            if self.progress is not None and first is not None:
                 self.progress(self.sizes[first + index])
         failed = [results[i] for i in sorted(results) if isinstance(results[i], Failed)]
         if failed:
             earliest = failed[0]
             raise UsageError(earliest.message) if earliest.usage else CputraceError(earliest.message)
         return [results[index] for index in range(len(jobs))]
+
+    def _numbered(self, job: _Job, parts: list[_Part]) -> None:
+        """Shift the seqs of each part whose numbering does not run on from the end of the part
+        before it (`NUMBERED_AFTER` formats: each part numbered from its start carry's
+        seq_base), written again side by side. Parts of counted formats start at their seq."""
+        if not self.steps.NUMBERED_AFTER:
+            return
+        shifts, shift = [0], 0
+        for before, part in itertools.pairwise(parts):
+            shift += before.end.seq_base - part.start_seq
+            shifts.append(shift)
+        moved = [index for index, by in enumerate(shifts) if by]
+        if not moved:
+            return
+        jobs = [(job, index, shifts[index]) for index in moved]
+        shifted = self._each(_shifted_part, jobs, first=None)
+        for index, (files, first_seq, last_seq) in zip(moved, shifted, strict=True):
+            parts[index].files, parts[index].first_seq, parts[index].last_seq = files, first_seq, last_seq
 
     def _manifest(
         self, parts: list[_Part], ranges: list[tuple[int, int]], digest: str | None, started: float
@@ -228,6 +266,7 @@ class _SplitIngest:
 
         stats = IngestStats()
         ctx = DecodeContext(strict=self.strict, options=self.options)
+        ctx.image = image_of(self.images)  # the walk's checks (`check_walk`) are the image's
         files: dict[str, dict[str, Any]] = {}
         last_seq: dict[str, int] = {}
         for part in parts:
@@ -251,7 +290,8 @@ class _SplitIngest:
             "instructions": stats.counts["instructions"],
             "parts": [{"start": start, "stop": stop} for start, stop in ranges],
         }  # fmt: skip
-        options = {"strict": self.strict, **self.options}
+        images = {"images": self.image_specs} if self.image_specs else {}  # as `ingest` records them
+        options = {"strict": self.strict, **images, **self.options}
         manifest = manifest_of([self.format], [recorded], options, stats, ctx, started)
         return {**manifest, "parts": len(parts)}, files
 
@@ -286,10 +326,14 @@ class _WholeHash:
         self._stop.set()
 
 
-def _renumbered(carries: list[Any], first: int, start: Any) -> list[int]:
-    """Start part `first` from `start` (the end of the part before it), and the parts after it
-    from their carries renumbered as much, if its numbering differs (a count of the scan step
-    was wrong): the parts to decode again, side by side."""
+def _renumbered(carries: list[Any], first: int, start: Any, *, counted: bool) -> list[int]:
+    """Start part `first` from `start` (the end of the part before it), and, where the scan
+    step counted each range's numbering (`counted`), the parts after it from their carries
+    renumbered as much if its numbering differs (a count was wrong): the parts to decode
+    again, side by side."""
+    if not counted:
+        carries[first] = start
+        return [first]
     seq_shift, line_shift = start.seq_base - carries[first].seq_base, start.line - carries[first].line
     carries[first] = start
     if not (seq_shift or line_shift):
@@ -306,6 +350,7 @@ def _count_part(job: _Job, byte_range: tuple[int, int]) -> Any:
     from ..formats import DecodeContext, check_options
 
     ctx = DecodeContext(strict=job.strict, options=check_options(job.options, {job.format}))
+    ctx.image = image_of(job.images)
     return _steps(job.format).count_range(InputFile(readable(job.path)), ctx, byte_range)
 
 
@@ -317,9 +362,11 @@ def _decode_part(job: _Job, index: int, byte_range: tuple[int, int], start: Any,
 
     source = InputFile(readable(job.path))
     ctx = DecodeContext(strict=job.strict, options=check_options(job.options, {job.format}))
+    ctx.image = image_of(job.images)
     writer = PartWriter(job.version, index, Path(job.store))
     stats = IngestStats()
     writes = BackgroundWrites(writer, stats)
+    start_seq = start.seq_base  # before decoding: a carry may be decoded on in place
     decode = _steps(job.format).RangeDecode(source, ctx, start, byte_range, final)
     try:
         for batch in decode.batches():
@@ -335,5 +382,31 @@ def _decode_part(job: _Job, index: int, byte_range: tuple[int, int], start: Any,
     writes.close()
     return _Part(
         files, stats, ctx.warnings, ctx.warning_samples, decode.end, decode.facts, writer.first_seq,
-        writer.last_seq,
+        writer.last_seq, start_seq,
     )  # fmt: skip
+
+
+@reported
+def _shifted_part(job: _Job, index: int, shift: int) -> tuple[dict[str, Any], dict[str, int], dict[str, int]]:
+    """The task of the numbering step: part `index` written again with `shift` added to the
+    seq of every row, row group by row group (one vectorised add each), replacing the part
+    whole as `PartWriter` writes one. Returns its files, first and last seqs."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    version = Path(job.version)
+    writer = PartWriter(job.version, index, Path(job.store))
+    try:
+        for table in TABLES:
+            with pq.ParquetFile(version / part_file(table, index)) as stored:
+                for group in range(stored.num_row_groups):
+                    rows = stored.read_row_group(group)
+                    at = rows.schema.get_field_index("seq")
+                    seq = pc.add(rows.column(at), pa.scalar(shift, pa.int64()))
+                    writer.write(table, rows.set_column(at, rows.schema.field(at), seq))
+        files = writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    return files, writer.first_seq, writer.last_seq

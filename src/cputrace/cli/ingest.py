@@ -111,8 +111,9 @@ def ingest_cmd(
 
     With --workers N, --scheduler ADDRESS or --scheduler-file FILE, one INPUT is split at record
     boundaries and its parts decoded side by side on a Dask cluster, into a partitioned store
-    equal row for row to the one a single process writes (Tarmac without --image, and
-    ARMulator; other inputs are ingested whole by one worker).
+    equal row for row to the one a single process writes (Tarmac without --image, ARMulator,
+    and raw ETMv3 and PTM streams, at their A-syncs; other inputs are ingested whole by one
+    worker).
     """
     total = sum(Fingerprint.of(p).size for p in inputs)
     explain_compiling()  # the decoders are about to import numba

@@ -14,6 +14,7 @@ Kind codes 0 and 1 are common to every protocol: bytes skipped while looking for
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -275,6 +276,22 @@ class PacketScanner:
         self._carry = data[done:].copy()
         self._carry_offsets = offsets[done:].copy()
         self._pos += done
+
+    def carried(self) -> dict[str, np.ndarray]:
+        """What the bytes still to come take from those fed so far: the scanner's state and
+        the bytes of an unfinished packet (with their buffer offsets)."""
+        return {"scan": self._state.copy(), "bytes": self._carry.copy(), "offsets": self._carry_offsets}
+
+    def resume(self, carried: dict[str, np.ndarray]) -> None:
+        """Go on from a scanner's `carried` state."""
+        self._state[:] = carried["scan"]
+        self._carry, self._carry_offsets = carried["bytes"].copy(), carried["offsets"].copy()
+
+    def copy(self) -> PacketScanner:
+        """A scanner that goes on from where this one is, on its own."""
+        twin = copy.copy(self)
+        twin._state = self._state.copy()
+        return twin
 
     def finish(self) -> Iterator[Packets]:
         """Packets left at the end of the stream (an unfinished one becomes an error)."""

@@ -12,7 +12,7 @@ import numba
 import numpy as np
 import pyarrow as pa
 
-from ..isa.index import lookup
+from ..isa.index import as_int64, lookup
 from ..isa.insn import NO_ISA
 from . import batches
 from .batches import EXECUTED, GAP, NOT_EXECUTED, ROW, UNKNOWN
@@ -587,6 +587,11 @@ def _walk(ops, insns, index, counts, code, state, out, gaps, op_first, op_end):
     return DONE
 
 
+def _key_of(insn: np.void) -> int:
+    """The index key (address << 3 | ISA) of an INSN record, as the walk makes them."""
+    return as_int64(((int(insn["pc"]) << 3) & ADDRESS_MASK) | int(insn["isa"]))
+
+
 class Walker:
     """Follows one core's waypoint ops through a `Program`, yielding model rows in batches.
 
@@ -624,6 +629,50 @@ class Walker:
     def dropped(self) -> int:
         """Ops dropped because the walk had lost its place."""
         return int(self._st["dropped"])
+
+    def carried(self) -> dict[str, np.ndarray]:
+        """What the ops still to come take from those applied so far, free of this walk's
+        numbering and of its program's cache, so that two walks compare by it and another
+        walk (`resume`) goes on as this one would: the WALK record with seq 0, its position as
+        a key, no cached link, its return stack from slot 0 and the counters of one `run`
+        cleared; the row held back (`held`, none or one) with its seq relative to the next and
+        its instruction as a key in `idx`."""
+        state = self.state.copy()
+        st = state[0]
+        if st["pos"] >= 0:
+            st["key"] = _key_of(self.program.insns[st["pos"]])
+            st["pos"] = UNRESOLVED
+        st["link"], st["link_to_target"] = -1, False
+        for name in ("op", "steps", "need", "op_src", "dropped", "begun", "checked", "resumed", "gaps"):
+            st[name] = 0
+        size, top = int(st["returns_size"]), int(st["returns_top"])
+        returns = np.zeros(RETURN_STACK_DEPTH, np.int64)
+        returns[:size] = st["returns"][(top - size + np.arange(size)) % RETURN_STACK_DEPTH]
+        st["returns"], st["returns_top"] = returns, size % RETURN_STACK_DEPTH
+        held = self._out[: int(st["rows"])].copy()
+        held["idx"] = [_key_of(self.program.insns[idx]) for idx in held["idx"].tolist()]
+        held["seq"] -= st["seq"]
+        st["seq"] = 0
+        return {"walk": state, "held": held}
+
+    def resume(self, carried: dict[str, np.ndarray], next_seq: int) -> None:
+        """Go on from a walk's `carried` state, numbering from `next_seq`."""
+        self.state[:] = carried["walk"]
+        self._st["seq"] = next_seq
+        held = carried["held"].copy()
+        held["seq"] += next_seq
+        held["idx"] = [self._index_of(key) for key in held["idx"].tolist()]
+        self._out[: len(held)] = held
+
+    def _index_of(self, key: int) -> int:
+        """The program's record of the instruction at `key` (address << 3 | ISA), decoded if
+        it was not yet."""
+        p = self.program
+        at = found(key, p.insns, p.index.table, p.index.counts, p.code)
+        if at == UNRESOLVED:
+            p.decode(key)
+            at = found(key, p.insns, p.index.table, p.index.counts, p.code)
+        return at
 
     def run(self, ops: Ops) -> Iterator[dict[str, pa.Table]]:
         """Apply `ops`; yields batches of `instructions` and `events` (trace_gap) rows."""

@@ -28,7 +28,7 @@ fetches with the memory rows held back for them. Two steps make each range's:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -38,8 +38,14 @@ from ..inputs import InputFile
 from .armulator import FETCH_WINDOW, LineParser, PendingFetch, fed
 from .base import Batch, DecodeContext
 
-__all__ = ["Carry", "RangeDecode", "RangeFacts", "count_range", "finish", "first_carries", "split_points"]
+__all__ = [
+    "NUMBERED_AFTER", "Carry", "RangeDecode", "RangeFacts", "count_range", "finish", "first_carries",
+    "split_points", "whole",
+]  # fmt: skip
 """The steps of a split, by the names every format's split module gives them (batch/partition.py)."""
+
+NUMBERED_AFTER = False
+"""Each range is decoded with the seq it starts at, from the counts of step 1."""
 
 LOOKBACK = 2 * FETCH_WINDOW
 """Instruction lines before a split whose lines decide the pending fetches at it (step 2)."""
@@ -55,6 +61,11 @@ LOOK_BYTES = 64 << 10
 to `MAX_LOOK_BYTES`; a range without them that near is decoded again from the end of the one
 before, as one that does not join up)."""
 MAX_LOOK_BYTES = 64 << 20
+
+
+def whole(_source: InputFile, _options: dict[str, Any], images: Sequence[str]) -> str | None:
+    """Why the input is decoded whole (None: it splits)."""
+    return "an input decoded with a program image is decoded whole" if images else None
 
 
 def split_points(source: InputFile, nominal: list[int]) -> list[int]:

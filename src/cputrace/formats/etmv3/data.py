@@ -95,6 +95,41 @@ class DataMatcher:
         self.waiting = np.full((4, 2), -1, np.int64)  # by tag: the held row waiting for a value, its epoch
         self.max_wait = _MAX_WAIT
 
+    def carried(self, next_seq: int) -> dict[str, np.ndarray]:
+        """What the packets and rows still to come take from those so far (see `Walker.carried`),
+        with seqs relative to `next_seq` and epochs to the current one: the load/stores that
+        may still own packets, the packets and rows held back, the placeholders waiting (none:
+        (-1, 0)), the matcher's state and its marks (seen_end, floor, fence)."""
+        pending = self.pending.copy()
+        pending["at"] -= next_seq
+        pending["fence"] -= next_seq
+        pending["epoch"] -= self.epoch
+        held = self.held.copy()
+        held["seq"] -= next_seq
+        waiting = np.where(self.waiting[:, :1] >= 0, self.waiting - [0, self.epoch], [-1, 0])
+        state = self.state.copy()
+        state[S_OWNER] -= next_seq
+        marks = np.array([self.seen_end, self.floor, self.fence], np.int64) - next_seq
+        return {
+            "ls_seq": self.ls_seq - next_seq, "ls_facts": self.ls_facts, "ls_time": self.ls_time,
+            "pending": pending, "held": held, "waiting": waiting, "state": state, "marks": marks,
+        }  # fmt: skip
+
+    def resume(self, carried: dict[str, np.ndarray], next_seq: int) -> None:
+        """Go on from a matcher's `carried` state, numbering from `next_seq`."""
+        self.ls_seq = carried["ls_seq"] + next_seq
+        self.ls_facts, self.ls_time = carried["ls_facts"].copy(), carried["ls_time"].copy()
+        self.pending = carried["pending"].copy()
+        self.pending["at"] += next_seq
+        self.pending["fence"] += next_seq
+        self.held = carried["held"].copy()
+        self.held["seq"] += next_seq
+        self.epoch = 0
+        self.waiting = carried["waiting"].copy()
+        self.state = carried["state"].copy()
+        self.state[S_OWNER] += next_seq
+        self.seen_end, self.floor, self.fence = (int(mark) + next_seq for mark in carried["marks"])
+
     def see(self, instructions: pa.Table) -> None:
         """Note the executed loads and stores among walked instruction rows."""
         if not len(instructions):

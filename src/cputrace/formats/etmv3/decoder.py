@@ -67,16 +67,16 @@ def decode_captures(
             walk = None  # made at the source's first packets: a source without any needs no image
             for packets in batches:
                 if walk is None:
-                    report = partial(_packet_error, capture.path, etm, ctx)
+                    report = partial(packet_error, capture.path, etm, ctx)
                     walker, _ = PROTOCOLS[type(etm.config)]
-                    walk = walker(etm, _program(programs, capture, etm, ctx), next_seq, report)
+                    walk = walker(etm, source_program(programs, capture, etm, ctx), next_seq, report)
                 yield from walk.batch(packets)
             if walk is not None:
                 yield from walk.finish()
                 next_seq = walk.next_seq
 
 
-def _packet_error(path: Path, etm: EtmSource, ctx: DecodeContext, packets: Packets, row: int) -> None:
+def packet_error(path: Path, etm: EtmSource, ctx: DecodeContext, packets: Packets, row: int) -> None:
     """A reserved or malformed packet: it fails a --strict decode; otherwise it is a warning
     (its trace_gap event says where, and the trace resynchronises at the next A-sync)."""
     source = "" if etm.trace_id is None else f" (source {etm.label})"
@@ -89,7 +89,7 @@ def _packet_error(path: Path, etm: EtmSource, ctx: DecodeContext, packets: Packe
     ctx.warn(str(path), where, f"expected {expected}, got {got}: a trace gap to the next A-sync")
 
 
-def _program(
+def source_program(
     programs: dict[object, Program], capture: Capture, etm: EtmSource, ctx: DecodeContext
 ) -> Program:
     """The program image of the source's core, shared by the sources of cores whose memory

@@ -18,6 +18,7 @@ data packets become `memory` rows (`data`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numba
 import numpy as np
@@ -58,6 +59,9 @@ from .ops import new_state, packet_ops
 from .packets import Packets
 from .protocol import ERROR_TEXT, KIND_NAMES, Flag, Kind, exception_name
 
+EARLIER = -(1 << 62)
+"""The first seq of a source resumed after its first instruction: below every seq, so that no
+event is moved up to it."""
 _NAMES = event_names(KIND_NAMES)  # exceptions get theirs after
 _K_I_SYNC, _K_BRANCH, _K_CYCLE_COUNT = int(Kind.I_SYNC), int(Kind.BRANCH), int(Kind.CYCLE_COUNT)
 _N_CYCLE_COUNT = N_KINDS + _K_CYCLE_COUNT
@@ -80,6 +84,28 @@ class SourceWalk:
         self.state = new_state()
         self.data = self._data_matcher(program)
         self._context = np.full(2, -1, np.int64)  # the last context ID and VMID seen (_C_*), -1: none yet
+
+    def carried(self) -> dict[str, Any]:
+        """What the packets still to come take from those walked so far, free of this walk's
+        numbering (`flow.walker.Walker.carried`): the walk's, the op builder's and the data
+        matcher's state, the last context ID and VMID, and whether any instruction came
+        before (events before the source's first take its seq)."""
+        next_seq = self.walker.next_seq
+        return {
+            "walk": self.walker.carried(), "ops": self.state.copy(), "context": self._context.copy(),
+            "started": np.array([next_seq > self.first_seq]),
+            "data": {} if self.data is None else self.data.carried(next_seq),
+        }  # fmt: skip
+
+    def resume(self, carried: dict[str, Any], next_seq: int) -> None:
+        """Go on from a walk's `carried` state, numbering from `next_seq`."""
+        self.first_seq = EARLIER if carried["started"][0] else next_seq
+        self.walker.resume(carried["walk"], next_seq)
+        self.state[:] = carried["ops"]
+        self._context[:] = carried["context"]
+        if self.data is not None:
+            self.data.first_seq = self.first_seq
+            self.data.resume(carried["data"], next_seq)
 
     def batch(self, packets: Packets) -> Iterator[Batch]:
         """Rows of one packet batch: instructions as the walk makes them, then memory, then

@@ -21,8 +21,9 @@ What crosses a split is a `decoder.Carry`. Two steps make each range's exactly:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -35,14 +36,25 @@ from .options import DEFAULT_ISA
 from .scan import KIND_INSN, KIND_SLOW, TIME_UNITS, scan_chunk
 from .timescale import TimeScale
 
-__all__ = ["Carry", "RangeDecode", "RangeFacts", "count_range", "finish", "first_carries", "split_points"]
+__all__ = [
+    "NUMBERED_AFTER", "Carry", "RangeDecode", "RangeFacts", "count_range", "finish", "first_carries",
+    "split_points", "whole",
+]  # fmt: skip
 """The steps of a split, by the names every format's split module gives them (batch/partition.py)."""
+
+NUMBERED_AFTER = False
+"""Each range is decoded with the seq it starts at, from the counts of step 1."""
 
 LOOK_BYTES = 64 << 10
 """How far past a nominal split to look for an instruction line, at first (doubled up to
 `MAX_LOOK_BYTES`; a range with none is merged with the next): the client reads this much per
 part."""
 MAX_LOOK_BYTES = 64 << 20
+
+
+def whole(_source: InputFile, _options: dict[str, Any], images: Sequence[str]) -> str | None:
+    """Why the input is decoded whole (None: it splits)."""
+    return "an input decoded with a program image is decoded whole" if images else None
 
 
 def split_points(source: InputFile, nominal: list[int]) -> list[int]:
