@@ -438,13 +438,14 @@ def test_diff_side_by_side_goes_from_divergence_to_divergence(quicksort, tmp_pat
             await pilot.press(key)
             await pilot.pause()
             other_pane = app.query_one("#trace-b", TracePane)
-            seen.append((_place(app)["seq"], other_pane.border_title, app.status.message, _cursor_line(app)))
+            b_line = other_pane.lines()[other_pane._cursor.start]
+            seen.append((_place(app)["seq"], b_line.split()[0], app.status.message, _cursor_line(app)))
         return seen
 
     seen = drive(app, script)
     first, second = (str(d["a_seq"]) for d in listed)
     assert [s[0] for s in seen] == [first, second, first, second, second]
-    assert seen[0][1] == f"Trace B: seq {listed[0]['b_seq']}"
+    assert seen[0][1] == str(listed[0]["b_seq"])  # B's cursor on the instruction paired with A's
     assert "x9" in seen[0][2] and "0xdeadbeef" in seen[0][2]
     assert "no later divergence" in seen[4][2]
 

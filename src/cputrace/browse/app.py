@@ -169,7 +169,7 @@ class BrowseApp(App[None]):
                     with Horizontal(id="traces"):
                         yield TracePane(id="trace")
                         other = TracePane(id="trace-b")
-                        other.border_title = "Trace B"
+                        other.set_title("Trace B")
                         other.can_focus = False
                         yield other
                 yield TimelinePane(id="timeline")
@@ -325,7 +325,7 @@ class BrowseApp(App[None]):
             pane.show([note("(trace B has nothing here)")], range(0))
             return
         _, b_line = _show_lines(pane, diff.b, cpu, b_index, self.top_b, None)
-        pane.border_title = f"Trace B: seq {b_seq}" + ("" if paired else " (A's instruction is only in A)")
+        pane.set_title("Trace B" if paired else "Trace B (A's instruction is only in A)")
         a_line = self._cursor_line
         if not paired:
             differences = []

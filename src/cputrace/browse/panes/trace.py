@@ -58,6 +58,12 @@ class TracePane(Widget, can_focus=True):
             self._rendered.move_to_end(key)
         return found
 
+    def set_title(self, title: str) -> None:
+        """Title the pane; only a new title repaints it (setting `border_title` repaints the
+        whole pane, even with the same title)."""
+        if title != self.border_title:
+            self.border_title = title
+
     def forget_rendered(self) -> None:
         """Render lines anew from now on (their lines have changed: branch targets named)."""
         self._rendered.clear()
