@@ -440,9 +440,13 @@ def test_diff_side_by_side_goes_from_divergence_to_divergence(quicksort, tmp_pat
             other_pane = app.query_one("#trace-b", TracePane)
             b_line = other_pane.lines()[other_pane._cursor.start]
             seen.append((_place(app)["seq"], b_line.split()[0], app.status.message, _cursor_line(app)))
+        seen.append((app.trace_pane.region, other_pane.region, app.registers_pane.region))
         return seen
 
     seen = drive(app, script)
+    a_region, b_region, right = seen.pop()
+    assert a_region.width > 20 and b_region.width > 20  # side by side, on the screen
+    assert a_region.right <= b_region.x and b_region.right <= right.x
     first, second = (str(d["a_seq"]) for d in listed)
     assert [s[0] for s in seen] == [first, second, first, second, second]
     assert seen[0][1] == str(listed[0]["b_seq"])  # B's cursor on the instruction paired with A's

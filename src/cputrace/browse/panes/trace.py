@@ -33,7 +33,7 @@ CURSOR_RECORDS = Style(bgcolor="grey23")
 class TracePane(Widget, can_focus=True):
     """Lines of the trace; `cursor` rows (the instruction and its records) are highlighted."""
 
-    DEFAULT_CSS = "TracePane { height: 1fr; border: round $primary; }"
+    DEFAULT_CSS = "TracePane { width: 1fr; height: 1fr; border: round $primary; }"
 
     class Resized(Message):
         """The pane's height changed: the app reads a screenful again."""
