@@ -17,9 +17,9 @@ from textual.binding import Binding, BindingType
 from textual.geometry import Region
 from textual.message import Message
 from textual.strip import Strip
-from textual.widget import Widget
 
 from ...analysis.state import FROM_IMAGE, READ_BEFORE_WRITE, UNKNOWN, MemoryBytes
+from .drawn import DrawnPane
 
 ROW = 16
 """Bytes per line."""
@@ -35,7 +35,7 @@ SELECTED = Style(reverse=True)
 ADDRESS = Style(color="bright_blue")
 
 
-class MemoryPane(Widget, can_focus=True):
+class MemoryPane(DrawnPane, can_focus=True):
     """ROW bytes a line from the 16-byte boundary at or below the expression's address."""
 
     DEFAULT_CSS = "MemoryPane { height: 8; border: round $secondary; }"
@@ -124,7 +124,7 @@ class MemoryPane(Widget, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         memory = self._memory
-        blank = self.rich_style  # computed from the CSS at each call: once a line
+        blank = self.base_style
         if memory is None or y * ROW >= len(memory.data):
             return Strip.blank(self.size.width, blank)
         row = memory.address + y * ROW

@@ -18,7 +18,8 @@ from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.strip import Strip
-from textual.widget import Widget
+
+from .drawn import DrawnPane
 
 BOLD = Style(bold=True)
 """The whole line's."""
@@ -28,7 +29,7 @@ NEWS = Style.parse("green")
 """A message that is not an error."""
 
 
-class StatusLine(Widget):
+class StatusLine(DrawnPane):
     """One line at the bottom: the cursor's place, then a message if there is one; or, while
     `asking`, a question and the answer being typed."""
 
@@ -125,7 +126,7 @@ class StatusLine(Widget):
         self.refresh()
 
     def render_line(self, y: int) -> Strip:
-        base = self.rich_style + BOLD
+        base = self.base_style + BOLD
         if self.question is not None:
             parts = [
                 (self.question + " ", None),
@@ -139,7 +140,7 @@ class StatusLine(Widget):
                 parts += [("  ", None), (self.message, ERROR if self.error else NEWS)]
         segments = [Segment(text, base + style if style else base) for text, style in parts if text]
         width = self.size.width
-        return Strip(segments).crop(0, width).extend_cell_length(width, self.rich_style)
+        return Strip(segments).crop(0, width).extend_cell_length(width, self.base_style)
 
 
 _EDITS: dict[str, Callable[[StatusLine], object]] = {

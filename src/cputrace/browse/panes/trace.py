@@ -20,9 +20,9 @@ from rich.style import Style
 from textual.geometry import Region
 from textual.message import Message
 from textual.strip import Strip
-from textual.widget import Widget
 
 from ..lines import Line
+from .drawn import DrawnPane
 
 RENDERED_KEPT = 1024
 """Lines whose rendering a pane keeps: a few screens."""
@@ -30,7 +30,7 @@ CURSOR = Style(reverse=True, bold=True)
 CURSOR_RECORDS = Style(bgcolor="grey23")
 
 
-class TracePane(Widget, can_focus=True):
+class TracePane(DrawnPane, can_focus=True):
     """Lines of the trace; `cursor` rows (the instruction and its records) are highlighted."""
 
     DEFAULT_CSS = "TracePane { width: 1fr; height: 1fr; border: round $primary; }"
@@ -101,7 +101,7 @@ class TracePane(Widget, can_focus=True):
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         if y >= len(self._lines):
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(width, self.base_style)
         strip = self._lines[y].crop(0, width)
         style = _row_style(y, self._cursor)
         if style is not None:
