@@ -114,8 +114,8 @@ class BrowseApp(App[None]):
 
         With `freeze_heap` (for a process that runs this one app: `cputrace browse`), the
         objects alive once the first screen is drawn are left out of the garbage collector's
-        passes (`gc.freeze`): those of the imported modules (Textual, NumPy, PyArrow, DuckDB;
-        some 80,000) made each full pass take 80-200 ms, a pause in the middle of a key
+        passes (`gc.freeze`): those of the imported modules (Textual, NumPy, PyArrow: some
+        60,000 objects) made each full pass take 80-200 ms, a pause in the middle of a key
         press; so are the branch targets' decoders once loaded. They are still freed when no
         longer referenced; only cycles among them stay."""
         super().__init__()

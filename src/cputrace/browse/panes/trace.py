@@ -5,7 +5,7 @@ The pane holds only the lines on screen: the app reads that many from the sessio
 the cursor or the pane's height changes (virtual scrolling), so its cost does not depend on
 the size of the trace. A line is drawn as segments made straight from its fields, in styles
 parsed once (`rendered`): 15-22 µs of CPU an instruction with its records, against 80-170 µs
-built as Rich Text and rendered by Rich (a far jump with trace B beside draws some 50 new
+built as Rich Text and rendered by Rich (a far jump with trace B beside draws some 35 new
 instructions); and only the lines on the screen are drawn (`Line.height` says where the
 cursor's line falls without drawing any).
 """
