@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import textual.strip
 from textual import events
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal, Vertical
@@ -37,7 +36,7 @@ from .panes.registers import RegistersPane
 from .panes.source import SourcePane
 from .panes.status import StatusLine
 from .panes.timeline import TimelinePane
-from .panes.trace import TracePane, marked, note
+from .panes.trace import Row, TracePane, marked, note
 from .screens import CallTreeScreen, HelpScreen
 from .session import Session
 from .timeline import Strip
@@ -693,22 +692,22 @@ def _show_lines(
         if used < rows:  # fill the screen below the cursor
             lines += session.lines(cpu, lines[-1].index, rows - used + 1, folds)[1:]
     multicore = len(session.cores) > 1
-    strips: list[textual.strip.Strip] = []
+    rows_shown: list[Row] = []
     cursor = range(0)
     shown = 0
     divergent_seqs = divergent(lines[0].seq, lines[-1].seq) if divergent is not None and lines else set()
     for i, line in enumerate(lines):
-        if len(strips) >= rows:
+        if len(rows_shown) >= rows:
             break
         block = pane.rendered(line, multicore)
         if i == at:
-            cursor = range(len(strips), len(strips) + len(block))
+            cursor = range(len(rows_shown), len(rows_shown) + len(block))
         if line.seq in divergent_seqs:
             block = [marked(block[0]), *block[1:]]
-        strips.extend(block)
+        rows_shown.extend(block)
         shown += 1
     tops[cpu] = lines[0].index
-    pane.show(strips[:rows], cursor)
+    pane.show(rows_shown[:rows], cursor)
     return shown, lines[at]
 
 

@@ -98,9 +98,10 @@ if TYPE_CHECKING:
     from .targets import BranchTargets
 
 _SEQ_LIMIT = (1 << 63) - 1
-LINES_KEPT = 4096
-"""Lines a session keeps built, the last used: a few screens of trace around the places seen
-last, so that a step or a page builds only the lines it brings into view."""
+LINES_KEPT = 1024
+"""Lines a session keeps built, the last used: some twenty screens of trace around the places
+seen last, so that a step or a page builds only the lines it brings into view (kept by the
+thousand, with their records, they lengthen every full garbage collection)."""
 _ALIASES = {"lr": ("x30", "r14"), "fp": ("x29", "r11"), "ip": ("r12",), "sp": ("r13", "sp_el")}
 """Other names of registers, tried in order; `sp_el` is the AArch64 stack pointer of the mode."""
 _HANDLER_MODE = re.compile(r"el([0-3])h")

@@ -24,8 +24,12 @@ from textual.strip import Strip
 from ..lines import Line
 from .drawn import DrawnPane
 
-RENDERED_KEPT = 1024
-"""Lines whose rendering a pane keeps: a few screens."""
+RENDERED_KEPT = 256
+"""Instructions whose rendering a pane keeps: some fifteen screens."""
+Row = tuple[Segment, ...]
+"""One line of the pane, as segments: a Strip is made only for a row on the screen (a Strip
+holds nine caches, and kept by the thousand they made each full garbage collection 3-4 times
+longer)."""
 CURSOR = Style(reverse=True, bold=True)
 CURSOR_RECORDS = Style(bgcolor="grey23")
 
@@ -41,13 +45,16 @@ class TracePane(DrawnPane, can_focus=True):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.border_title = "Trace"
-        self._lines: list[Strip] = []
+        self._lines: list[Row] = []
+        self._strips: dict[int, tuple[Row, Strip]] = {}
+        """The Strip of each row shown, by the id of the row (kept with it): a repaint, or a
+        scroll, makes Strips only for the rows it had not shown."""
         self._cursor: range = range(0)
-        self._rendered: OrderedDict[tuple, list[Strip]] = OrderedDict()
+        self._rendered: OrderedDict[tuple, list[Row]] = OrderedDict()
 
-    def rendered(self, line: Line, multicore: bool) -> list[Strip]:
+    def rendered(self, line: Line, multicore: bool) -> list[Row]:
         """`rendered(line, multicore)`, kept for the lines seen last (a step re-shows a screen
-        of them, and a kept Strip keeps what Textual made of it: its crops and colours)."""
+        of them)."""
         key = (line.seq, line.folded, multicore)
         found = self._rendered.get(key)
         if found is None:
@@ -73,12 +80,14 @@ class TracePane(DrawnPane, can_focus=True):
         """Lines that fit in the pane."""
         return max(1, self.content_region.height or 20)
 
-    def show(self, lines: Sequence[Strip], cursor: range) -> None:
+    def show(self, lines: Sequence[Row], cursor: range) -> None:
         """`lines` from the top of the pane; `cursor` the rows of the cursor's instruction.
         Only the rows that change are repainted (a step without scrolling: the cursor's)."""
         old, old_cursor = self._lines, self._cursor
         self._lines = list(lines)
         self._cursor = cursor
+        kept = self._strips
+        self._strips = {id(row): kept.get(id(row)) or (row, Strip(row)) for row in self._lines}
         width = self.size.width
         changed = [
             Region(0, y, width, 1)
@@ -96,13 +105,13 @@ class TracePane(DrawnPane, can_focus=True):
 
     def lines(self) -> list[str]:
         """The lines shown, as plain text."""
-        return [line.text for line in self._lines]
+        return ["".join(segment.text for segment in row) for row in self._lines]
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         if y >= len(self._lines):
             return Strip.blank(width, self.base_style)
-        strip = self._lines[y].crop(0, width)
+        strip = self._strips[id(self._lines[y])][1].crop(0, width)
         style = _row_style(y, self._cursor)
         if style is not None:
             strip = Strip(Segment.apply_style(strip, post_style=style)).extend_cell_length(width, style)
@@ -147,7 +156,7 @@ _INDENT = Segment(" " * 20, PLAIN)
 """Where a record's line starts: under the instruction's pc."""
 
 
-def rendered(line: Line, multicore: bool) -> list[Strip]:
+def rendered(line: Line, multicore: bool) -> list[Row]:
     """An instruction and its records as Tarmac-like lines: the instruction, then one line per
     register write, memory access and event under it."""
     head = [Segment(f"{line.seq:>9} ", PLAIN), Segment(f"{'' if line.time is None else line.time:>9} ", TIME)]
@@ -157,7 +166,7 @@ def rendered(line: Line, multicore: bool) -> list[Strip]:
         call = line.folded
         folded = f"{call.instructions:,} instructions folded (seq {call.entry_seq}..{call.end_seq})"
         head.append(Segment(f"▸ {call.function}: {folded}", FOLDED))
-        return [Strip(head)]
+        return [tuple(head)]
     failed = line.executed is False
     head.append(Segment(_CONDITION[line.executed], FAILED if failed else PLAIN))
     head.append(Segment(f"{line.pc:08x} ", PC))
@@ -174,30 +183,30 @@ def rendered(line: Line, multicore: bool) -> list[Strip]:
         head.append(Segment("  [reconstructed]", RECONSTRUCTED))
     if line.symbol:
         head.append(Segment(f"  {line.symbol}", SYMBOL))
-    lines = [Strip(head)]
+    lines = [tuple(head)]
     for r in line.registers:
-        lines.append(Strip([_INDENT, Segment(f"R {r.name} {r.hex()}", REGISTER)]))
+        lines.append((_INDENT, Segment(f"R {r.name} {r.hex()}", REGISTER)))
     for m in line.memory:  # a trace buffer may give no address, size or value: shown as ?
         digits = 2 * (m.size or 1)
         wide = bytes(reversed(m.wide or b"")).hex() or "?"
         value = f"{m.value:0{digits}x}" if m.value is not None else wide
         address = "?" if m.address is None else f"{m.address:08x}"
         style = WRITE if m.op in ("W", "U") else READ
-        lines.append(Strip([_INDENT, Segment(f"M{m.op}{m.size or ''} {address} {value}", style)]))
+        lines.append((_INDENT, Segment(f"M{m.op}{m.size or ''} {address} {value}", style)))
     for e in line.events:
         style = TEXT if e.kind == "text" else EVENT
         words = [e.kind, e.name or "", "" if e.number is None else str(e.number), e.text or ""]
         if e.value is not None:
             words.append(f"0x{e.value:x}")
-        lines.append(Strip([_INDENT, Segment(" ".join(w for w in words if w), style)]))
+        lines.append((_INDENT, Segment(" ".join(w for w in words if w), style)))
     return lines
 
 
-def marked(line: Strip) -> Strip:
-    """`line` on the background of a divergent instruction."""
-    return Strip(Segment.apply_style(line, post_style=DIVERGENT), line.cell_length)
+def marked(row: Row) -> Row:
+    """`row` on the background of a divergent instruction."""
+    return tuple(Segment.apply_style(row, post_style=DIVERGENT))
 
 
-def note(text: str) -> Strip:
+def note(text: str) -> Row:
     """A line saying something about the pane rather than showing the trace."""
-    return Strip([Segment(text, NOTE)])
+    return (Segment(text, NOTE),)
