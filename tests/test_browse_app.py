@@ -438,15 +438,71 @@ def test_diff_side_by_side_goes_from_divergence_to_divergence(quicksort, tmp_pat
             await pilot.press(key)
             await pilot.pause()
             other_pane = app.query_one("#trace-b", TracePane)
-            seen.append((_place(app)["seq"], other_pane.border_title, app.status.message, _cursor_line(app)))
+            b_line = other_pane.lines()[other_pane._cursor.start]
+            seen.append((_place(app)["seq"], b_line.split()[0], app.status.message, _cursor_line(app)))
+        seen.append((app.trace_pane.region, other_pane.region, app.registers_pane.region))
         return seen
 
     seen = drive(app, script)
+    a_region, b_region, right = seen.pop()
+    assert a_region.width > 20 and b_region.width > 20  # side by side, on the screen
+    assert a_region.right <= b_region.x and b_region.right <= right.x
     first, second = (str(d["a_seq"]) for d in listed)
     assert [s[0] for s in seen] == [first, second, first, second, second]
-    assert seen[0][1] == f"Trace B: seq {listed[0]['b_seq']}"
+    assert seen[0][1] == str(listed[0]["b_seq"])  # B's cursor on the instruction paired with A's
     assert "x9" in seen[0][2] and "0xdeadbeef" in seen[0][2]
     assert "no later divergence" in seen[4][2]
+
+
+def test_a_step_repaints_only_the_lines_it_changes(quicksort):
+    """Stepping down a screen repaints each Trace pane's old and new cursor lines, and a Memory
+    pane only where its bytes changed: setting a pane's border title repaints all of it, and
+    Trace B's title (B's seq) and the Memory pane's were set at every move. The lines each
+    pane draws are counted; the Memory pane's are checked against the bytes `state` gives."""
+    store, elf = quicksort
+    image = load_elf(elf)
+    a, b = Session.open(Trace(store), image), Session.open(Trace(store), image)
+    app = BrowseApp(a, Start(seq=0), DiffView.open(a, b))
+    steps = 8
+
+    async def script(pilot):
+        await pilot.press("m", *"0x8100", "enter")
+        app.trace_pane.focus()
+        await pilot.press("down")  # the first move after the new pane's layout shows B anew
+        await pilot.pause()
+        drawn: dict[str, int] = {}
+        panes = {"a": app.trace_pane, "b": app.query_one("#trace-b", TracePane)}
+        panes["memory"] = app.memory_panes[0]
+        for name, pane in panes.items():
+            draw = pane.render_line
+
+            def counted(y: int, draw=draw, name=name):
+                drawn[name] = drawn.get(name, 0) + 1
+                return draw(y)
+
+            pane.render_line = counted
+        seqs = [app.seq]
+        for _ in range(steps):
+            await pilot.press("down")
+            await pilot.pause()
+            seqs.append(app.seq)
+        return drawn, seqs
+
+    drawn, seqs = drive(app, script)
+    rows = Trace(store).sql(
+        "SELECT i.seq, 1 + (SELECT count(*) FROM registers r WHERE r.seq = i.seq)"
+        " + (SELECT count(*) FROM memory m WHERE m.seq = i.seq)"
+        " + (SELECT count(*) FROM events e WHERE e.seq = i.seq) AS lines"
+        f" FROM instructions i WHERE i.seq BETWEEN {seqs[0]} AND {seqs[-1]}"
+    ).to_pylist()
+    lines = {row["seq"]: row["lines"] for row in rows}
+    cursor_rows = sum(lines[seqs[i]] + lines[seqs[i + 1]] for i in range(steps))
+    assert drawn["a"] == drawn["b"] == cursor_rows  # each step: the cursor's old and new lines
+    writes = Trace(store).sql(
+        f"SELECT count(*) AS n FROM memory WHERE op IN ('W', 'U') AND seq <= {seqs[-1]}"
+        " AND addr < 0x8100 + 96 AND addr + size > 0x8100"
+    ).to_pylist()[0]["n"]
+    assert writes == 0 and drawn.get("memory", 0) == 0  # its bytes never changed
 
 
 def test_readme_lists_every_key_of_the_help():

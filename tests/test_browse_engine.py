@@ -117,10 +117,12 @@ def test_lines_are_the_stores_rows_with_their_records(quicksort: Session) -> Non
     trace = quicksort.trace
     count = quicksort.count(0)
     assert count == trace.manifest["counts"]["instructions"]
-    for first in (0, 1000, count - 20):
-        lines = quicksort.lines(0, first, 40)
+    # overlapping screens: lines kept from one read and lines read anew, in one answer
+    for first, rows in ((0, 40), (1000, 40), (990, 40), (1030, 40), (950, 160), (count - 20, 40)):
+        lines = quicksort.lines(0, first, rows)
         expected = trace.sql(
-            f"SELECT seq, pc, opcode, executed, src FROM instructions ORDER BY seq LIMIT 40 OFFSET {first}"
+            "SELECT seq, pc, opcode, executed, src FROM instructions ORDER BY seq "
+            f"LIMIT {rows} OFFSET {first}"
         ).to_pylist()
         assert [(ln.seq, ln.pc, ln.opcode, ln.executed, ln.src) for ln in lines] == [
             (r["seq"], r["pc"], r["opcode"], r["executed"], r["src"]) for r in expected

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.text import Text
 from textual import events
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal, Vertical
@@ -37,7 +36,7 @@ from .panes.registers import RegistersPane
 from .panes.source import SourcePane
 from .panes.status import StatusLine
 from .panes.timeline import TimelinePane
-from .panes.trace import TracePane
+from .panes.trace import Row, TracePane, marked, note
 from .screens import CallTreeScreen, HelpScreen
 from .session import Session
 from .timeline import Strip
@@ -48,8 +47,6 @@ if TYPE_CHECKING:
 
 SCREENSHOT_SIZE = (132, 40)
 """Columns and lines of a `--screenshot`."""
-DIVERGENT = "on dark_red"
-"""Lines of an instruction that differs from trace B's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +113,8 @@ class BrowseApp(App[None]):
 
         With `freeze_heap` (for a process that runs this one app: `cputrace browse`), the
         objects alive once the first screen is drawn are left out of the garbage collector's
-        passes (`gc.freeze`): those of the imported modules (Textual, NumPy, PyArrow, DuckDB;
-        some 80,000) made each full pass take 80-200 ms, a pause in the middle of a key
+        passes (`gc.freeze`): those of the imported modules (Textual, NumPy, PyArrow: some
+        60,000 objects) made each full pass take 80-200 ms, a pause in the middle of a key
         press; so are the branch targets' decoders once loaded. They are still freed when no
         longer referenced; only cycles among them stay."""
         super().__init__()
@@ -171,7 +168,7 @@ class BrowseApp(App[None]):
                     with Horizontal(id="traces"):
                         yield TracePane(id="trace")
                         other = TracePane(id="trace-b")
-                        other.border_title = "Trace B"
+                        other.set_title("Trace B")
                         other.can_focus = False
                         yield other
                 yield TimelinePane(id="timeline")
@@ -324,10 +321,10 @@ class BrowseApp(App[None]):
         b_seq, paired = diff.aligned(cpu, seq)
         b_index = None if b_seq is None else diff.b.index_of(cpu, b_seq)
         if b_index is None:
-            pane.show([Text("(trace B has nothing here)", style="dim")], range(0))
+            pane.show([note("(trace B has nothing here)")], range(0))
             return
         _, b_line = _show_lines(pane, diff.b, cpu, b_index, self.top_b, None)
-        pane.border_title = f"Trace B: seq {b_seq}" + ("" if paired else " (A's instruction is only in A)")
+        pane.set_title("Trace B" if paired else "Trace B (A's instruction is only in A)")
         a_line = self._cursor_line
         if not paired:
             differences = []
@@ -679,41 +676,38 @@ def _show_lines(
     of lines of instructions shown (whole or cut), and the cursor's line."""
     folds = session.folds
     rows = pane.rows
-    multicore = len(session.cores) > 1
     top = min(tops.get(cpu, 0), index)
     lines = session.lines(cpu, top, rows, folds)
-    blocks = [pane.rendered(line, multicore) for line in lines]
     at = next((i for i, line in enumerate(lines) if line.index == index), None)
-    if at is None or sum(map(len, blocks[: at + 1])) > rows:  # scroll: the cursor to the middle
+    if at is None or sum(line.height for line in lines[: at + 1]) > rows:  # scroll: the cursor to the middle
         above = rows // 2
         lines = session.lines(cpu, session.move(cpu, index, -above, folds), rows, folds)
-        blocks = [pane.rendered(line, multicore) for line in lines]
         at = next(i for i, line in enumerate(lines) if line.index == index)
-        drop = 0
-        while drop < at and sum(map(len, blocks[drop:at])) > above:
+        drop, over_cursor = 0, sum(line.height for line in lines[:at])
+        while drop < at and over_cursor > above:
+            over_cursor -= lines[drop].height
             drop += 1
-        lines, blocks, at = lines[drop:], blocks[drop:], at - drop
-        used = sum(map(len, blocks))
+        lines, at = lines[drop:], at - drop
+        used = sum(line.height for line in lines)
         if used < rows:  # fill the screen below the cursor
-            more = session.lines(cpu, lines[-1].index, rows - used + 1, folds)[1:]
-            lines += more
-            blocks += [pane.rendered(line, multicore) for line in more]
-    texts: list[Text] = []
+            lines += session.lines(cpu, lines[-1].index, rows - used + 1, folds)[1:]
+    multicore = len(session.cores) > 1
+    rows_shown: list[Row] = []
     cursor = range(0)
     shown = 0
-    marked = divergent(lines[0].seq, lines[-1].seq) if divergent is not None and lines else set()
-    for i, (line, block) in enumerate(zip(lines, blocks, strict=True)):
-        if len(texts) >= rows:
+    divergent_seqs = divergent(lines[0].seq, lines[-1].seq) if divergent is not None and lines else set()
+    for i, line in enumerate(lines):
+        if len(rows_shown) >= rows:
             break
+        block = pane.rendered(line, multicore)
         if i == at:
-            cursor = range(len(texts), len(texts) + len(block))
-        if line.seq in marked:
-            block = [block[0].copy(), *block[1:]]
-            block[0].stylize(DIVERGENT)
-        texts.extend(block)
+            cursor = range(len(rows_shown), len(rows_shown) + len(block))
+        if line.seq in divergent_seqs:
+            block = [marked(block[0]), *block[1:]]
+        rows_shown.extend(block)
         shown += 1
     tops[cpu] = lines[0].index
-    pane.show(texts[:rows], cursor)
+    pane.show(rows_shown[:rows], cursor)
     return shown, lines[at]
 
 

@@ -13,6 +13,9 @@ import pyarrow as pa
 
 from ..model import Flag
 
+_RECONSTRUCTED = int(Flag.RECONSTRUCTED)
+"""The flag as a plain int: `&` on the IntFlag builds an enum member, 20 µs a line drawn."""
+
 
 @dataclass(frozen=True, slots=True)
 class RegisterWrite:
@@ -83,9 +86,17 @@ class Line:
     folded: FoldedCall | None = None  # the line stands for this whole call
 
     @property
+    def height(self) -> int:
+        """Lines of the trace pane it takes: the instruction's and one per record, or one for
+        a folded call."""
+        if self.folded is not None:
+            return 1
+        return 1 + len(self.registers) + len(self.memory) + len(self.events)
+
+    @property
     def reconstructed(self) -> bool:
         """Inferred from the program image, not seen in the input."""
-        return bool(self.flags & Flag.RECONSTRUCTED)
+        return bool(self.flags & _RECONSTRUCTED)
 
 
 def _by_seq(table: pa.Table) -> dict[int, list[dict[str, Any]]]:

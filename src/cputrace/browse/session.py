@@ -71,6 +71,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -97,6 +98,10 @@ if TYPE_CHECKING:
     from .targets import BranchTargets
 
 _SEQ_LIMIT = (1 << 63) - 1
+LINES_KEPT = 1024
+"""Lines a session keeps built, the last used: some twenty screens of trace around the places
+seen last, so that a step or a page builds only the lines it brings into view (kept by the
+thousand, with their records, they lengthen every full garbage collection)."""
 _ALIASES = {"lr": ("x30", "r14"), "fp": ("x29", "r11"), "ip": ("r12",), "sp": ("r13", "sp_el")}
 """Other names of registers, tried in order; `sp_el` is the AArch64 stack pointer of the mode."""
 _HANDLER_MODE = re.compile(r"el([0-3])h")
@@ -127,9 +132,8 @@ class Session:
         self.folds = Folds(calls)
         """The folds of the trace pane (folds.py), changed by `fold_call` and the like."""
         self._registers: tuple[tuple[int, int], list[RegisterValue]] | None = None
-        self._screen: tuple[tuple[int, int, int, bool], list[Line]] | None = None
-        """The last run of lines without folds read, by (core, first, count, targets loaded):
-        a step that does not scroll reads the same screen again."""
+        self._kept: OrderedDict[tuple[int, int, bool], Line] = OrderedDict()
+        """Lines built, by (core, index, branch targets loaded), least recently used first."""
         self.sources: Sources | None = None
         """Source lines from the image's line tables (`Session.open`'s `source_dirs`)."""
 
@@ -305,10 +309,7 @@ class Session:
         core = self.core(cpu)
         first = max(0, first)
         if folds is None or not folds.any(cpu):
-            key = (cpu, first, count, self._targets is not None)
-            if self._screen is None or self._screen[0] != key:
-                self._screen = (key, self._lines(core, first, first + max(0, count)))
-            return list(self._screen[1])
+            return self._lines(core, first, first + max(0, count))
         segments = folds.segments(cpu, first, count, core.count)
         lines: list[Line] = []
         for segment in segments:
@@ -338,8 +339,28 @@ class Session:
         return index
 
     def _lines(self, core: Core, start: int, stop: int) -> list[Line]:
-        """Lines of a core's instructions `start` to `stop - 1`."""
-        cpu, first, stop = core.cpu, start, min(stop, core.count)
+        """Lines of a core's instructions `start` to `stop - 1`: those kept, and the others
+        read in one run (from the first missing to the last)."""
+        stop = min(stop, core.count)
+        targets = self._targets is not None
+        kept = self._kept
+        keys = [(core.cpu, index, targets) for index in range(start, stop)]
+        missing = [offset for offset, key in enumerate(keys) if key not in kept]
+        if missing:
+            lo, hi = missing[0], missing[-1] + 1
+            kept.update(zip(keys[lo:hi], self._read_lines(core, start + lo, start + hi), strict=True))
+        lines = []
+        for key in keys:
+            kept.move_to_end(key)
+            lines.append(kept[key])
+        while len(kept) > LINES_KEPT:
+            kept.popitem(last=False)
+        return lines
+
+    def _read_lines(self, core: Core, start: int, stop: int) -> list[Line]:
+        """Lines of a core's instructions `start` to `stop - 1` (within the core), built from
+        the index's rows."""
+        cpu, first = core.cpu, start
         if stop <= start:
             return []
         rows = self.index.tables["instructions"].rows(core.first_row + start, core.first_row + stop)

@@ -8,16 +8,19 @@ aligned halfword, word or doubleword around it. The app evaluates the expression
 
 from __future__ import annotations
 
+import functools
 from typing import ClassVar
 
+import numpy as np
 from rich.segment import Segment
 from rich.style import Style
 from textual.binding import Binding, BindingType
+from textual.geometry import Region
 from textual.message import Message
 from textual.strip import Strip
-from textual.widget import Widget
 
 from ...analysis.state import FROM_IMAGE, READ_BEFORE_WRITE, UNKNOWN, MemoryBytes
+from .drawn import DrawnPane
 
 ROW = 16
 """Bytes per line."""
@@ -31,9 +34,12 @@ WRITTEN = Style(color="green")
 CHANGED = Style(color="black", bgcolor="yellow")
 SELECTED = Style(reverse=True)
 ADDRESS = Style(color="bright_blue")
+_HEX = tuple(f"{byte:02x}" for byte in range(256))
+_CHARACTER = tuple(chr(byte) if 32 <= byte < 127 else "." for byte in range(256))
+"""A known byte in the ASCII column."""
 
 
-class MemoryPane(Widget, can_focus=True):
+class MemoryPane(DrawnPane, can_focus=True):
     """ROW bytes a line from the 16-byte boundary at or below the expression's address."""
 
     DEFAULT_CSS = "MemoryPane { height: 8; border: round $secondary; }"
@@ -98,45 +104,49 @@ class MemoryPane(Widget, can_focus=True):
 
     def show(self, seq: int, memory: MemoryBytes) -> None:
         """The bytes at point `seq`; bytes whose value differs from the previous `show` of the
-        same addresses are highlighted."""
+        same addresses are highlighted. At the same addresses only the lines with a byte
+        changed now or before are repainted (a step changes a word or none)."""
         old, was_changed = self._memory, self._changed
         self._changed = set()
         same_place = old is not None and old.address == memory.address and len(old.data) == len(memory.data)
         if same_place:
-            for i, (a, b) in enumerate(zip(old.data, memory.data, strict=True)):
-                if a != b or old.origin[i] != memory.origin[i]:
-                    self._changed.add(memory.address + i)
+            assert old is not None
+            differs = (np.frombuffer(old.data, np.uint8) != np.frombuffer(memory.data, np.uint8)) | (
+                old.origin != memory.origin
+            )
+            self._changed = {memory.address + int(i) for i in np.flatnonzero(differs)}
         self.seq = seq
         self._memory = memory
         self._title()
-        if not (same_place and not self._changed and not was_changed):  # else the same pixels
+        if not same_place:
             self.refresh()
+            return
+        width = self.size.width
+        lines = sorted({(address - memory.address) // ROW for address in self._changed | was_changed})
+        if lines:
+            self.refresh(*(Region(0, y, width, 1) for y in lines))
 
     def render_line(self, y: int) -> Strip:
         memory = self._memory
-        blank = self.rich_style  # computed from the CSS at each call: once a line
+        blank = self.base_style
         if memory is None or y * ROW >= len(memory.data):
             return Strip.blank(self.size.width, blank)
-        row = memory.address + y * ROW
+        start = y * ROW
+        row = memory.address + start
         selected = self.selected if self.has_focus else None
-        segments = [Segment(f"{row:016x}  ", ADDRESS)]
-        chars = []
-        for i in range(ROW):
-            at = y * ROW + i
-            origin = int(memory.origin[at])
-            byte = memory.data[at]
-            style = ORIGIN_STYLES.get(origin, WRITTEN)
-            if row + i in self._changed:
-                style = CHANGED
+        changed = self._changed
+        hexes: list[tuple[str, Style]] = []
+        chars: list[tuple[str, Style]] = []
+        origins = memory.origin[start : start + ROW].tolist()
+        for i, (origin, byte) in enumerate(zip(origins, memory.data[start : start + ROW], strict=False)):
+            style = CHANGED if row + i in changed else ORIGIN_STYLES.get(origin, WRITTEN)
             if row + i == selected:
                 style = style + SELECTED
             known = origin != UNKNOWN
-            segments.append(Segment(f"{byte:02x}" if known else "??", style))
-            segments.append(Segment("  " if i == 7 else " ", blank))
-            char = chr(byte) if known and 32 <= byte < 127 else "." if known else " "
-            chars.append(Segment(char, style))
-        segments.append(Segment(" ", blank))
-        segments.extend(chars)
+            hexes.append((_HEX[byte] if known else "??", style))
+            hexes.append(("  " if i == 7 else " ", style if _plain_on_space(style) else blank))
+            chars.append((_CHARACTER[byte] if known else " ", style))
+        segments = [Segment(f"{row:016x}  ", ADDRESS), *_runs(hexes), Segment(" ", blank), *_runs(chars)]
         return Strip(segments).crop(0, self.size.width)
 
     def text(self) -> str:
@@ -189,6 +199,35 @@ class MemoryPane(Widget, can_focus=True):
         self.base = max(0, min(self.base, (1 << 64) - self.rows * ROW))
 
     def _title(self) -> None:
+        """Title the pane with its expression and lock, and the selected address below; only
+        a change repaints it (setting `border_title` repaints the whole pane, even with the
+        same title)."""
         lock = f" locked at seq {self.locked}" if self.locked is not None else ""
-        self.border_title = f"Memory {self.expression}{lock}"
-        self.border_subtitle = f"0x{self.selected:x}"
+        title, subtitle = f"Memory {self.expression}{lock}", f"0x{self.selected:x}"
+        if title != self.border_title:
+            self.border_title = title
+        if subtitle != self.border_subtitle:
+            self.border_subtitle = subtitle
+
+
+@functools.lru_cache(maxsize=64)
+def _plain_on_space(style: Style) -> bool:
+    """A space in `style` looks like a space in the pane's own: it colours no background."""
+    return style.bgcolor is None and not (style.reverse or style.underline or style.strike)
+
+
+def _runs(cells: list[tuple[str, Style]]) -> list[Segment]:
+    """(text, style) cells as one segment per run of one style object: each segment costs
+    its own pass through every stage of Textual's line pipeline."""
+    segments: list[Segment] = []
+    text: list[str] = []
+    run: Style | None = None
+    for cell, style in cells:
+        if style is not run and text:  # the styles are a few objects: `!=` costs 5 µs
+            segments.append(Segment("".join(text), run))
+            text = []
+        text.append(cell)
+        run = style
+    if text:
+        segments.append(Segment("".join(text), run))
+    return segments

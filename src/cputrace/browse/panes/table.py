@@ -19,7 +19,8 @@ from textual import events
 from textual.binding import Binding, BindingType
 from textual.geometry import Region
 from textual.strip import Strip
-from textual.widget import Widget
+
+from .drawn import DrawnPane
 
 HEADER = Style(bold=True)
 SELECTED = Style(reverse=True)
@@ -33,7 +34,7 @@ GAP = 1
 Row = tuple[Text, ...]
 
 
-class RowTable(Widget, can_focus=True):
+class RowTable(DrawnPane, can_focus=True):
     """Rows of cells (Texts: their text and style, spans are not drawn) under `headers`; the
     cursor row is selected. Up, Down, PgUp, PgDn, Home, End and a click select a row."""
 
@@ -108,7 +109,7 @@ class RowTable(Widget, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
-        blank = self.rich_style
+        blank = self.base_style
         if y == 0:
             return self._strip(self._headers, HEADER, blank, width)
         row = self._top + y - 1
