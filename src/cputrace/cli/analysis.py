@@ -21,7 +21,7 @@ from ..analysis.profile import Profile, profile, share
 from ..export.output import output_path
 from .common import cli, json_value, open_trace_arg, plain_table, reading_bar, write_batches, write_rows
 from .options import resolve_window, window_options
-from .params import image_option, load_images
+from .params import image_files, image_option, load_images
 
 _METHOD_HELP = (
     "Call detection: from lr/sp register writes, from instruction semantics, or auto "
@@ -247,6 +247,6 @@ def profile_cmd(
     if plot is not None:
         from ..analysis.plot import plot_profile
 
-        with output_path(plot) as staged:
+        with output_path(plot, [*t.input_paths, *image_files(images)]) as staged:
             plot_profile(result, staged, title=t.path.name, unit=(t.manifest.get("time") or {}).get("unit"))
         click.echo(f"wrote {plot}", err=True)

@@ -67,6 +67,12 @@ class Trace:
     def __repr__(self) -> str:
         return f"<Trace {self.path} {self.manifest['counts']['instructions']} instructions>"
 
+    @property
+    def input_paths(self) -> list[Path]:
+        """The input files the store was ingested from (as the manifest names them): what a
+        command writing an output file from this trace must never replace."""
+        return [Path(source["path"]) for source in self.manifest.get("inputs", [])]
+
     def files(self, table: str) -> list[Path]:
         """The table's files in seq order (one, or its parts), each one's whole hash checked
         (once per Trace: the files of a version never change), for any reader: DuckDB's
