@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import StoreError
+from ..errors import StoreError, UsageError
 from ..model import TABLES
 from .checksums import check_on_opening, file_problem
 from .folder import Pin, collect, pin
@@ -179,7 +179,10 @@ class Trace:
         import duckdb  # loaded by `db` already
 
         try:
-            return self.db.sql(query, params=params).to_arrow_table()
+            result = self.db.sql(query, params=params)
+            if result is None:  # nothing to run: empty, blanks or comments only
+                raise UsageError(f"no SQL statement in {query!r}: give one, e.g. SELECT * FROM instructions")
+            return result.to_arrow_table()  # the query runs here
         except duckdb.IOException:
             if not self.data.is_dir():
                 raise self._removed() from None
