@@ -1,11 +1,14 @@
 """What an outside check of every command found: inputs and option values that ended in an internal
 error (exit 70) instead of an answer or a clear message. Each test is the command as the user
-typed it."""
+typed it; answers are checked against DuckDB's own text of the same values."""
 
 from __future__ import annotations
 
+import decimal
+import json
 from pathlib import Path
 
+import duckdb
 import pytest
 from click.testing import CliRunner
 
@@ -26,3 +29,31 @@ def test_sql_without_a_statement_is_bad_usage(quicksort_copy, query):
     result = _run("sql", str(quicksort_copy), query)
     assert result.exit_code == exits.USAGE, result.output
     assert "no SQL statement" in result.output and "internal error" not in result.output
+
+
+_TYPED = (
+    "SELECT 1.50::DECIMAL(10, 2) AS dec, 123456789012345678901234567890.5::DECIMAL(38, 1) AS wide, "
+    "(1::HUGEINT << 100) AS huge, TIMESTAMP '2024-01-02 03:04:05' AS ts, DATE '2024-01-02' AS day, "
+    "TIME '10:11:12' AS tod, '00000000-0000-0000-0000-000000000001'::UUID AS id, "
+    "[1, 2] AS list, {'a': 1, 'b': '\\x01'::BLOB} AS rec, count(*) AS n FROM instructions"
+)
+
+
+def test_sql_json_writes_every_column_type(quicksort_copy):
+    """Decimals, HUGEINT, timestamps, dates, times and UUIDs ended in 'TypeError: Object of type
+    Decimal is not JSON serializable'."""
+    result = _run("sql", str(quicksort_copy), _TYPED, "--format", "json")
+    assert result.exit_code == exits.OK, result.output
+    (row,) = json.loads(result.output)
+    texts = duckdb.sql(
+        "SELECT 1.50::DECIMAL(10, 2)::VARCHAR, 123456789012345678901234567890.5::DECIMAL(38, 1)::VARCHAR, "
+        "(1::HUGEINT << 100)::VARCHAR, strftime(TIMESTAMP '2024-01-02 03:04:05', '%Y-%m-%dT%H:%M:%S')"
+    ).fetchall()[0]
+    assert decimal.Decimal(str(row["dec"])) == decimal.Decimal(texts[0])
+    assert decimal.Decimal(row["wide"]) == decimal.Decimal(texts[1])  # a double would round it
+    assert row["huge"] == int(texts[2])
+    assert row["ts"] == texts[3]
+    assert (row["day"], row["tod"]) == ("2024-01-02", "10:11:12")
+    assert row["id"] == "00000000-0000-0000-0000-000000000001"
+    assert row["list"] == [1, 2] and row["rec"] == {"a": 1, "b": "01"}
+    assert row["n"] == 2044
