@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import decimal
 import json
+import os
+import shutil
 from pathlib import Path
 
 import duckdb
@@ -15,6 +17,7 @@ from click.testing import CliRunner
 from cputrace.cli import cli, exits
 
 ROOT = Path(__file__).resolve().parent.parent
+QUICKSORT = ROOT / "examples" / "quicksort.tarmac"
 
 
 def _run(*args: str):
@@ -57,3 +60,26 @@ def test_sql_json_writes_every_column_type(quicksort_copy):
     assert row["id"] == "00000000-0000-0000-0000-000000000001"
     assert row["list"] == [1, 2] and row["rec"] == {"a": 1, "b": "01"}
     assert row["n"] == 2044
+
+
+# -- file names that are not UTF-8 ----------------------------------------------------------------
+
+
+def test_a_trace_whose_name_is_not_utf8(tmp_path):
+    """Its default store, `NAME.ctrace`, ended in 'internal error: UnicodeEncodeError' in Arrow: a
+    store's path must be UTF-8, and the message says to give another; with -o it ingests."""
+    trace = tmp_path / os.fsdecode(b"run-\xff.tarmac")
+    shutil.copy(QUICKSORT, trace)
+    for command in ("ingest", "info"):
+        result = _run(command, str(trace))
+        assert result.exit_code == exits.USAGE, result.output
+        assert "run-\\xff.tarmac.ctrace: a store's path must be UTF-8 text" in result.output
+    assert _run("ingest", str(trace), "-o", str(tmp_path / "run.ctrace")).exit_code == exits.OK
+    info = json.loads(_run("info", str(tmp_path / "run.ctrace"), "--json").output)
+    assert info["counts"]["instructions"] == 2044
+    for to in ("parquet", "csv"):
+        output = tmp_path / os.fsdecode(b"out-\xff." + to.encode())
+        store = str(tmp_path / "run.ctrace")
+        result = _run("export", store, "--to", to, "--table", "instructions", "-o", str(output))
+        assert result.exit_code == exits.USAGE and "an output's path must be UTF-8 text" in result.output
+        assert not output.exists()

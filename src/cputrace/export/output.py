@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..errors import UsageError
-from ..store.folder import is_store
+from ..store.folder import check_utf8_path, is_store
 
 _WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 """Errors of writing to an open file, which name no file: they are the output's."""
@@ -28,7 +28,9 @@ _WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 
 def check_output_file(target: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str]] = ()) -> None:
     """Refuse (UsageError) an output file that is one of `inputs` (the same file, by any path or
-    link) or that lies inside a cputrace store, whose files only an ingest replaces."""
+    link), that lies inside a cputrace store, whose files only an ingest replaces, or whose
+    name is not UTF-8 text (Arrow and DuckDB write some outputs, and reports name files)."""
+    check_utf8_path(target, "an output's path", "choose another output")
     real = Path(os.path.realpath(target))
     with contextlib.suppress(OSError):  # a target that does not exist yet is no input
         written = os.stat(real)

@@ -65,9 +65,28 @@ def is_store(path: str | os.PathLike[str]) -> bool:
     return (Path(path) / MANIFEST).is_file()
 
 
+def check_utf8_path(path: str | os.PathLike[str], what: str, advice: str) -> None:
+    """Refuse (UsageError) a path to write or read through Arrow or DuckDB that is not UTF-8
+    text: they open files by UTF-8 names only. `what` names the path, `advice` what to do."""
+    try:
+        os.fspath(Path(path).absolute()).encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(path).decode("utf-8", "backslashreplace")
+        raise UsageError(
+            f"{shown}: {what} must be UTF-8 text (Arrow and DuckDB open no other file names); {advice}"
+        ) from None
+
+
+def check_store_path(store: str | os.PathLike[str]) -> None:
+    """A store's path must be UTF-8 text (`check_utf8_path`), or it could be neither written nor read."""
+    check_utf8_path(store, "a store's path", "rename it, or ingest with -o NAME.ctrace")
+
+
 def check_output(output: Path, inputs: Sequence[str | os.PathLike[str]] = ()) -> None:
-    """Refuse an output that would replace anything but a store (or an empty folder), or that
-    holds one of the inputs: a store replaces its old version, never a user's files."""
+    """Refuse an output that would replace anything but a store (or an empty folder), that
+    holds one of the inputs (a store replaces its old version, never a user's files), or whose
+    path Arrow and DuckDB cannot open (`check_store_path`)."""
+    check_store_path(output)
     if os.path.lexists(output) and not is_store(output) and not _is_empty_dir(output):
         kind = "a folder" if output.is_dir() else "a file"
         raise UsageError(f"{output} exists and is {kind}, not a cputrace store; choose another output")

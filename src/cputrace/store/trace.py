@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 from ..errors import StoreError, UsageError
 from ..model import TABLES
 from .checksums import check_on_opening, file_problem
-from .folder import Pin, collect, pin
+from .folder import Pin, check_store_path, collect, pin
 from .manifest import load_manifest, table_files
 from .sql import (
     check_untrusted,
@@ -49,6 +49,7 @@ class Trace:
     def __init__(self, store: str | os.PathLike[str], *, untrusted: bool = False) -> None:
         self.path = Path(store)
         self.untrusted = untrusted
+        check_store_path(self.path)
         held = pin(self.path)
         try:
             check_on_opening(held.data, held.manifest)
