@@ -83,3 +83,20 @@ def test_a_trace_whose_name_is_not_utf8(tmp_path):
         result = _run("export", store, "--to", to, "--table", "instructions", "-o", str(output))
         assert result.exit_code == exits.USAGE and "an output's path must be UTF-8 text" in result.output
         assert not output.exists()
+
+
+# -- a cluster ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("held", [b"a,b\nx.tarmac,y.tarmac\n", b"{}", b'{"address": 5}', b""])
+def test_a_scheduler_file_that_is_not_one(tmp_path, held):
+    """distributed's own check was an AssertionError (internal error, exit 70); the file is now
+    read first and named, with what it holds (exit 1)."""
+    pytest.importorskip("distributed")
+    described = tmp_path / "scheduler.json"
+    described.write_bytes(held)
+    output = tmp_path / "split.ctrace"
+    result = _run("ingest", str(QUICKSORT), "-o", str(output), "--scheduler-file", str(described))
+    assert result.exit_code == exits.BAD_INPUT, result.output
+    assert f"{described}: expected a Dask scheduler file" in result.output
+    assert not output.exists()
