@@ -100,3 +100,26 @@ def test_a_scheduler_file_that_is_not_one(tmp_path, held):
     assert result.exit_code == exits.BAD_INPUT, result.output
     assert f"{described}: expected a Dask scheduler file" in result.output
     assert not output.exists()
+
+
+# -- numbers past what a command can hold ---------------------------------------------------------
+
+
+def test_state_refuses_a_memory_range_too_long_to_hold(quicksort_copy):
+    """--mem 0x8000 1000000000000 tried to allocate 931 GiB (internal error: MemoryError)."""
+    result = _run("state", str(quicksort_copy), "--at", "5", "--mem", "0x8000", "1000000000000")
+    assert result.exit_code == exits.USAGE, result.output
+    assert "memory range 0x8000+1000000000000: at most 16,777,216 bytes at a time" in result.output
+
+
+def test_counts_beyond_64_bits_mean_everything(quicksort_copy):
+    """`profile --top` and `list --limit` past 2**63 were an OverflowError (internal error) and a
+    DuckDB parser error: the whole table is shown, as for any count above its rows."""
+    huge = str(10**22)
+    profiled = _run("profile", str(quicksort_copy), "--by", "functions", "--top", huge)
+    assert profiled.exit_code == exits.OK, profiled.output
+    assert profiled.output == _run("profile", str(quicksort_copy), "--by", "functions", "--top", "3").output
+    listed = _run("list", str(quicksort_copy), "--limit", huge, "--format", "csv")
+    assert listed.exit_code == exits.OK, listed.output
+    assert listed.output == _run("list", str(quicksort_copy), "--format", "csv").output
+    assert len(listed.output.splitlines()) == 1 + 2044

@@ -193,7 +193,7 @@ def print_profile(result: Profile, tables: Sequence[str], fmt: str, top: int, ha
                 why = "give --image with an ELF" if not has_image else "no DWARF line table covers this code"
                 out.write(f"({why})\n")
                 continue
-            plain_table(shown.slice(0, top), out, _HEX.get(name, ()))
+            plain_table(shown.slice(0, min(top, shown.num_rows)), out, _HEX.get(name, ()))
 
 
 def profile_table_options(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -87,7 +87,7 @@ def list_cmd(trace: str, condition: str, limit: int | None, fmt: str, images: tu
     t = open_trace_arg(trace)
     query = f"SELECT * FROM instructions WHERE {condition} ORDER BY seq"
     if limit is not None:
-        query += f" LIMIT {limit}"
+        query += f" LIMIT {min(limit, t.manifest['counts']['instructions'])}"  # DuckDB's LIMIT is 64-bit
     image = load_images(images)
     table = fill_disasm(t.sql(query), Disassembler(image))
     out = sys.stdout
