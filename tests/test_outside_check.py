@@ -123,3 +123,12 @@ def test_counts_beyond_64_bits_mean_everything(quicksort_copy):
     assert listed.exit_code == exits.OK, listed.output
     assert listed.output == _run("list", str(quicksort_copy), "--format", "csv").output
     assert len(listed.output.splitlines()) == 1 + 2044
+
+
+@pytest.mark.parametrize("at", ["0x1000000000000000000", "0xfffffffffffff800"])
+def test_a_raw_image_beyond_64_bits_is_refused(quicksort_copy, at):
+    """A raw binary placed past 2**64 loaded without a word, its bytes at addresses no trace holds."""
+    raw = ROOT / "examples" / "leon-itb.bin"
+    result = _run("list", str(quicksort_copy), "--limit", "1", "--image", f"{raw}@{at}")
+    assert result.exit_code == exits.BAD_INPUT, result.output
+    assert str(raw) in result.output and ("64 bits" in result.output or "64-bit" in result.output)
