@@ -19,11 +19,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import UsageError
+from ..errors import WRITE_ERRORS, UsageError
 from ..store.folder import check_utf8_path, is_store
-
-_WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
-"""Errors of writing to an open file, which name no file: they are the output's."""
 
 
 def check_output_file(target: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str]] = ()) -> None:
@@ -81,7 +78,7 @@ def output_path(
 
 def _about_output(exc: OSError, staged: Path | None) -> bool:
     if exc.filename is None:
-        return exc.errno in _WRITE_ERRORS
+        return exc.errno in WRITE_ERRORS
     return isinstance(exc.filename, str | bytes) and os.fsdecode(exc.filename) == str(staged)
 
 

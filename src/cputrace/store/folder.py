@@ -150,9 +150,17 @@ class Staging:
         remove_dead_staging(store)
         self.root = store.with_name(f"{store.name}.tmp-{uuid.uuid4().hex[:8]}")
         self.root.mkdir(parents=True)
-        self._marker = _hold_marker(self.root / INGEST_MARKER)
-        self.version = self.root / f"v-{uuid.uuid4().hex[:12]}"
-        self.version.mkdir()
+        try:  # a full disk can refuse the marker or the version: the folder goes then
+            self._marker = _hold_marker(self.root / INGEST_MARKER)
+            try:
+                self.version = self.root / f"v-{uuid.uuid4().hex[:12]}"
+                self.version.mkdir()
+            except BaseException:
+                self._marker.close()
+                raise
+        except BaseException:
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
 
     def commit(self, manifest: dict[str, Any]) -> None:
         """Make the version the store's current one, then remove what nobody uses any more.
@@ -213,10 +221,15 @@ def _hold_marker(path: Path) -> IO[bytes]:
     """Create the marker of an ingest's staging folder, locked before it says what it is: a
     folder whose marker is locked, or empty, is never taken for a killed ingest's."""
     marker = open(path, "xb")  # noqa: SIM115 - kept open: it holds the lock
-    with contextlib.suppress(OSError):  # without locks, other ingests leave the folder alone
-        fcntl.flock(marker, fcntl.LOCK_EX)
-    marker.write(_MARKER_TEXT)
-    marker.flush()
+    try:
+        with contextlib.suppress(OSError):  # without locks, other ingests leave the folder alone
+            fcntl.flock(marker, fcntl.LOCK_EX)
+        marker.write(_MARKER_TEXT)
+        marker.flush()
+    except BaseException:
+        with contextlib.suppress(OSError):  # its unwritten bytes cannot be flushed either
+            marker.close()
+        raise
     return marker
 
 
