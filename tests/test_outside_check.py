@@ -132,3 +132,20 @@ def test_a_raw_image_beyond_64_bits_is_refused(quicksort_copy, at):
     result = _run("list", str(quicksort_copy), "--limit", "1", "--image", f"{raw}@{at}")
     assert result.exit_code == exits.BAD_INPUT, result.output
     assert str(raw) in result.output and ("64 bits" in result.output or "64-bit" in result.output)
+
+
+# -- the Python API -------------------------------------------------------------------------------
+
+
+def test_ingest_takes_one_path_as_well_as_a_list(tmp_path):
+    """`cputrace.ingest("run.trc", ...)` read the path's characters as inputs ("No such file or
+    directory: 'e'"); one path is one input, as `images` takes one."""
+    import cputrace
+
+    one = cputrace.ingest(str(ROOT / "examples" / "armulator.trc"), tmp_path / "one.ctrace")
+    listed = cputrace.ingest([ROOT / "examples" / "armulator.trc"], tmp_path / "listed.ctrace")
+    assert one.manifest["counts"] == listed.manifest["counts"] == {
+        "instructions": 4, "registers": 0, "memory": 21, "events": 3,
+    }  # fmt: skip
+    as_path = cputrace.ingest(ROOT / "examples" / "armulator.trc", tmp_path / "path.ctrace")
+    assert as_path.manifest["counts"] == one.manifest["counts"]

@@ -275,7 +275,7 @@ def _write_errors_naming(store: Path) -> Iterator[None]:
 
 
 def ingest(
-    inputs: Sequence[str | os.PathLike[str]],
+    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     output: str | os.PathLike[str] | None = None,
     *,
     format: str | None = None,
@@ -286,13 +286,15 @@ def ingest(
     on_format: Callable[[str, str], None] | None = None,
     reuse: bool = False,
 ) -> IngestResult:
-    """Decode `inputs` (in order) into one store; nothing is left behind on failure.
+    """Decode `inputs` (in order; or one path) into one store; nothing is left behind on failure.
 
     `options` are decoder options (`cputrace formats` lists each format's), `images` the
     program images (`PATH[@ADDR]`, as `--image` takes them) that decoders of flow-only
     traces walk. The store replaces an existing store at `output` atomically; anything else
     there (or an output holding an input), an option the inputs' formats do not take or a
     value it cannot take, is refused with UsageError before decoding starts."""
+    if isinstance(inputs, str | os.PathLike):  # one path, not the characters of one
+        inputs = [inputs]
     if not inputs:
         raise CputraceError("no input given")
     store = Path(output) if output is not None else default_store_path(inputs)
