@@ -149,3 +149,18 @@ def test_ingest_takes_one_path_as_well_as_a_list(tmp_path):
     }  # fmt: skip
     as_path = cputrace.ingest(ROOT / "examples" / "armulator.trc", tmp_path / "path.ctrace")
     assert as_path.manifest["counts"] == one.manifest["counts"]
+
+
+def test_batch_diff_pairs_that_are_not_text(tmp_path):
+    """An ELF given as --pairs was 'internal error: UnicodeDecodeError'; a field past csv's limit
+    an internal csv.Error. Both name the file and line (exit 1)."""
+    pytest.importorskip("distributed")
+    elf = ROOT / "examples" / "quicksort.elf"
+    result = _run("batch", "diff", "--pairs", str(elf), "--workers", "1")
+    assert result.exit_code == exits.BAD_INPUT, result.output
+    assert f"{elf}:1: expected UTF-8 text, CSV rows a,b, got binary data, bytes 7f 45 4c 46" in result.output
+    wide = tmp_path / "wide.csv"
+    wide.write_text("a,b\n" + "x" * 200_000 + ",y\n")
+    result = _run("batch", "diff", "--pairs", str(wide), "--workers", "1")
+    assert result.exit_code == exits.BAD_INPUT, result.output
+    assert f"{wide}:2: expected CSV rows a,b, got 'field larger than field limit" in result.output
