@@ -164,3 +164,18 @@ def test_batch_diff_pairs_that_are_not_text(tmp_path):
     result = _run("batch", "diff", "--pairs", str(wide), "--workers", "1")
     assert result.exit_code == exits.BAD_INPUT, result.output
     assert f"{wide}:2: expected CSV rows a,b, got 'field larger than field limit" in result.output
+
+
+# -- a folder where a file is expected ------------------------------------------------------------
+
+
+def test_a_leon_dump_whose_settings_file_is_a_folder(tmp_path):
+    """DUMP.json as a folder (or a dangling link) was passed over in silence, the dump decoded
+    with default settings: now exit 1 naming it."""
+    dump = tmp_path / "dump.bin"
+    shutil.copy(ROOT / "examples" / "leon-itb.bin", dump)
+    (tmp_path / "dump.bin.json").mkdir()
+    result = _run("ingest", "--format", "leon-itb", str(dump))
+    assert result.exit_code == exits.BAD_INPUT, result.output
+    assert f"{dump}.json:0: expected a JSON object of trace buffer settings" in result.output
+    assert "Is a directory" in result.output and not (tmp_path / "dump.bin.ctrace").exists()
