@@ -179,3 +179,13 @@ def test_a_leon_dump_whose_settings_file_is_a_folder(tmp_path):
     assert result.exit_code == exits.BAD_INPUT, result.output
     assert f"{dump}.json:0: expected a JSON object of trace buffer settings" in result.output
     assert "Is a directory" in result.output and not (tmp_path / "dump.bin.ctrace").exists()
+
+
+def test_state_of_a_trace_without_instructions(tmp_path):
+    """The message said 'the trace has seq 0..-1'."""
+    empty = tmp_path / "empty.tarmac"
+    empty.write_bytes(b"")
+    assert _run("ingest", str(empty), "--format", "tarmac").exit_code == exits.OK
+    result = _run("state", str(empty), "--at", "0")
+    assert result.exit_code == exits.BAD_INPUT, result.output
+    assert "no instruction with seq 0 (the trace has no instructions)" in result.output

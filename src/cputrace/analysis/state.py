@@ -156,10 +156,8 @@ class StateIndex:
         """The instruction `seq`; CputraceError if the trace has none with that number."""
         row = self._db.execute("SELECT seq, time, cpu, pc FROM instructions WHERE seq = ?", [seq]).fetchone()
         if row is None:
-            raise CputraceError(
-                f"{self.trace.path}: no instruction with seq {seq} (the trace has seq 0.."
-                f"{self.instructions - 1})"
-            )
+            has = f"seq 0..{self.instructions - 1}" if self.instructions else "no instructions"
+            raise CputraceError(f"{self.trace.path}: no instruction with seq {seq} (the trace has {has})")
         return Point(*row)
 
     def point_at_time(self, time: int) -> Point:
