@@ -4,6 +4,7 @@ typed it; answers are checked against DuckDB's own text of the same values."""
 
 from __future__ import annotations
 
+import contextlib
 import decimal
 import json
 import os
@@ -189,3 +190,28 @@ def test_state_of_a_trace_without_instructions(tmp_path):
     result = _run("state", str(empty), "--at", "0")
     assert result.exit_code == exits.BAD_INPUT, result.output
     assert "no instruction with seq 0 (the trace has no instructions)" in result.output
+
+
+def test_a_local_cluster_says_nothing_when_port_8787_is_taken(tmp_path):
+    """With 8787 taken (another Dask cluster, a notebook's dashboard), every `--workers` command
+    printed distributed's 'UserWarning: Port 8787 is already in use' into its output (and the
+    README's examples failed whenever another cluster ran on the machine)."""
+    pytest.importorskip("distributed")
+    import socket
+    import subprocess
+    import sys
+
+    held = socket.socket()
+    with contextlib.suppress(OSError):  # taken already: as good
+        held.bind(("127.0.0.1", 8787))
+        held.listen()
+    try:
+        trace = ROOT / "examples" / "armulator.trc"
+        command = [sys.executable, "-m", "cputrace", "batch", "ingest", str(trace), "-d", str(tmp_path)]
+        command += ["--workers", "1"]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    finally:
+        held.close()
+    assert done.returncode == exits.OK, done.stderr
+    assert done.stderr == ""
+    assert done.stdout.startswith(f"{tmp_path}/armulator.trc.ctrace: 4 instructions,")

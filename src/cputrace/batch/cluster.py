@@ -63,6 +63,10 @@ def connect(
         with _HeldInterrupt() as held:
             cluster = distributed.LocalCluster(
                 n_workers=count, threads_per_worker=1, processes=True, dashboard_address=None,
+                # without a dashboard the scheduler still serves HTTP (health, metrics), by default
+                # on 8787: where that is taken (another cluster, a notebook's), distributed warned
+                # into the command's output; any free port does, nobody is told to open it
+                scheduler_kwargs={"dashboard_address": ":0"},
                 # its processes' own logs stay out of the command's output: a task cancelled by
                 # Ctrl-C, or a worker's heartbeat refused while the cluster shuts down (its
                 # traceback at ERROR), says nothing a user can act on; failures reach the client
