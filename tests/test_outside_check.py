@@ -215,3 +215,17 @@ def test_a_local_cluster_says_nothing_when_port_8787_is_taken(tmp_path):
     assert done.returncode == exits.OK, done.stderr
     assert done.stderr == ""
     assert done.stdout.startswith(f"{tmp_path}/armulator.trc.ctrace: 4 instructions,")
+
+
+@pytest.mark.parametrize(
+    ("command", "window", "said"),
+    [
+        (("calls",), ("--start", "100", "--stop", "10"), "--start 100 is after --stop 10"),
+        (("profile",), ("--from-time", "10", "--to-time", "9"), "--from-time 10 is after --to-time 9"),
+    ],
+)
+def test_a_window_the_wrong_way_round_is_bad_usage(quicksort_copy, command, window, said):
+    """It printed empty tables, exit 0: the user had swapped the bounds."""
+    result = _run(*command, str(quicksort_copy), *window)
+    assert result.exit_code == exits.USAGE, result.output
+    assert f"{said}: the window holds nothing" in result.output
