@@ -123,6 +123,48 @@ def in_tmpfs(folder: Path, options: str, code: str, *args: str) -> subprocess.Co
 
 
 @needs_namespaces
+def test_ingest_on_a_full_disk_names_the_store(tmp_path):
+    """Arrow's error names no file ('Error writing bytes to file. Detail: [errno 28] ...'): the
+    message named nothing either, though the README promises the file. Now exit 1 naming the
+    store, an existing store as it was, and no staging folder left."""
+    r = in_tmpfs(
+        tmp_path / "disk",
+        "size=64k",
+        """
+        import json, os, shutil, sys
+        from pathlib import Path
+        from click.testing import CliRunner
+        from cputrace.cli import cli
+
+        disk, trace = Path(sys.argv[1]), sys.argv[2]
+        old = CliRunner().invoke(cli, ["ingest", trace, "-o", str(disk / "old.ctrace")])
+        manifest = (disk / "old.ctrace" / "manifest.json").read_bytes()
+        with open(disk / "filler", "wb", buffering=0) as filler:
+            try:
+                while True:
+                    filler.write(b"\\0" * 512)
+            except OSError:
+                pass
+        results = {}
+        for store in (disk / "old.ctrace", disk / "new.ctrace"):
+            result = CliRunner().invoke(cli, ["ingest", trace, "-o", str(store)])
+            results[str(store)] = [result.exit_code, result.output.splitlines()[-1]]
+        kept = (disk / "old.ctrace" / "manifest.json").read_bytes() == manifest
+        left = sorted(os.listdir(disk))
+        print(json.dumps({"old": old.exit_code, "results": results, "kept": kept, "left": left}))
+        """,
+        str(QUICKSORT),
+    )
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout.splitlines()[-1])
+    assert report["old"] == exits.OK and report["kept"]
+    for store, (status, last_line) in report["results"].items():
+        assert status == exits.BAD_INPUT, (store, last_line)
+        assert last_line == f"error: {store}: No space left on device"
+    assert report["left"] == ["filler", "old.ctrace"]
+
+
+@needs_namespaces
 def test_every_export_on_a_full_disk(tmp_path):
     """Every exporter, on a real file system with no space left: exit 1 naming the file, an
     existing file left as it was, and no new, partial or temporary file."""

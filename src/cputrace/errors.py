@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import unicodedata
 
@@ -77,6 +78,11 @@ class MissingExtra(UsageError, ImportError):
 class BrowseError(UsageError):
     """A browser request that cannot be answered as typed (an unknown symbol, a malformed
     expression, a seq past the end): its message is shown in the browser's status line."""
+
+
+WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+"""Errors of writing to an open file (a full disk, a quota, a file too big), which name no file:
+whoever writes names the output in their message."""
 
 
 def os_error_text(exc: OSError) -> str:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import CputraceError
+from .errors import WRITE_ERRORS, CputraceError
 from .inputs import Fingerprint, InputFile
 from .model import TABLES
 from .store.checksums import file_xxh3_128, read_manifest
@@ -260,8 +261,21 @@ def store_is_current(store: Path, inputs: Sequence[str | os.PathLike[str]]) -> b
     return True
 
 
+
+@contextlib.contextmanager
+def _write_errors_naming(store: Path) -> Iterator[None]:
+    """A full disk (or quota) while the store is written, named: Arrow's errors and a failed
+    flush name no file, and the message must say which output could not be written."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None and exc.errno in WRITE_ERRORS:
+            raise OSError(exc.errno, os.strerror(exc.errno), str(store)) from exc
+        raise
+
+
 def ingest(
-    inputs: Sequence[str | os.PathLike[str]],
+    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     output: str | os.PathLike[str] | None = None,
     *,
     format: str | None = None,
@@ -272,13 +286,15 @@ def ingest(
     on_format: Callable[[str, str], None] | None = None,
     reuse: bool = False,
 ) -> IngestResult:
-    """Decode `inputs` (in order) into one store; nothing is left behind on failure.
+    """Decode `inputs` (in order; or one path) into one store; nothing is left behind on failure.
 
     `options` are decoder options (`cputrace formats` lists each format's), `images` the
     program images (`PATH[@ADDR]`, as `--image` takes them) that decoders of flow-only
     traces walk. The store replaces an existing store at `output` atomically; anything else
     there (or an output holding an input), an option the inputs' formats do not take or a
     value it cannot take, is refused with UsageError before decoding starts."""
+    if isinstance(inputs, str | os.PathLike):  # one path, not the characters of one
+        inputs = [inputs]
     if not inputs:
         raise CputraceError("no input given")
     store = Path(output) if output is not None else default_store_path(inputs)
@@ -299,44 +315,45 @@ def ingest(
         ctx.image = load_image_specs(specs)
     stats = IngestStats()
     started = time.perf_counter()
-    writer = StoreWriter(store)
-    writes = BackgroundWrites(writer, stats)
-    formats_used = []
-    recorded_inputs = []
-    try:
-        for source, decoder in zip(sources, decoders, strict=True):
-            if on_format:
-                on_format(source.path, decoder.name)
-            formats_used.append(decoder.name)
-            seq_base = stats.counts["instructions"]
-            for batch in decoder.decode(source, ctx):
-                for table, data in batch.items():
-                    if seq_base and data.num_rows:
-                        index = data.schema.get_field_index("seq")
-                        shifted = pc.add(data.column("seq"), pa.scalar(seq_base))
-                        data = data.set_column(index, "seq", shifted)
-                    writes.submit(table, data)
-            writes.drain()
-            fp = source.fingerprint
-            recorded_inputs.append(
-                {
-                    "path": fp.path,
-                    "size": fp.size,
-                    "mtime_ns": fp.mtime_ns,
-                    "xxh3_128": source.content_hash(),
-                    "compression": source.compression,
-                    "format": decoder.name,
-                    "first_seq": seq_base,
-                    "instructions": stats.counts["instructions"] - seq_base,
-                }
-            )
-        check_walk(ctx, stats, inputs)
-        options_used = {"strict": strict, **({"images": specs} if specs else {}), **given}
-        manifest = manifest_of(formats_used, recorded_inputs, options_used, stats, ctx, started)
-        path = writer.commit(manifest)
-    except BaseException:
+    with _write_errors_naming(store):
+        writer = StoreWriter(store)
+        writes = BackgroundWrites(writer, stats)
+        formats_used = []
+        recorded_inputs = []
+        try:
+            for source, decoder in zip(sources, decoders, strict=True):
+                if on_format:
+                    on_format(source.path, decoder.name)
+                formats_used.append(decoder.name)
+                seq_base = stats.counts["instructions"]
+                for batch in decoder.decode(source, ctx):
+                    for table, data in batch.items():
+                        if seq_base and data.num_rows:
+                            index = data.schema.get_field_index("seq")
+                            shifted = pc.add(data.column("seq"), pa.scalar(seq_base))
+                            data = data.set_column(index, "seq", shifted)
+                        writes.submit(table, data)
+                writes.drain()
+                fp = source.fingerprint
+                recorded_inputs.append(
+                    {
+                        "path": fp.path,
+                        "size": fp.size,
+                        "mtime_ns": fp.mtime_ns,
+                        "xxh3_128": source.content_hash(),
+                        "compression": source.compression,
+                        "format": decoder.name,
+                        "first_seq": seq_base,
+                        "instructions": stats.counts["instructions"] - seq_base,
+                    }
+                )
+            check_walk(ctx, stats, inputs)
+            options_used = {"strict": strict, **({"images": specs} if specs else {}), **given}
+            manifest = manifest_of(formats_used, recorded_inputs, options_used, stats, ctx, started)
+            path = writer.commit(manifest)
+        except BaseException:
+            writes.close()
+            writer.abort()
+            raise
         writes.close()
-        writer.abort()
-        raise
-    writes.close()
-    return IngestResult(path, manifest)
+        return IngestResult(path, manifest)

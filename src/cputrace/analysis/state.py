@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import CputraceError
+from ..errors import CputraceError, UsageError
 from ..store.indexes import index_dir
 from ..store.sql import connect
 
@@ -45,6 +45,10 @@ if TYPE_CHECKING:
 INDEX_VERSION = 4
 CHECKPOINT = 1 << 15
 """Instructions between register snapshots: a query replays at most this many."""
+
+MAX_MEMORY_BYTES = 1 << 24
+"""The most bytes one `memory` call returns (16 MiB: 9 bytes of working memory each, and a
+hex dump of a million lines): a longer range is refused rather than exhausting memory."""
 
 READ_BEFORE_WRITE = -1  # origins >= 0 are the seq of the write that set the byte
 FROM_IMAGE = -2
@@ -152,10 +156,8 @@ class StateIndex:
         """The instruction `seq`; CputraceError if the trace has none with that number."""
         row = self._db.execute("SELECT seq, time, cpu, pc FROM instructions WHERE seq = ?", [seq]).fetchone()
         if row is None:
-            raise CputraceError(
-                f"{self.trace.path}: no instruction with seq {seq} (the trace has seq 0.."
-                f"{self.instructions - 1})"
-            )
+            has = f"seq 0..{self.instructions - 1}" if self.instructions else "no instructions"
+            raise CputraceError(f"{self.trace.path}: no instruction with seq {seq} (the trace has {has})")
         return Point(*row)
 
     def point_at_time(self, time: int) -> Point:
@@ -195,6 +197,10 @@ class StateIndex:
         """Bytes [address, address+length) after instruction `seq`, each with its origin."""
         if length < 0 or address < 0 or address + length > 1 << 64:
             raise CputraceError(f"memory range 0x{address:x}+{length} is outside the address space")
+        if length > MAX_MEMORY_BYTES:
+            raise UsageError(
+                f"memory range 0x{address:x}+{length}: at most {MAX_MEMORY_BYTES:,} bytes at a time"
+            )
         data = np.zeros(length, dtype=np.uint8)
         origin = np.full(length, UNKNOWN, dtype=np.int64)
         bounds = {"lo": address, "hi": address + length}

@@ -16,6 +16,7 @@ while waiting) cancels the job's tasks on the cluster before it propagates.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -25,7 +26,7 @@ from dataclasses import replace
 from types import FrameType
 from typing import Any
 
-from ..errors import CputraceError, MissingExtra, UsageError
+from ..errors import CputraceError, MissingExtra, UsageError, shown
 from .tasks import Failed
 
 try:
@@ -62,6 +63,10 @@ def connect(
         with _HeldInterrupt() as held:
             cluster = distributed.LocalCluster(
                 n_workers=count, threads_per_worker=1, processes=True, dashboard_address=None,
+                # without a dashboard the scheduler still serves HTTP (health, metrics), by default
+                # on 8787: where that is taken (another cluster, a notebook's), distributed warned
+                # into the command's output; any free port does, nobody is told to open it
+                scheduler_kwargs={"dashboard_address": ":0"},
                 # its processes' own logs stay out of the command's output: a task cancelled by
                 # Ctrl-C, or a worker's heartbeat refused while the cluster shuts down (its
                 # traceback at ERROR), says nothing a user can act on; failures reach the client
@@ -76,18 +81,41 @@ def connect(
             held.deliver()
             yield client
         return
-    where = scheduler if scheduler is not None else f"the scheduler of {scheduler_file}"
+    where = scheduler
+    if scheduler_file is not None:
+        scheduler = scheduler_address(scheduler_file)
+        where = f"{scheduler} (from {os.fspath(scheduler_file)})"
     try:
-        client = distributed.Client(
-            scheduler, scheduler_file=os.fspath(scheduler_file) if scheduler_file else None,
-            timeout=CONNECT_SECONDS,
-        )  # fmt: skip
+        client = distributed.Client(scheduler, timeout=CONNECT_SECONDS)
     except (OSError, ValueError) as exc:  # a refused or timed-out connection, a bad address
         raise CputraceError(f"cannot reach the Dask scheduler at {where}: {exc}") from None
     with client:
         if on_dashboard is not None and "dashboard" in client.scheduler_info().get("services", {}):
             on_dashboard(client.dashboard_link)
         yield client
+
+
+def scheduler_address(scheduler_file: str | os.PathLike[str]) -> str:
+    """The scheduler address in a scheduler file (`dask scheduler --scheduler-file` writes JSON
+    with an "address"), or CputraceError naming the file and what it holds instead."""
+    path = os.fspath(scheduler_file)
+    try:
+        with open(path, "rb") as stream:
+            text = stream.read(1 << 20)
+    except OSError as exc:
+        raise CputraceError(f"{path}: cannot read the scheduler file: {exc.strerror}") from None
+    try:
+        described = json.loads(text)
+    except ValueError:
+        described = None
+    address = described.get("address") if isinstance(described, dict) else None
+    if not isinstance(address, str) or not address:
+        first = text.lstrip().split(b"\n", 1)[0]
+        raise CputraceError(
+            f'{path}: expected a Dask scheduler file (JSON with an "address", as `dask scheduler '
+            f"--scheduler-file` writes it), got {shown(first) if first else 'nothing'}"
+        )
+    return address
 
 
 class _HeldInterrupt:

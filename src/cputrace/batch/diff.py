@@ -10,12 +10,12 @@ from __future__ import annotations
 import csv
 import glob
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..analysis.diff import DiffOptions, diff_traces, explain, instruction_rows
-from ..errors import CputraceError, UsageError
+from ..errors import CputraceError, TraceFormatError, UsageError
 from ..store.folder import STORE_SUFFIX, is_store
 from .cluster import distributed, run_tasks
 from .tasks import Failed, absolute, open_trace, reported
@@ -86,19 +86,34 @@ def diff_pairs(
     return [results[index] for index in sorted(results, key=lambda index: (rank(index), index))]
 
 
+
+def _text_lines(lines: Iterable[bytes], name: str) -> Iterator[str]:
+    """The lines of a pairs file as text, or TraceFormatError naming the first that is not UTF-8
+    (a binary file given by mistake)."""
+    for number, line in enumerate(lines, 1):
+        try:
+            yield line.decode("utf-8")
+        except UnicodeDecodeError:
+            raise TraceFormatError(name, str(number), "UTF-8 text, CSV rows a,b", line[:64]) from None
+
+
 def pairs_from_csv(path: str | os.PathLike[str]) -> list[tuple[str, str]]:
     """The pairs of a CSV file of `a,b` rows (a first row `a,b` is a header); relative paths are
     relative to the file's folder."""
     folder = Path(path).parent
     pairs = []
-    with open(path, newline="") as lines:
-        for number, row in enumerate(csv.reader(lines), 1):
-            cells = [cell.strip() for cell in row]
-            if not any(cells) or (number == 1 and [c.lower() for c in cells] == ["a", "b"]):
-                continue
-            if len(cells) != 2 or not all(cells):
-                raise CputraceError(f"{os.fspath(path)}:{number}: expected two paths, a,b, got {row!r}")
-            pairs.append((str(folder / cells[0]), str(folder / cells[1])))
+    with open(path, "rb") as lines:
+        rows = csv.reader(_text_lines(lines, os.fspath(path)))
+        try:
+            for number, row in enumerate(rows, 1):
+                cells = [cell.strip() for cell in row]
+                if not any(cells) or (number == 1 and [c.lower() for c in cells] == ["a", "b"]):
+                    continue
+                if len(cells) != 2 or not all(cells):
+                    raise CputraceError(f"{os.fspath(path)}:{number}: expected two paths, a,b, got {row!r}")
+                pairs.append((str(folder / cells[0]), str(folder / cells[1])))
+        except csv.Error as exc:  # a field past csv's limit, say: not a CSV of pairs
+            raise TraceFormatError(os.fspath(path), str(rows.line_num), "CSV rows a,b", str(exc)) from None
     if not pairs:
         raise CputraceError(f"{os.fspath(path)}: no pairs (expected rows of two paths, a,b)")
     return pairs

@@ -21,7 +21,7 @@ from ..analysis.profile import Profile, profile, share
 from ..export.output import output_path
 from .common import cli, json_value, open_trace_arg, plain_table, reading_bar, write_batches, write_rows
 from .options import resolve_window, window_options
-from .params import image_option, load_images
+from .params import image_files, image_option, load_images
 
 _METHOD_HELP = (
     "Call detection: from lr/sp register writes, from instruction semantics, or auto "
@@ -193,7 +193,7 @@ def print_profile(result: Profile, tables: Sequence[str], fmt: str, top: int, ha
                 why = "give --image with an ELF" if not has_image else "no DWARF line table covers this code"
                 out.write(f"({why})\n")
                 continue
-            plain_table(shown.slice(0, top), out, _HEX.get(name, ()))
+            plain_table(shown.slice(0, min(top, shown.num_rows)), out, _HEX.get(name, ()))
 
 
 def profile_table_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -247,6 +247,6 @@ def profile_cmd(
     if plot is not None:
         from ..analysis.plot import plot_profile
 
-        with output_path(plot) as staged:
+        with output_path(plot, [*t.input_paths, *image_files(images)]) as staged:
             plot_profile(result, staged, title=t.path.name, unit=(t.manifest.get("time") or {}).get("unit"))
         click.echo(f"wrote {plot}", err=True)

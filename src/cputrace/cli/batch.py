@@ -33,7 +33,7 @@ from .common import cli, err, plain_table, progress, write_rows
 from .coverage import coverage_options, listing_for, print_coverage, write_reports
 from .diff import diff_options
 from .ingest import decoder_params, say_ingested
-from .params import cluster_options, image_option
+from .params import cluster_options, image_files, image_option
 
 
 @cli.group("batch")
@@ -203,7 +203,7 @@ def batch_coverage_cmd(
             default_isa=Isa[isa] if isa else None, cpus=set(cpus) or None, listing=listing, on_done=hook,
         )  # fmt: skip
     if merged.coverage is not None:
-        write_reports(merged.coverage, lcov_path, cobertura_path, "batch")
+        write_reports(merged.coverage, lcov_path, cobertura_path, "batch", [*traces, *image_files(images)])
     shares = _shares_table(merged.shares)
     out = sys.stdout
     if fmt != "text":

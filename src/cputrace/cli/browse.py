@@ -19,8 +19,9 @@ from pathlib import Path
 import click
 
 from ..errors import MissingExtra
+from ..export.output import check_output_file, output_path
 from .common import cli, err, open_trace_arg
-from .params import image_option, load_images
+from .params import image_files, image_option, load_images
 
 if importlib.util.find_spec("textual") is None:
     raise MissingExtra("the trace browser", "textual", "browse")
@@ -76,6 +77,9 @@ def browse_cmd(
     opened = open_trace_arg(trace)
     compared = open_trace_arg(other) if other is not None else None
     image = load_images(images)
+    sources = [*opened.input_paths, *(compared.input_paths if compared else ()), *image_files(images)]
+    if screenshot is not None:  # before the indexes are built: they take a while on a long trace
+        check_output_file(screenshot, sources)
     with _index_bar() as hook:  # the indexes are built here once, before any app or server starts
         session = Session.open(opened, image, cpu, hook, source_dirs)
         diff = None
@@ -102,7 +106,8 @@ def browse_cmd(
         if screenshot is None:
             app.run()
             return
-        app.screenshot(Path(screenshot))
+        with output_path(screenshot, sources) as staged:  # whole or not at all, never an input
+            app.screenshot(staged)
         err.print(f"wrote {screenshot}")
     finally:
         session.close()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import datetime
+import decimal
 import importlib
 import json
 import os
@@ -259,6 +261,21 @@ def plain(value: Any) -> str:
 
 def json_value(value: Any) -> Any:
     return value.hex() if isinstance(value, bytes) else value
+
+
+def json_default(value: Any) -> Any:
+    """What `json` cannot write itself, from any SQL column type: bytes in hex, decimals as
+    numbers where that is exact (HUGEINT and DECIMAL(38,0) arrive as Decimal) and as their text
+    where a double would round them, dates and times in ISO 8601, anything else (UUID) as text."""
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, decimal.Decimal):
+        if value == value.to_integral_value():
+            return int(value)
+        return float(value) if decimal.Decimal(repr(float(value))) == value else str(value)
+    if isinstance(value, datetime.date | datetime.time):
+        return value.isoformat()
+    return str(value)
 
 
 def write_rows(table: pa.Table, fmt: str, out: Any) -> None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +15,12 @@ from rich.table import Table
 from ..analysis.coverage import LISTING, Coverage, compute_coverage, listing_beside
 from ..export.cobertura import write_cobertura
 from ..export.lcov import write_lcov
-from ..export.output import output_file
+from ..export.output import check_output_file, output_file
 from ..image import parse_image_spec
 from ..model import Isa
 from .common import cli, err, open_trace_arg, reading_bar
 from .options import resolve_window, window_options
-from .params import NUMBER, image_option, load_images
+from .params import NUMBER, image_files, image_option, load_images
 
 
 def _percent(covered: int, total: int) -> str:
@@ -57,20 +58,30 @@ def print_coverage(coverage: Coverage, console: Console, show_functions: bool) -
 
 
 def write_reports(
-    coverage: Coverage, lcov_path: str | None, cobertura_path: str | None, test_name: str
+    coverage: Coverage,
+    lcov_path: str | None,
+    cobertura_path: str | None,
+    test_name: str,
+    inputs: Sequence[str | os.PathLike[str]] = (),
 ) -> None:
-    """--lcov and --cobertura (each whole or not at all), and the object-code listing they name."""
-    if coverage.listing and (lcov_path or cobertura_path):
-        with output_file(coverage.listing) as out:
+    """--lcov and --cobertura (each whole or not at all), and the object-code listing they name;
+    none of them may replace one of `inputs`, the files the coverage was computed from (each is
+    checked before any is written)."""
+    listing = coverage.listing if lcov_path or cobertura_path else None
+    for path in (listing, lcov_path, cobertura_path):
+        if path:
+            check_output_file(path, inputs)
+    if listing:
+        with output_file(listing, inputs=inputs) as out:
             out.write(coverage.listing_text())
         listed = f"wrote {coverage.listing} (object-code listing for code without DWARF lines)"
         err.print(listed, markup=False)
     if lcov_path:
-        with output_file(lcov_path) as out:
+        with output_file(lcov_path, inputs=inputs) as out:
             write_lcov(coverage, out, test_name)
         err.print(f"wrote {lcov_path}", markup=False)
     if cobertura_path:
-        with output_file(cobertura_path, "wb") as out:
+        with output_file(cobertura_path, "wb", inputs=inputs) as out:
             write_cobertura(coverage, out)
         err.print(f"wrote {cobertura_path}", markup=False)
 
@@ -147,5 +158,6 @@ def coverage_cmd(
             window=window,
             listing=listing,
         )
-    write_reports(coverage, lcov_path, cobertura_path, Path(trace).name)
+    sources = [*t.input_paths, *image_files(images)]
+    write_reports(coverage, lcov_path, cobertura_path, Path(trace).name, sources)
     print_coverage(coverage, Console(file=sys.stdout, highlight=False, markup=False), functions)

@@ -12,7 +12,7 @@ from ..export.registry import EXPORTERS, ExportRequest
 from .analysis import method_option
 from .common import cli, open_trace_arg, reading_bar
 from .options import resolve_window, window_options
-from .params import image_option, load_images
+from .params import image_files, image_option, load_images
 
 
 def _formats_epilog() -> str:
@@ -56,6 +56,7 @@ def export_cmd(
         table=table,
         clock=clock,
         method=Method(method),
+        inputs=image_files(images),
     )
     with reading_bar([t], request.window):
         exporter.write(request)

@@ -24,9 +24,17 @@ def window_options(command: Callable[..., Any]) -> Callable[..., Any]:
     @wraps(command)
     def wrapper(*args: Any, start: int | None, stop: int | None, since: int | None, until: int | None,
                 **kwargs: Any) -> Any:  # fmt: skip
+        _check_order("--start", start, "--stop", stop)
+        _check_order("--from-time", since, "--to-time", until)
         return command(*args, window_spec=(start, stop, since, until), **kwargs)
 
     return wrapper
+
+
+def _check_order(first_name: str, first: int | None, last_name: str, last: int | None) -> None:
+    """A window whose bounds are the wrong way round holds nothing: the user meant something else."""
+    if first is not None and last is not None and first > last:
+        raise click.UsageError(f"{first_name} {first} is after {last_name} {last}: the window holds nothing")
 
 
 def resolve_window(trace: Trace, spec: tuple[int | None, int | None, int | None, int | None]) -> Window:

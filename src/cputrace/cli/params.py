@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import wraps
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -61,6 +62,13 @@ def load_images(specs: Sequence[str]) -> Image | None:
     from ..image import load_image_specs  # ELF, DWARF and capstone: only when asked for
 
     return load_image_specs(specs)
+
+
+def image_files(specs: Sequence[str]) -> tuple[Path, ...]:
+    """The files --image names (without their @ADDR): inputs that no output may replace."""
+    from ..image.spec import parse_image_spec
+
+    return tuple(parse_image_spec(spec)[0] for spec in specs)
 
 
 def cluster_options(

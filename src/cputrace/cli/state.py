@@ -65,7 +65,7 @@ def _dump(memory: MemoryBytes) -> list[str]:
 @click.option("--time", "time", type=int, help="After the last instruction at or before time T.")
 @click.option(
     "--mem", "ranges", type=(NUMBER, NUMBER), multiple=True, metavar="ADDR LEN",
-    help="Also show LEN bytes of memory from ADDR (repeatable).",
+    help="Also show LEN bytes (at most 16 MiB) of memory from ADDR (repeatable).",
 )  # fmt: skip
 @image_option("Program image whose bytes stand for memory the trace never wrote or read.")
 @click.option("--cpu", "cpus", type=int, multiple=True, help="Only these cores' registers.")

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ..errors import UsageError
 from ..store.sql import sql_condition
-from .common import cli, json_value, open_trace_arg, plain, write_rows
+from .common import cli, json_default, open_trace_arg, plain, write_rows
 from .params import image_option, load_images
 
 
@@ -87,7 +87,7 @@ def list_cmd(trace: str, condition: str, limit: int | None, fmt: str, images: tu
     t = open_trace_arg(trace)
     query = f"SELECT * FROM instructions WHERE {condition} ORDER BY seq"
     if limit is not None:
-        query += f" LIMIT {limit}"
+        query += f" LIMIT {min(limit, t.manifest['counts']['instructions'])}"  # DuckDB's LIMIT is 64-bit
     image = load_images(images)
     table = fill_disasm(t.sql(query), Disassembler(image))
     out = sys.stdout
@@ -127,7 +127,7 @@ def sql_cmd(trace: str, query: str, fmt: str) -> None:
     elif fmt == "csv":
         write_rows(table, "csv", out)
     else:
-        json.dump([{k: json_value(v) for k, v in r.items()} for r in table.to_pylist()], out, indent=1)
+        json.dump(table.to_pylist(), out, indent=1, default=json_default)
         out.write("\n")
 
 

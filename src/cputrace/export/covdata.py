@@ -25,6 +25,6 @@ def coverage_of(request: ExportRequest) -> Coverage:
         listing=str(listing),
     )
     if coverage.listing:
-        with output_file(listing) as out:
+        with output_file(listing, inputs=request.sources) as out:
             out.write(coverage.listing_text())
     return coverage

@@ -33,6 +33,13 @@ class ExportRequest:
     clock: str | None = None  # call-based exports: "time" or "insns" (None: time when the trace has it)
     method: Method = Method.AUTO  # call detection
     target: Path | None = None  # the file `output` becomes, when that is a temporary file
+    inputs: tuple[Path, ...] = ()  # files read besides the trace (the images): never replaced
+
+    @property
+    def sources(self) -> list[Path]:
+        """Every file the export is made from (the trace's inputs and `inputs`), which its
+        output files must not replace (`output.check_output_file`)."""
+        return [*self.trace.input_paths, *self.inputs]
 
     @property
     def destination(self) -> Path:
@@ -52,7 +59,7 @@ class Exporter(Plugin):
 
     def write(self, request: ExportRequest) -> None:
         """The export of `request`, whole or not at all: an existing file is replaced only on success."""
-        with output_path(request.output) as staged:
+        with output_path(request.output, request.sources) as staged:
             self.load()(dataclasses.replace(request, output=staged, target=request.output))
 
 

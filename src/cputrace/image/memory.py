@@ -34,6 +34,10 @@ class Region:
         return f"{self.name} [0x{self.start:x}-0x{self.end:x})"
 
 
+ADDRESS_SPACE = 1 << 64
+"""Addresses are 64-bit: an image's bytes lie below this."""
+
+
 class Image:
     """Non-overlapping regions of memory, plus the symbols and line tables that describe them.
 
@@ -54,6 +58,8 @@ class Image:
         for region in ordered:
             if region.start < 0:
                 raise ImageError(f"{region}: negative address")
+            if region.end > ADDRESS_SPACE:
+                raise ImageError(f"{region}: beyond the 64-bit address space")
         for before, after in pairwise(ordered):
             if after.start < before.end:
                 raise ImageError(f"{after} overlaps {before}")

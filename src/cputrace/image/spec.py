@@ -10,7 +10,7 @@ from pathlib import Path
 from .elf import load_elf
 from .errors import ImageError
 from .ihex import load_ihex
-from .memory import Image
+from .memory import ADDRESS_SPACE, Image
 from .raw import load_raw
 from .srec import load_srec
 
@@ -47,6 +47,10 @@ def load_image_spec(spec: str) -> Image:
     added to all of them; a raw binary is placed at ADDR, which it then requires.
     """
     path, address = parse_image_spec(spec)
+    if address is not None and not -ADDRESS_SPACE < address < ADDRESS_SPACE:
+        shown = spec.rpartition("@")[2]
+        expected = "an address (for ELF, HEX and S-records an offset) of 64 bits after @"
+        raise ImageError(f"{spec}: expected {expected}, got {shown}")
     try:
         with open(path, "rb") as stream:
             head = stream.read(64)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import MissingExtra
+from ..export.output import check_output_file
 
 try:
     import unicorn  # noqa: F401  (checked first, so that its absence is said plainly)
@@ -64,6 +65,7 @@ def record(
     `ram` lists (address, size) of zero-filled memory to map besides the program's segments
     (with .bss) and the stack the recorder puts above them, for programs that expect RAM at
     fixed addresses.
+    An output that is the program itself, or a file inside a store, is refused (UsageError).
     A fault (unmapped access, unsupported exception or semihosting call) raises
     CputraceError after the trace up to it has been written.
     """
@@ -72,6 +74,7 @@ def record(
     loaded = load_program(program)
     model = choose_cpu(loaded.arch, cpu)
     trace = Path(output) if output is not None else Path(program).with_suffix(".tarmac")
+    check_output_file(trace, [program])
     streams = {1: io.BytesIO(), 2: io.BytesIO()}
     sink = console or (lambda stream, data: streams[stream].write(data))
     with open(trace, "w", buffering=1 << 20) as out:

@@ -65,9 +65,28 @@ def is_store(path: str | os.PathLike[str]) -> bool:
     return (Path(path) / MANIFEST).is_file()
 
 
+def check_utf8_path(path: str | os.PathLike[str], what: str, advice: str) -> None:
+    """Refuse (UsageError) a path to write or read through Arrow or DuckDB that is not UTF-8
+    text: they open files by UTF-8 names only. `what` names the path, `advice` what to do."""
+    try:
+        os.fspath(Path(path).absolute()).encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(path).decode("utf-8", "backslashreplace")
+        raise UsageError(
+            f"{shown}: {what} must be UTF-8 text (Arrow and DuckDB open no other file names); {advice}"
+        ) from None
+
+
+def check_store_path(store: str | os.PathLike[str]) -> None:
+    """A store's path must be UTF-8 text (`check_utf8_path`), or it could be neither written nor read."""
+    check_utf8_path(store, "a store's path", "rename it, or ingest with -o NAME.ctrace")
+
+
 def check_output(output: Path, inputs: Sequence[str | os.PathLike[str]] = ()) -> None:
-    """Refuse an output that would replace anything but a store (or an empty folder), or that
-    holds one of the inputs: a store replaces its old version, never a user's files."""
+    """Refuse an output that would replace anything but a store (or an empty folder), that
+    holds one of the inputs (a store replaces its old version, never a user's files), or whose
+    path Arrow and DuckDB cannot open (`check_store_path`)."""
+    check_store_path(output)
     if os.path.lexists(output) and not is_store(output) and not _is_empty_dir(output):
         kind = "a folder" if output.is_dir() else "a file"
         raise UsageError(f"{output} exists and is {kind}, not a cputrace store; choose another output")
@@ -131,9 +150,17 @@ class Staging:
         remove_dead_staging(store)
         self.root = store.with_name(f"{store.name}.tmp-{uuid.uuid4().hex[:8]}")
         self.root.mkdir(parents=True)
-        self._marker = _hold_marker(self.root / INGEST_MARKER)
-        self.version = self.root / f"v-{uuid.uuid4().hex[:12]}"
-        self.version.mkdir()
+        try:  # a full disk can refuse the marker or the version: the folder goes then
+            self._marker = _hold_marker(self.root / INGEST_MARKER)
+            try:
+                self.version = self.root / f"v-{uuid.uuid4().hex[:12]}"
+                self.version.mkdir()
+            except BaseException:
+                self._marker.close()
+                raise
+        except BaseException:
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
 
     def commit(self, manifest: dict[str, Any]) -> None:
         """Make the version the store's current one, then remove what nobody uses any more.
@@ -194,10 +221,15 @@ def _hold_marker(path: Path) -> IO[bytes]:
     """Create the marker of an ingest's staging folder, locked before it says what it is: a
     folder whose marker is locked, or empty, is never taken for a killed ingest's."""
     marker = open(path, "xb")  # noqa: SIM115 - kept open: it holds the lock
-    with contextlib.suppress(OSError):  # without locks, other ingests leave the folder alone
-        fcntl.flock(marker, fcntl.LOCK_EX)
-    marker.write(_MARKER_TEXT)
-    marker.flush()
+    try:
+        with contextlib.suppress(OSError):  # without locks, other ingests leave the folder alone
+            fcntl.flock(marker, fcntl.LOCK_EX)
+        marker.write(_MARKER_TEXT)
+        marker.flush()
+    except BaseException:
+        with contextlib.suppress(OSError):  # its unwritten bytes cannot be flushed either
+            marker.close()
+        raise
     return marker
 
 

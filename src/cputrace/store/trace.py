@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import StoreError
+from ..errors import StoreError, UsageError
 from ..model import TABLES
 from .checksums import check_on_opening, file_problem
-from .folder import Pin, collect, pin
+from .folder import Pin, check_store_path, collect, pin
 from .manifest import load_manifest, table_files
 from .sql import (
     check_untrusted,
@@ -49,6 +49,7 @@ class Trace:
     def __init__(self, store: str | os.PathLike[str], *, untrusted: bool = False) -> None:
         self.path = Path(store)
         self.untrusted = untrusted
+        check_store_path(self.path)
         held = pin(self.path)
         try:
             check_on_opening(held.data, held.manifest)
@@ -66,6 +67,12 @@ class Trace:
 
     def __repr__(self) -> str:
         return f"<Trace {self.path} {self.manifest['counts']['instructions']} instructions>"
+
+    @property
+    def input_paths(self) -> list[Path]:
+        """The input files the store was ingested from (as the manifest names them): what a
+        command writing an output file from this trace must never replace."""
+        return [Path(source["path"]) for source in self.manifest.get("inputs", [])]
 
     def files(self, table: str) -> list[Path]:
         """The table's files in seq order (one, or its parts), each one's whole hash checked
@@ -173,7 +180,10 @@ class Trace:
         import duckdb  # loaded by `db` already
 
         try:
-            return self.db.sql(query, params=params).to_arrow_table()
+            result = self.db.sql(query, params=params)
+            if result is None:  # nothing to run: empty, blanks or comments only
+                raise UsageError(f"no SQL statement in {query!r}: give one, e.g. SELECT * FROM instructions")
+            return result.to_arrow_table()  # the query runs here
         except duckdb.IOException:
             if not self.data.is_dir():
                 raise self._removed() from None

@@ -15,6 +15,7 @@ hold the buffers of several CPUs.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,9 +97,10 @@ _SETTINGS_FILE = f"a JSON object of trace buffer settings (at most {MAX_SETTINGS
 
 
 def sidecar_settings(path: str, base: dict[str, Any]) -> dict[str, Any]:
-    """Settings from `DUMP.json` next to a raw dump, when there is one."""
+    """Settings from `DUMP.json` next to a raw dump, when there is one (a folder or anything
+    else there that cannot be read as one is an error, not settings left out unsaid)."""
     sidecar = Path(path + ".json")
-    if not sidecar.is_file():
+    if not os.path.lexists(sidecar):
         return base
     try:
         with sidecar.open("rb") as stream:

@@ -1,0 +1,231 @@
+"""What an outside check of every command found: inputs and option values that ended in an internal
+error (exit 70) instead of an answer or a clear message. Each test is the command as the user
+typed it; answers are checked against DuckDB's own text of the same values."""
+
+from __future__ import annotations
+
+import contextlib
+import decimal
+import json
+import os
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from cputrace.cli import cli, exits
+
+ROOT = Path(__file__).resolve().parent.parent
+QUICKSORT = ROOT / "examples" / "quicksort.tarmac"
+
+
+def _run(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+# -- sql ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("query", ["", "   ", "/* nothing */"])
+def test_sql_without_a_statement_is_bad_usage(quicksort_copy, query):
+    result = _run("sql", str(quicksort_copy), query)
+    assert result.exit_code == exits.USAGE, result.output
+    assert "no SQL statement" in result.output and "internal error" not in result.output
+
+
+_TYPED = (
+    "SELECT 1.50::DECIMAL(10, 2) AS dec, 123456789012345678901234567890.5::DECIMAL(38, 1) AS wide, "
+    "(1::HUGEINT << 100) AS huge, TIMESTAMP '2024-01-02 03:04:05' AS ts, DATE '2024-01-02' AS day, "
+    "TIME '10:11:12' AS tod, '00000000-0000-0000-0000-000000000001'::UUID AS id, "
+    "[1, 2] AS list, {'a': 1, 'b': '\\x01'::BLOB} AS rec, count(*) AS n FROM instructions"
+)
+
+
+def test_sql_json_writes_every_column_type(quicksort_copy):
+    """Decimals, HUGEINT, timestamps, dates, times and UUIDs ended in 'TypeError: Object of type
+    Decimal is not JSON serializable'."""
+    result = _run("sql", str(quicksort_copy), _TYPED, "--format", "json")
+    assert result.exit_code == exits.OK, result.output
+    (row,) = json.loads(result.output)
+    texts = duckdb.sql(
+        "SELECT 1.50::DECIMAL(10, 2)::VARCHAR, 123456789012345678901234567890.5::DECIMAL(38, 1)::VARCHAR, "
+        "(1::HUGEINT << 100)::VARCHAR, strftime(TIMESTAMP '2024-01-02 03:04:05', '%Y-%m-%dT%H:%M:%S')"
+    ).fetchall()[0]
+    assert decimal.Decimal(str(row["dec"])) == decimal.Decimal(texts[0])
+    assert decimal.Decimal(row["wide"]) == decimal.Decimal(texts[1])  # a double would round it
+    assert row["huge"] == int(texts[2])
+    assert row["ts"] == texts[3]
+    assert (row["day"], row["tod"]) == ("2024-01-02", "10:11:12")
+    assert row["id"] == "00000000-0000-0000-0000-000000000001"
+    assert row["list"] == [1, 2] and row["rec"] == {"a": 1, "b": "01"}
+    assert row["n"] == 2044
+
+
+# -- file names that are not UTF-8 ----------------------------------------------------------------
+
+
+def test_a_trace_whose_name_is_not_utf8(tmp_path):
+    """Its default store, `NAME.ctrace`, ended in 'internal error: UnicodeEncodeError' in Arrow: a
+    store's path must be UTF-8, and the message says to give another; with -o it ingests."""
+    trace = tmp_path / os.fsdecode(b"run-\xff.tarmac")
+    shutil.copy(QUICKSORT, trace)
+    for command in ("ingest", "info"):
+        result = _run(command, str(trace))
+        assert result.exit_code == exits.USAGE, result.output
+        assert "run-\\xff.tarmac.ctrace: a store's path must be UTF-8 text" in result.output
+    assert _run("ingest", str(trace), "-o", str(tmp_path / "run.ctrace")).exit_code == exits.OK
+    info = json.loads(_run("info", str(tmp_path / "run.ctrace"), "--json").output)
+    assert info["counts"]["instructions"] == 2044
+    for to in ("parquet", "csv"):
+        output = tmp_path / os.fsdecode(b"out-\xff." + to.encode())
+        store = str(tmp_path / "run.ctrace")
+        result = _run("export", store, "--to", to, "--table", "instructions", "-o", str(output))
+        assert result.exit_code == exits.USAGE and "an output's path must be UTF-8 text" in result.output
+        assert not output.exists()
+
+
+# -- a cluster ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("held", [b"a,b\nx.tarmac,y.tarmac\n", b"{}", b'{"address": 5}', b""])
+def test_a_scheduler_file_that_is_not_one(tmp_path, held):
+    """distributed's own check was an AssertionError (internal error, exit 70); the file is now
+    read first and named, with what it holds (exit 1)."""
+    pytest.importorskip("distributed")
+    described = tmp_path / "scheduler.json"
+    described.write_bytes(held)
+    output = tmp_path / "split.ctrace"
+    result = _run("ingest", str(QUICKSORT), "-o", str(output), "--scheduler-file", str(described))
+    assert result.exit_code == exits.BAD_INPUT, result.output
+    assert f"{described}: expected a Dask scheduler file" in result.output
+    assert not output.exists()
+
+
+# -- numbers past what a command can hold ---------------------------------------------------------
+
+
+def test_state_refuses_a_memory_range_too_long_to_hold(quicksort_copy):
+    """--mem 0x8000 1000000000000 tried to allocate 931 GiB (internal error: MemoryError)."""
+    result = _run("state", str(quicksort_copy), "--at", "5", "--mem", "0x8000", "1000000000000")
+    assert result.exit_code == exits.USAGE, result.output
+    assert "memory range 0x8000+1000000000000: at most 16,777,216 bytes at a time" in result.output
+
+
+def test_counts_beyond_64_bits_mean_everything(quicksort_copy):
+    """`profile --top` and `list --limit` past 2**63 were an OverflowError (internal error) and a
+    DuckDB parser error: the whole table is shown, as for any count above its rows."""
+    huge = str(10**22)
+    profiled = _run("profile", str(quicksort_copy), "--by", "functions", "--top", huge)
+    assert profiled.exit_code == exits.OK, profiled.output
+    assert profiled.output == _run("profile", str(quicksort_copy), "--by", "functions", "--top", "3").output
+    listed = _run("list", str(quicksort_copy), "--limit", huge, "--format", "csv")
+    assert listed.exit_code == exits.OK, listed.output
+    assert listed.output == _run("list", str(quicksort_copy), "--format", "csv").output
+    assert len(listed.output.splitlines()) == 1 + 2044
+
+
+@pytest.mark.parametrize("at", ["0x1000000000000000000", "0xfffffffffffff800"])
+def test_a_raw_image_beyond_64_bits_is_refused(quicksort_copy, at):
+    """A raw binary placed past 2**64 loaded without a word, its bytes at addresses no trace holds."""
+    raw = ROOT / "examples" / "leon-itb.bin"
+    result = _run("list", str(quicksort_copy), "--limit", "1", "--image", f"{raw}@{at}")
+    assert result.exit_code == exits.BAD_INPUT, result.output
+    assert str(raw) in result.output and ("64 bits" in result.output or "64-bit" in result.output)
+
+
+# -- the Python API -------------------------------------------------------------------------------
+
+
+def test_ingest_takes_one_path_as_well_as_a_list(tmp_path):
+    """`cputrace.ingest("run.trc", ...)` read the path's characters as inputs ("No such file or
+    directory: 'e'"); one path is one input, as `images` takes one."""
+    import cputrace
+
+    one = cputrace.ingest(str(ROOT / "examples" / "armulator.trc"), tmp_path / "one.ctrace")
+    listed = cputrace.ingest([ROOT / "examples" / "armulator.trc"], tmp_path / "listed.ctrace")
+    assert one.manifest["counts"] == listed.manifest["counts"] == {
+        "instructions": 4, "registers": 0, "memory": 21, "events": 3,
+    }  # fmt: skip
+    as_path = cputrace.ingest(ROOT / "examples" / "armulator.trc", tmp_path / "path.ctrace")
+    assert as_path.manifest["counts"] == one.manifest["counts"]
+
+
+def test_batch_diff_pairs_that_are_not_text(tmp_path):
+    """An ELF given as --pairs was 'internal error: UnicodeDecodeError'; a field past csv's limit
+    an internal csv.Error. Both name the file and line (exit 1)."""
+    pytest.importorskip("distributed")
+    elf = ROOT / "examples" / "quicksort.elf"
+    result = _run("batch", "diff", "--pairs", str(elf), "--workers", "1")
+    assert result.exit_code == exits.BAD_INPUT, result.output
+    assert f"{elf}:1: expected UTF-8 text, CSV rows a,b, got binary data, bytes 7f 45 4c 46" in result.output
+    wide = tmp_path / "wide.csv"
+    wide.write_text("a,b\n" + "x" * 200_000 + ",y\n")
+    result = _run("batch", "diff", "--pairs", str(wide), "--workers", "1")
+    assert result.exit_code == exits.BAD_INPUT, result.output
+    assert f"{wide}:2: expected CSV rows a,b, got 'field larger than field limit" in result.output
+
+
+# -- a folder where a file is expected ------------------------------------------------------------
+
+
+def test_a_leon_dump_whose_settings_file_is_a_folder(tmp_path):
+    """DUMP.json as a folder (or a dangling link) was passed over in silence, the dump decoded
+    with default settings: now exit 1 naming it."""
+    dump = tmp_path / "dump.bin"
+    shutil.copy(ROOT / "examples" / "leon-itb.bin", dump)
+    (tmp_path / "dump.bin.json").mkdir()
+    result = _run("ingest", "--format", "leon-itb", str(dump))
+    assert result.exit_code == exits.BAD_INPUT, result.output
+    assert f"{dump}.json:0: expected a JSON object of trace buffer settings" in result.output
+    assert "Is a directory" in result.output and not (tmp_path / "dump.bin.ctrace").exists()
+
+
+def test_state_of_a_trace_without_instructions(tmp_path):
+    """The message said 'the trace has seq 0..-1'."""
+    empty = tmp_path / "empty.tarmac"
+    empty.write_bytes(b"")
+    assert _run("ingest", str(empty), "--format", "tarmac").exit_code == exits.OK
+    result = _run("state", str(empty), "--at", "0")
+    assert result.exit_code == exits.BAD_INPUT, result.output
+    assert "no instruction with seq 0 (the trace has no instructions)" in result.output
+
+
+def test_a_local_cluster_says_nothing_when_port_8787_is_taken(tmp_path):
+    """With 8787 taken (another Dask cluster, a notebook's dashboard), every `--workers` command
+    printed distributed's 'UserWarning: Port 8787 is already in use' into its output (and the
+    README's examples failed whenever another cluster ran on the machine)."""
+    pytest.importorskip("distributed")
+    import socket
+    import subprocess
+    import sys
+
+    held = socket.socket()
+    with contextlib.suppress(OSError):  # taken already: as good
+        held.bind(("127.0.0.1", 8787))
+        held.listen()
+    try:
+        trace = ROOT / "examples" / "armulator.trc"
+        command = [sys.executable, "-m", "cputrace", "batch", "ingest", str(trace), "-d", str(tmp_path)]
+        command += ["--workers", "1"]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    finally:
+        held.close()
+    assert done.returncode == exits.OK, done.stderr
+    assert done.stderr == ""
+    assert done.stdout.startswith(f"{tmp_path}/armulator.trc.ctrace: 4 instructions,")
+
+
+@pytest.mark.parametrize(
+    ("command", "window", "said"),
+    [
+        (("calls",), ("--start", "100", "--stop", "10"), "--start 100 is after --stop 10"),
+        (("profile",), ("--from-time", "10", "--to-time", "9"), "--from-time 10 is after --to-time 9"),
+    ],
+)
+def test_a_window_the_wrong_way_round_is_bad_usage(quicksort_copy, command, window, said):
+    """It printed empty tables, exit 0: the user had swapped the bounds."""
+    result = _run(*command, str(quicksort_copy), *window)
+    assert result.exit_code == exits.USAGE, result.output
+    assert f"{said}: the window holds nothing" in result.output
