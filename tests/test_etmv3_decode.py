@@ -163,6 +163,25 @@ def test_a_snapshot_without_its_memory_dump_is_decoded_without_it_or_refused_str
     assert not (tmp_path / "t").exists()
 
 
+def test_a_truncated_buffer_is_a_warning_or_refused_strictly(tc2: Path, tmp_path: Path) -> None:
+    """TC2's buffer cut at 777 bytes: 48 whole 16-byte formatter frames and 9 bytes of a 49th,
+    and in those frames source 0x10's bytes (from offset 0x18) hold no A-sync. Each was decoded
+    in silence, 0 instructions, exit 0 even with --strict: now each is a warning naming its
+    offset, and --strict refuses the cut frame, leaving nothing behind."""
+    snapshot = tmp_path / "tc2"
+    shutil.copytree(tc2, snapshot)
+    (snapshot / "cstrace.bin").write_bytes((tc2 / "cstrace.bin").read_bytes()[:777])
+    ini = str(snapshot / "snapshot.ini")
+    result = CliRunner().invoke(cli, ["ingest", ini, "-o", str(tmp_path / "s")])
+    assert result.exit_code == 0 and "2 warnings" in result.stderr
+    assert "cstrace.bin:offset 0x300: expected whole formatter frames, got 9 bytes" in result.stderr
+    assert "cstrace.bin:offset 0x18 (source 0x10): no sync in its 692 bytes: nothing decoded" in result.stderr
+    strict = CliRunner().invoke(cli, ["ingest", ini, "--strict", "-o", str(tmp_path / "t")])
+    assert strict.exit_code == 1
+    assert "cstrace.bin:offset 0x300: expected whole formatter frames" in strict.stderr
+    assert not (tmp_path / "t").exists()
+
+
 def test_the_snapshot_as_shipped_reads_its_compressed_dump(tc2_store: cputrace.Trace, tmp_path: Path) -> None:
     """tests/data holds kernel_dump.bin as kernel_dump.bin.xz only (as the README's example
     ingests it): the same rows as from the decompressed dump."""

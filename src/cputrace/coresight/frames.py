@@ -272,6 +272,7 @@ class FrameStats:
     broken_frames: int = 0  # cut short by a full sync
     dropped_bytes: int = 0  # null or reserved ID, or before the first ID change
     trailing_bytes: int = 0  # an incomplete frame at the end
+    trailing_offset: int = 0  # where it starts in the buffer
     bytes_per_id: dict[int, int] = field(default_factory=dict)
 
 
@@ -309,7 +310,8 @@ class Deformatter:
             frames, positions = frames[:count], positions[:count]
         rest = data[consumed:]
         if final:
-            self.stats.trailing_bytes += len(rest)
+            if len(rest):
+                self.stats.trailing_bytes, self.stats.trailing_offset = len(rest), offset + consumed
             rest = rest[:0]
         self._carry = rest.copy()
         self._carry_offset = offset + consumed

@@ -213,20 +213,30 @@ def _found_source(config: SourceConfig, trace_id: int) -> EtmSource:
 
 
 def source_packets(
-    capture: Capture, chunk_bytes: int | None = None
+    capture: Capture,
+    chunk_bytes: int | None = None,
+    on_frames: Callable[[FrameStats], None] | None = None,
 ) -> Iterator[tuple[EtmSource, Iterator[Packets]]]:
     """Each source of `capture` with its packet batches, the sources one after the other.
 
     A formatted buffer that fits in one chunk (`chunk_bytes`, default CHUNK_BYTES) is split by
     trace ID once, in memory; a longer one is read once per source (`split_sources`), so that
-    memory stays bounded."""
+    memory stays bounded. `on_frames` hears what the formatter frames held, once they are read
+    (a formatted buffer's)."""
     chunk_bytes = chunk_bytes or CHUNK_BYTES
     whole = None if capture.layout == "source_data" else _whole_buffer(capture.path, chunk_bytes)
     if whole is None:
         for single in split_sources(capture):
-            yield single.sources[0], (batch for _, batch in PacketReader(single, chunk_bytes))
+            reader = PacketReader(single, chunk_bytes)
+            yield single.sources[0], (batch for _, batch in reader)
+            if on_frames is not None and reader.frame_stats is not None:
+                on_frames(reader.frame_stats)  # every source's reader reads the same frames
+                on_frames = None
         return
-    streams = Deformatter(capture.layout).feed(whole, 0, final=True)
+    deformatter = Deformatter(capture.layout)
+    streams = deformatter.feed(whole, 0, final=True)
+    if on_frames is not None:
+        on_frames(deformatter.stats)
     if capture.any_source is None:
         sources = capture.sources
     else:

@@ -17,7 +17,11 @@ from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
+import numpy as np
+
 from ...coresight.dumps import DumpEntry, read_dump_entries
+from ...coresight.frames import FrameStats
+from ...coresight.packets import K_UNSYNCED
 from ...errors import CputraceError, TraceFormatError
 from ...flow.program import Program
 from ...image import Image
@@ -63,17 +67,47 @@ def decode_captures(
     programs = {} if programs is None else programs
     next_seq = 0
     for capture in captures:
-        for etm, batches in source_packets(capture):
+        for etm, batches in source_packets(capture, on_frames=partial(_unfinished_frame, capture.path, ctx)):
             walk = None  # made at the source's first packets: a source without any needs no image
+            unsynced = [0, -1]  # bytes before the source's first sync, and where they start
             for packets in batches:
                 if walk is None:
                     report = partial(packet_error, capture.path, etm, ctx)
                     walker, _ = PROTOCOLS[type(etm.config)]
                     walk = walker(etm, source_program(programs, capture, etm, ctx), next_seq, report)
+                if unsynced[0] >= 0:
+                    _count_unsynced(packets, unsynced)
                 yield from walk.batch(packets)
             if walk is not None:
                 yield from walk.finish()
                 next_seq = walk.next_seq
+            if unsynced[0] > 0:
+                where = f"offset 0x{unsynced[1]:x} (source {etm.label})"
+                ctx.doubt(str(capture.path), where, f"no sync in its {unsynced[0]} bytes: nothing decoded")
+
+
+def _count_unsynced(packets: Packets, unsynced: list[int]) -> None:
+    """Add a batch's bytes to `unsynced` ([bytes, first offset]) while the source has had no
+    sync: [-1, ...] once it has (a buffer that wrapped starts unsynced, which is no fault)."""
+    kinds = packets["kind"]
+    synced = np.flatnonzero(kinds != K_UNSYNCED)
+    if len(synced):
+        unsynced[0] = -1
+    elif len(kinds):
+        unsynced[0] += int(packets["size"].sum())
+        if unsynced[1] < 0:
+            unsynced[1] = int(packets["offset"][0])
+
+
+def _unfinished_frame(path: Path, ctx: DecodeContext, frames: FrameStats) -> None:
+    """A formatted buffer that ends inside a frame was cut short: it fails a --strict decode;
+    otherwise it is a warning (the frame's bytes cannot be given to their sources)."""
+    if frames.trailing_bytes:
+        where = f"offset 0x{frames.trailing_offset:x}"
+        expected, got = "whole formatter frames", f"{frames.trailing_bytes} bytes of an unfinished last frame"
+        if ctx.strict:
+            raise TraceFormatError(str(path), where, expected, got)
+        ctx.warn(str(path), where, f"expected {expected}, got {got}: a truncated buffer?")
 
 
 def packet_error(path: Path, etm: EtmSource, ctx: DecodeContext, packets: Packets, row: int) -> None:
