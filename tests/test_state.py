@@ -221,6 +221,8 @@ def test_cli_state(indextest: cputrace.Trace) -> None:
     assert runner.invoke(cli, ["state", store, "--at", "1", "--time", "3"]).exit_code == 2
     bad = runner.invoke(cli, ["state", store, "--at", "9"])
     assert bad.exit_code == 1 and "no instruction with seq 9" in bad.output
+    absent = runner.invoke(cli, ["state", store, "--at", "2", "--cpu", "7"])  # printed no registers
+    assert absent.exit_code == 2 and "--cpu 7: the trace has no such core (its cores: 0)" in absent.output
 
 
 @st.composite

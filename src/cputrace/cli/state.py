@@ -88,7 +88,12 @@ def state_cmd(
     if (seq is None) == (time is None):
         raise click.UsageError("give exactly one of --at SEQ and --time T")
     image = load_images(images)
-    index = StateIndex.open(open_trace_arg(trace))
+    opened = open_trace_arg(trace)
+    absent = sorted(set(cpus) - set(opened.manifest["cpus"]))
+    if absent:  # its registers would be left out in silence
+        cores = ", ".join(map(str, opened.manifest["cpus"])) or "none"
+        raise click.UsageError(f"--cpu {absent[0]}: the trace has no such core (its cores: {cores})")
+    index = StateIndex.open(opened)
     point = index.point(seq) if seq is not None else index.point_at_time(time)  # type: ignore[arg-type]
     registers = index.registers(point.seq, list(cpus) or None)
     memories = [index.memory(point.seq, address, length, image) for address, length in ranges]
