@@ -202,6 +202,19 @@ def test_batch_diff_text_lists_divergent_pairs_first_and_a_missing_name_fails(su
     )
 
 
+def test_a_pair_whose_file_is_missing_fails_as_missing(suite: Suite, client, tmp_path) -> None:
+    """A path in --pairs that does not exist: that pair fails naming it as missing (it was
+    reported as a file system the workers do not share), the other pairs are compared."""
+    name = next(test.name for test in TESTS if test.name not in suite.expected)  # identical
+    model, rtl = suite.model / f"{name}.tarmac", suite.rtl / f"{name}.tarmac"
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text(f"{model},{rtl}\n{tmp_path / 'gone.tarmac'},{rtl}\n")
+    status, out, err = _cli("batch", "diff", "--pairs", str(pairs), *_scheduler(client))
+    assert status == 1
+    assert f"{tmp_path / 'gone.tarmac'}: no such file or store" in err and "shared file system" not in err
+    assert out.splitlines()[-1] == "2 pairs: 0 divergent, 1 failed, 1 identical"
+
+
 def _coverage_lines(info: str) -> dict[tuple[str, int], int]:
     """(file, line) -> hits of an lcov tracefile."""
     hits, source = {}, ""

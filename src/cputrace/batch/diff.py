@@ -72,8 +72,20 @@ def diff_pairs(
     """Compare each pair (A, B) on the cluster of `client`: divergent pairs first, then pairs
     that could not be compared, then identical ones, each in the order given."""
     options = options or DiffOptions()
-    jobs = [(f"{a} and {b}", (absolute(a), absolute(b), options)) for a, b in pairs]
-    results: dict[int, PairDiff | Failed] = dict(run_tasks(client, diff_pair, jobs, on_done))
+    results: dict[int, PairDiff | Failed] = {}
+    jobs, submitted = [], []  # the pairs sent to the cluster, and their indexes in `pairs`
+    for index, (a, b) in enumerate(pairs):
+        gone = next((path for path in (a, b) if not os.path.exists(path)), None)
+        if gone is None:
+            jobs.append((f"{a} and {b}", (absolute(a), absolute(b), options)))
+            submitted.append(index)
+            continue
+        # missing here too: not a file system the workers do not share
+        results[index] = Failed(f"{a} and {b}", f"{os.fspath(gone)}: no such file or store")
+        if on_done is not None:
+            on_done(1)
+    for at, result in run_tasks(client, diff_pair, jobs, on_done):
+        results[submitted[at]] = result
     for index, (a, b) in enumerate(pairs):  # as the caller named them, not as workers were told
         result = results[index]
         if isinstance(result, PairDiff):
