@@ -135,6 +135,16 @@ def test_a_raw_image_beyond_64_bits_is_refused(quicksort_copy, at):
     assert str(raw) in result.output and ("64 bits" in result.output or "64-bit" in result.output)
 
 
+@pytest.mark.parametrize("at", ["0xfffffffffffffff0", "-0x10000"])
+def test_an_elf_moved_outside_64_bits_is_refused(quicksort_copy, at):
+    """quicksort.elf's one segment (at 0x8000) moved past 2**64 or below 0: it read 'not a valid
+    ELF file (truncated or damaged?): Python int too large to convert to C long'."""
+    elf = ROOT / "examples" / "quicksort.elf"
+    result = _run("list", str(quicksort_copy), "--limit", "1", "--image", f"{elf}@{at}")
+    assert result.exit_code == exits.BAD_INPUT, result.output
+    assert f"{elf}: segment 0 at 0x8000 moved by {at} lies outside the 64-bit address space" in result.output
+
+
 # -- the Python API -------------------------------------------------------------------------------
 
 

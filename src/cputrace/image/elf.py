@@ -14,7 +14,7 @@ from ..model import Isa
 from .arch import Architecture, CodeRange
 from .elfopen import open_elf
 from .errors import ImageError
-from .memory import Image, Region
+from .memory import ADDRESS_SPACE, Image, Region
 from .sourcelines import LineTable
 from .symbols import Binding, StateRange, Symbol, SymbolKind, SymbolTable
 
@@ -59,9 +59,15 @@ def _segments(elf: ELFFile, stream: BinaryIO, file_size: int, path: Path, load_o
                 f"{path}: segment {index} needs file bytes 0x{offset:x}-0x{offset + length:x} "
                 f"but the file has only 0x{file_size:x} (truncated?)"
             )
+        start = segment["p_vaddr"] + load_offset
+        if not 0 <= start <= ADDRESS_SPACE - length:  # before its symbols and lines are moved too
+            raise ImageError(
+                f"{path}: segment {index} at 0x{segment['p_vaddr']:x} moved by {load_offset:#x} lies "
+                "outside the 64-bit address space"
+            )
         stream.seek(offset)
         data = stream.read(length)
-        regions.append(Region(segment["p_vaddr"] + load_offset, data, f"{path} segment {index}"))
+        regions.append(Region(start, data, f"{path} segment {index}"))
     return regions
 
 
