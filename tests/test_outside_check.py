@@ -63,6 +63,22 @@ def test_sql_json_writes_every_column_type(quicksort_copy):
     assert row["n"] == 2044
 
 
+def test_sql_json_is_strict_json_with_nan_and_infinity(quicksort_copy):
+    """NaN and infinities (alone, in a list, in a struct) were written as the `NaN` and
+    `Infinity` no JSON reader that follows RFC 8259 accepts: they are null."""
+    query = (
+        "SELECT 'nan'::DOUBLE AS a, '-inf'::DOUBLE AS b, [1.5, 'inf'::DOUBLE] AS c, {'x': 'nan'::DOUBLE} AS d"
+    )
+    result = _run("sql", str(quicksort_copy), query, "--format", "json")
+    assert result.exit_code == exits.OK, result.output
+
+    def refuse(constant: str) -> None:
+        raise ValueError(constant)
+
+    expected = [{"a": None, "b": None, "c": [1.5, None], "d": {"x": None}}]
+    assert json.loads(result.output, parse_constant=refuse) == expected
+
+
 # -- file names that are not UTF-8 ----------------------------------------------------------------
 
 

@@ -8,6 +8,7 @@ import datetime
 import decimal
 import importlib
 import json
+import math
 import os
 import sys
 import traceback
@@ -276,6 +277,18 @@ def json_default(value: Any) -> Any:
     if isinstance(value, datetime.date | datetime.time):
         return value.isoformat()
     return str(value)
+
+
+def json_finite(value: Any) -> Any:
+    """`value` with every NaN and infinity (in lists and structs too) as None: JSON has no such
+    numbers, and `json` would write the `NaN` and `Infinity` strict readers (jq) refuse."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, list):
+        return [json_finite(item) for item in value]
+    if isinstance(value, dict):
+        return {key: json_finite(item) for key, item in value.items()}
+    return value
 
 
 def write_rows(table: pa.Table, fmt: str, out: Any) -> None:

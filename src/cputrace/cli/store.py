@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ..errors import UsageError
 from ..store.sql import sql_condition
-from .common import cli, json_default, open_trace_arg, plain, write_rows
+from .common import cli, json_default, json_finite, open_trace_arg, plain, write_rows
 from .params import image_option, load_images
 
 
@@ -127,7 +127,7 @@ def sql_cmd(trace: str, query: str, fmt: str) -> None:
     elif fmt == "csv":
         write_rows(table, "csv", out)
     else:
-        json.dump(table.to_pylist(), out, indent=1, default=json_default)
+        json.dump(json_finite(table.to_pylist()), out, indent=1, default=json_default, allow_nan=False)
         out.write("\n")
 
 
