@@ -145,6 +145,21 @@ def test_cli_ingest_and_list(tc2: Path, tmp_path: Path) -> None:
     assert listed.exit_code == 0 and "c002115c" in listed.output.lower()
 
 
+def test_ingest_takes_a_snapshot_folder_as_its_snapshot_ini(
+    tc2: Path, tc2_store: cputrace.Trace, tmp_path: Path
+) -> None:
+    """`ingest FOLDER` of a snapshot reads its snapshot.ini, as `etm packets FOLDER` does (it was
+    refused: "is a directory"); a folder without one is bad usage naming it."""
+    store = tmp_path / "s.ctrace"
+    result = CliRunner().invoke(cli, ["ingest", str(tc2), "--strict", "-o", str(store)])
+    assert result.exit_code == 0, result.output
+    assert cputrace.Trace(store).instructions.equals(tc2_store.instructions)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    refused = CliRunner().invoke(cli, ["ingest", str(empty), "-o", str(tmp_path / "t.ctrace")])
+    assert refused.exit_code == 2 and f"{empty} is a folder without a snapshot.ini" in refused.output
+
+
 def test_a_snapshot_without_its_memory_dump_is_decoded_without_it_or_refused_strictly(tmp_path: Path) -> None:
     """As OpenCSD's lister reads such a snapshot: the dump left out with a warning naming it,
     so no instruction can be found (the walk's gaps say where); --strict refuses it, naming

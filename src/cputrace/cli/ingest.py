@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import click
 
 from ..batch.tasks import PART_BYTES, SHARED_STORAGE
+from ..coresight.sniff import SNAPSHOT_INI
 from ..formats import FORMATS
 from ..formats.etmv3.options import OPTIONS as ETMV3_OPTIONS
 from ..formats.tarmac.options import DEFAULT_ISA
@@ -94,12 +96,28 @@ class ByteSize(click.ParamType):
 _SIZE_SUFFIXES = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
+def _snapshot_folders(
+    _ctx: click.Context, param: click.Parameter, inputs: tuple[str, ...]
+) -> tuple[str, ...]:
+    """INPUTs as ingest reads them: a CoreSight snapshot's folder stands for its snapshot.ini (as
+    `etm packets` takes it); any other folder is bad usage."""
+    read = []
+    for path in inputs:
+        if os.path.isdir(path):
+            ini = os.path.join(path, SNAPSHOT_INI)
+            if not os.path.isfile(ini):
+                raise click.BadParameter(f"{path} is a folder without a {SNAPSHOT_INI}", param=param)
+            path = ini
+        read.append(path)
+    return tuple(read)
+
+
 @cli.command(
     "ingest",
     epilog="`cputrace formats` lists the formats and the options of each. With --workers, --scheduler "
     f"or --scheduler-file, the store is written by the workers: {SHARED_STORAGE}.",
 )
-@click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True), callback=_snapshot_folders)
 @click.option("-o", "--output", type=click.Path(), help="Store directory (default INPUT.ctrace).")
 @decoder_params
 @_split_options

@@ -26,9 +26,8 @@ from ..image import Image
 from ..image.files import names_a_file
 from .dumps import DumpEntry, load_snapshot_device
 from .ini import read_ini_sections
-from .sniff import LAYOUTS
+from .sniff import LAYOUTS, SNAPSHOT_INI
 
-SNAPSHOT_INI = "snapshot.ini"
 MAX_REGISTER = (1 << 64) - 1  # registers are 64 bits at most (AArch64 cores); a trace unit's are 32
 
 Sections = list[tuple[str, int, dict[str, tuple[int, str]]]]

@@ -5,6 +5,8 @@ from __future__ import annotations
 FRAME_BYTES = 16
 LAYOUTS = ("coresight", "dstream_coresight", "source_data")
 """How a buffer holds trace: formatter frames in memory, frames with syncs from a port, or one bare stream."""
+SNAPSHOT_INI = "snapshot.ini"
+"""The file a CoreSight snapshot's folder holds its description in."""
 FULL_SYNC = b"\xff\xff\xff\x7f"
 """A full frame sync: never frame content (its FF bytes would be trace IDs 0x7F)."""
 
