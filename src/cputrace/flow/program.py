@@ -121,11 +121,11 @@ class Program:
     @property
     def failures(self) -> dict[int, str]:
         """Why decoding failed, by address (the first failure there, whatever the ISA)."""
-        noted = int(self._outside_count[0])
-        for key in self._outside[:noted].tolist():
-            address = key_address(key)
-            self._failures.setdefault(address, str(no_instruction(address, Isa(key & 7), b"")))
-        self._outside_count[0] = 0
+        if self._outside_count[0]:  # the walk's notes first, in the order it made them
+            for key in self._outside[: self._outside_count[0]].tolist():
+                address = key_address(key)
+                self._failures.setdefault(address, str(no_instruction(address, Isa(key & 7), b"")))
+            self._outside_count[0] = 0
         return self._failures
 
     @property
