@@ -286,3 +286,41 @@ def test_the_walk_decodes_the_blocks_that_end_inside_their_region() -> None:
     program.decode(key(0x1000))  # up to the block decoded before, across the regions' border
     assert program.insns["pc"][4 : program.count].tolist() == [0x1000, 0x1004]
     assert at(0x1000) == 4
+
+
+def test_an_address_far_above_the_image_is_outside_it() -> None:
+    """An address 2**63 or more above the start of the region below it is outside the image,
+    not read from the image's end (the distance, as an int64, wrapped round to negative)."""
+    image = Image([Region(0, _words(*[0xD503201F] * 1023, 0x14000000), "low")])
+    program = Program(image)
+    key = _signed((0xFFFFFFFFFFFFF800 << 3) | int(Isa.A64))
+    at = found(key, program.insns, program.index.table, program.index.counts, program.code)
+    assert (at, program.count) == (NO_CODE, 0)
+    failure = "0xfffffffffffff800: no A64 instruction in the program image there"
+    assert program.failures == {0xFFFFFFFFFFFFF800: failure}
+
+
+def test_the_walk_marks_an_address_outside_the_image_as_program_decode_does() -> None:
+    """program.found marks a key whose address no region holds NO_CODE itself, and
+    Program.failures then names it as Program.decode does; past its notes (OUTSIDE_NOTES, one
+    here) it leaves the key to Program.decode until the notes have been read."""
+    image = Image([Region(0x1000, _words(0xD503201F, 0x14000000), "a")])
+    outside = [0x2000, KERNEL_BASE, 0x3000]
+    by_decode = Program(image)
+    for address in outside:
+        by_decode.decode(_signed((address << 3) | int(Isa.A64)))
+    program = Program(image)
+    program._outside = np.zeros(1, np.int64)  # room for one note before program.code is made
+
+    def at(address: int) -> int:
+        key = _signed((address << 3) | int(Isa.A64))
+        return found(key, program.insns, program.index.table, program.index.counts, program.code)
+
+    assert (at(0x2000), at(KERNEL_BASE)) == (NO_CODE, UNRESOLVED)
+    assert program.failures == {0x2000: by_decode.failures[0x2000]}
+    assert (at(KERNEL_BASE), at(0x3000)) == (NO_CODE, UNRESOLVED)
+    program.decode(_signed((0x3000 << 3) | int(Isa.A64)))
+    assert program.failures == by_decode.failures
+    assert by_decode.failures[0x3000] == "0x3000: no A64 instruction in the program image there"
+    for address in outside:
+        assert at(address) == NO_CODE

@@ -8,8 +8,11 @@ not yet decoded it returns to Python, which decodes the block (`Program.decode`)
 it. The instruction sets of `isa.flowblock.FLOW_ISAS` are decoded by compiled flow
 classifiers, and inside the walk itself (`found`): the walk reads the image as arrays
 (`Program.code`) and returns to Python only where the records or the index need room, where
-a block runs on into the next region, and where there is no instruction (for the failure's
-text). The other instruction sets are decoded by capstone (`isa.decode_columns`).
+and where a block runs on into the next region or has no whole instruction there (for the
+failure's text). An address the image does not hold at all the walk marks NO_CODE itself,
+noting the key for the failure's text (`Program.failures`): a trace that leaves the image
+does so at hundreds of addresses, each a return to Python otherwise. The other instruction
+sets are decoded by capstone (`isa.decode_columns`).
 """
 
 from __future__ import annotations
@@ -103,8 +106,9 @@ class Program:
         self._count = np.zeros(1, np.int64)  # records in use, in an array compiled code updates
         self.insns = np.zeros(capacity, INSN)
         self.index = AddressIndex(2 * (BLOCK_ROWS + 1))  # a whole block's keys at half load from the start
-        self.failures: dict[int, str] = {}
-        """Why decoding failed, by address (the first failure there, whatever the ISA)."""
+        self._failures: dict[int, str] = {}
+        self._outside = np.zeros(OUTSIDE_NOTES, np.int64)  # keys `found` marked NO_CODE, not yet in failures
+        self._outside_count = np.zeros(1, np.int64)
         self._leftovers: dict[int, np.ndarray] = {}  # see decode_columns
         self._rows = block_rows()  # flow_block's rows
         self._code: Code | None = None
@@ -113,6 +117,16 @@ class Program:
     def count(self) -> int:
         """How many records are in use."""
         return int(self._count[0])
+
+    @property
+    def failures(self) -> dict[int, str]:
+        """Why decoding failed, by address (the first failure there, whatever the ISA)."""
+        if self._outside_count[0]:  # the walk's notes first, in the order it made them
+            for key in self._outside[: self._outside_count[0]].tolist():
+                address = key_address(key)
+                self._failures.setdefault(address, str(no_instruction(address, Isa(key & 7), b"")))
+            self._outside_count[0] = 0
+        return self._failures
 
     @property
     def code(self) -> Code:
@@ -125,7 +139,10 @@ class Program:
             sizes = np.array([len(r.data) for r in regions], np.int64)
             offsets = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
             data = np.frombuffer(b"".join(r.data for r in regions), np.uint8)
-            self._code = (np.array([isas], np.int64), starts, sizes, offsets, data, self._rows, self._count)
+            self._code = (
+                np.array([isas], np.int64), starts, sizes, offsets, data, self._rows, self._count,
+                self._outside, self._outside_count,
+            )  # fmt: skip
         return self._code
 
     def decode(self, key: int) -> None:
@@ -145,7 +162,7 @@ class Program:
             columns = decode_columns(self.image, address, isa, self.index, self._leftovers)
         except (ImageError, ValueError) as exc:  # ValueError: an instruction set isa/ cannot decode
             self.index.add(np.array([key], np.int64), np.array([NO_CODE], np.int64))
-            self.failures.setdefault(address, str(exc))
+            self.failures.setdefault(address, str(exc))  # after the walk's notes: the first failure wins
             return
         start = self.count
         self.insns = grown(self.insns, start + len(columns) - 1)
@@ -179,10 +196,14 @@ def _decode_flow(code: np.ndarray, address: int, isa: int, final: bool, insns: n
     return length
 
 
-Code = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+Code = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+             np.ndarray]  # fmt: skip
 """`Program.code`: the ISAs decoded in the walk (a bit each), the image's regions (starts as
-`_ordered` keeps them, sizes, offsets in the data), their bytes, flow_block's rows, and the
-count of records."""
+`_ordered` keeps them, sizes, offsets in the data), their bytes, flow_block's rows, the count
+of records, and the keys `found` marked NO_CODE outside the image with their count."""
+OUTSIDE_NOTES = 1024
+"""Keys outside the image the walk can mark NO_CODE between two looks at `Program.failures`;
+past them it returns to Python (`Program.decode`), which notes them first."""
 _SIGN = np.int64(-(1 << 63))
 
 
@@ -195,19 +216,26 @@ def _ordered(address: int) -> int:
 def found(key: int, insns: np.ndarray, index: np.ndarray, counts: np.ndarray, code: Code) -> int:
     """The record of `key` in the index (lookup), after decoding its block when the walk can
     here: an ISA of FLOW_ISAS, room in the records and the index, and a block that ends inside
-    its region of the image. UNRESOLVED when Python must decode it (`Program.decode`)."""
+    its region of the image. NO_CODE for an address the image does not hold (noted for the
+    failure's text). UNRESOLVED when Python must decode it (`Program.decode`)."""
     at = lookup(index, key)
-    isas, starts, sizes, offsets, data, rows, count = code
+    isas, starts, sizes, offsets, data, rows, count, outside, outside_count = code
     isa = key & 7
     if at != UNRESOLVED or not isas[0] >> isa & 1:
         return at
-    if count[0] + len(rows) > len(insns) or 2 * (counts[0] + counts[1] + len(rows) + 1) > len(index):
-        return UNRESOLVED
     address = key >> 3  # sign-extended: the int64 pattern of the address (see key_address)
     region = np.searchsorted(starts, address ^ _SIGN, side="right") - 1
-    if region < 0 or (address ^ _SIGN) - starts[region] >= sizes[region]:
+    offset = (address ^ _SIGN) - starts[region]  # negative: 2**63 or more past the region's start
+    if region < 0 or offset < 0 or offset >= sizes[region]:
+        if outside_count[0] == len(outside) or 2 * (counts[0] + counts[1] + 2) > len(index):
+            return UNRESOLVED
+        put(index, counts, key, NO_CODE)  # as Program.decode would, reading nothing there
+        outside[outside_count[0]] = key
+        outside_count[0] += 1
+        return NO_CODE
+    if count[0] + len(rows) > len(insns) or 2 * (counts[0] + counts[1] + len(rows) + 1) > len(index):
         return UNRESOLVED
-    begin = offsets[region] + ((address ^ _SIGN) - starts[region])
+    begin = offsets[region] + offset
     end = offsets[region] + sizes[region]
     window = min(end, begin + WINDOW)
     length = _decode_flow(data[begin:window], address, isa, window < end, insns, index, counts, rows, count)

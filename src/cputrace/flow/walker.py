@@ -612,6 +612,7 @@ class Walker:
         self._st["seq"] = first_seq
         self._out = np.zeros(batch, ROW)
         self._gaps = np.zeros(256, GAP)
+        self._gap_texts: dict[tuple[int, int], str] = {}  # (reason, address) -> text, once it is final
         self.op_first = np.zeros(0, np.int64)
         self.op_end = np.zeros(0, np.int64)
 
@@ -714,10 +715,24 @@ class Walker:
         self._st["rows"] = rows - n
         return batch
 
-    def _gap_text(self, reason: GapReason, address: int) -> str:
-        if reason is GapReason.VECTOR:
-            return GAP_TEXT[reason]
+    def _gap_text(self, reason: int, address: int) -> str:
+        """The text of a GAP record's (reason, address), made once: a walk that leaves the image
+        loses its place at the same few addresses in batch after batch."""
+        text = self._gap_texts.get((reason, address))
+        if text is None:
+            text, final = self._describe_gap(reason, address)
+            if final:
+                self._gap_texts[reason, address] = text
+        return text
+
+    def _describe_gap(self, reason: int, address: int) -> tuple[str, bool]:
+        """A gap's text, and whether it is final: a NO_CODE gap names the failure there, which a
+        later decode may yet record."""
+        if reason == GapReason.VECTOR:
+            return GAP_TEXT[reason], True
         address = address & ADDRESS_MASK  # the GAP record's int64
+        if reason != GapReason.NO_CODE:
+            return f"{GAP_TEXT[reason]} at 0x{address:x}", True
         failure = self.program.failures.get(address)
-        detail = f" ({failure})" if failure and reason is GapReason.NO_CODE else ""
-        return f"{GAP_TEXT[reason]} at 0x{address:x}{detail}"
+        detail = f" ({failure})" if failure else ""
+        return f"{GAP_TEXT[reason]} at 0x{address:x}{detail}", failure is not None
