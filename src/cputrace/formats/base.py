@@ -57,6 +57,14 @@ class DecodeContext:
             raise TraceFormatError(path, where, expected, got)
         self.warn(path, where, f"kept as text: expected {expected}")
 
+    def leave_out(self, path: str, where: str, expected: str, got: str, consequence: str) -> None:
+        """Input that cannot be decoded and is left out, not kept as text (a bad packet, a cut
+        frame, a corrupt buffer line): an error in strict mode, otherwise a counted warning
+        saying what was expected, what came and what became of it (`consequence`)."""
+        if self.strict:
+            raise TraceFormatError(path, where, expected, got)
+        self.warn(path, where, f"expected {expected}, got {got}: {consequence}")
+
 
 class Decoder(Protocol):
     name: ClassVar[str]

@@ -17,12 +17,10 @@ from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
-import numpy as np
-
 from ...coresight.dumps import DumpEntry, read_dump_entries
 from ...coresight.frames import FrameStats
 from ...coresight.packets import K_UNSYNCED
-from ...errors import CputraceError, TraceFormatError
+from ...errors import CputraceError
 from ...flow.program import Program
 from ...image import Image
 from ...inputs import InputFile
@@ -90,8 +88,7 @@ def _count_unsynced(packets: Packets, unsynced: list[int]) -> None:
     """Add a batch's bytes to `unsynced` ([bytes, first offset]) while the source has had no
     sync: [-1, ...] once it has (a buffer that wrapped starts unsynced, which is no fault)."""
     kinds = packets["kind"]
-    synced = np.flatnonzero(kinds != K_UNSYNCED)
-    if len(synced):
+    if (kinds != K_UNSYNCED).any():
         unsynced[0] = -1
     elif len(kinds):
         unsynced[0] += int(packets["size"].sum())
@@ -103,11 +100,9 @@ def _unfinished_frame(path: Path, ctx: DecodeContext, frames: FrameStats) -> Non
     """A formatted buffer that ends inside a frame was cut short: it fails a --strict decode;
     otherwise it is a warning (the frame's bytes cannot be given to their sources)."""
     if frames.trailing_bytes:
+        got = f"{frames.trailing_bytes} bytes of an unfinished last frame"
         where = f"offset 0x{frames.trailing_offset:x}"
-        expected, got = "whole formatter frames", f"{frames.trailing_bytes} bytes of an unfinished last frame"
-        if ctx.strict:
-            raise TraceFormatError(str(path), where, expected, got)
-        ctx.warn(str(path), where, f"expected {expected}, got {got}: a truncated buffer?")
+        ctx.leave_out(str(path), where, "whole formatter frames", got, "a truncated buffer?")
 
 
 def packet_error(path: Path, etm: EtmSource, ctx: DecodeContext, packets: Packets, row: int) -> None:
@@ -118,9 +113,7 @@ def packet_error(path: Path, etm: EtmSource, ctx: DecodeContext, packets: Packet
     expected = PROTOCOLS[type(etm.config)][1][int(packets["info"][row])]
     raw = packets.raw(row)
     got = raw[:RAW_SHOWN].hex(" ") + (" ..." if len(raw) > RAW_SHOWN else "")
-    if ctx.strict:
-        raise TraceFormatError(str(path), where, expected, got)
-    ctx.warn(str(path), where, f"expected {expected}, got {got}: a trace gap to the next A-sync")
+    ctx.leave_out(str(path), where, expected, got, "a trace gap to the next A-sync")
 
 
 def source_program(

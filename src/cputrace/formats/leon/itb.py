@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-from ...errors import TraceFormatError
 from ...isa import InsnInfo, sparc_insn
 from ...model import Flag, Isa
 from ...rowbuffer import RowBuffer
@@ -78,9 +77,7 @@ class Anomalies:
 
     def report(self, position: int, src: int, expected: str, got: str) -> None:
         where = f"{self.buffer.src_unit} {src}"
-        if self.ctx.strict:
-            raise TraceFormatError(self.path, where, expected, got)
-        self.ctx.warn(self.path, where, f"expected {expected}, got {got}: left out as a trace gap")
+        self.ctx.leave_out(self.path, where, expected, got, "left out as a trace gap")
         self.gaps.append((position, f"expected {expected}, got {got}", src))
 
 
