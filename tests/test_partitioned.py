@@ -786,6 +786,24 @@ def test_a_raw_etmv3_stream_split_around_every_a_sync_equals_the_single_ingest(
     assert_same_store(single.store, result.store)
 
 
+def test_a_raw_etmv3_stream_without_an_a_sync_warns_as_the_single_ingest_does(
+    client, tmp_path: Path, tc2_streams
+) -> None:
+    """Source 0x10's bytes before its first A-sync: nothing to decode, nowhere to split. The
+    split ingest decoded them as one range in silence, where the single ingest warns."""
+    sources, image = tc2_streams
+    data = sources[0x10].read_bytes()
+    source = tmp_path / "unsynced.bin"
+    source.write_bytes(data[: A_SYNC.search(data).start()])
+    options = {"buffer_format": "source_data", "etm_config": str(TC2 / TC2_SOURCES[0x10])}
+    single = ingest([source], tmp_path / "one.ctrace", format="etmv3", options=options, images=[image])
+    result = ingest_split(client, source, tmp_path / "split.ctrace", format="etmv3", options=options,
+                          images=[image], splits=[len(data) // 7])  # fmt: skip
+    warnings = result.manifest["warnings"]
+    assert warnings["count"] == 1 and "no sync in its" in warnings["samples"][0]
+    assert_same_store(single.store, result.store)
+
+
 @pytest.fixture(scope="module")
 def calls_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list, dict]:
     """The run of the corpus program calls-a32.elf (its steps, and the transfers of its loads

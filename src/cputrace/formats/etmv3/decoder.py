@@ -67,33 +67,46 @@ def decode_captures(
     for capture in captures:
         for etm, batches in source_packets(capture, on_frames=partial(_unfinished_frame, capture.path, ctx)):
             walk = None  # made at the source's first packets: a source without any needs no image
-            unsynced = [0, -1]  # bytes before the source's first sync, and where they start
+            unsynced = Unsynced()
             for packets in batches:
                 if walk is None:
                     report = partial(packet_error, capture.path, etm, ctx)
                     walker, _ = PROTOCOLS[type(etm.config)]
                     walk = walker(etm, source_program(programs, capture, etm, ctx), next_seq, report)
-                if unsynced[0] >= 0:
-                    _count_unsynced(packets, unsynced)
+                unsynced.see(packets)
                 yield from walk.batch(packets)
             if walk is not None:
                 yield from walk.finish()
                 next_seq = walk.next_seq
-            if unsynced[0] > 0:
-                where = f"offset 0x{unsynced[1]:x} (source {etm.label})"
-                ctx.doubt(str(capture.path), where, f"no sync in its {unsynced[0]} bytes: nothing decoded")
+            unsynced.report(capture.path, etm, ctx)
 
 
-def _count_unsynced(packets: Packets, unsynced: list[int]) -> None:
-    """Add a batch's bytes to `unsynced` ([bytes, first offset]) while the source has had no
-    sync: [-1, ...] once it has (a buffer that wrapped starts unsynced, which is no fault)."""
-    kinds = packets["kind"]
-    if (kinds != K_UNSYNCED).any():
-        unsynced[0] = -1
-    elif len(kinds):
-        unsynced[0] += int(packets["size"].sum())
-        if unsynced[1] < 0:
-            unsynced[1] = int(packets["offset"][0])
+class Unsynced:
+    """The bytes of a source before its first sync, while it has had none: a source that never
+    syncs decodes to nothing, which `report` says (a buffer that wrapped starts unsynced, which
+    is no fault)."""
+
+    def __init__(self) -> None:
+        self.size = 0  # bytes so far; -1 once the source has synced
+        self.first = -1  # the offset of the first of them
+
+    def see(self, packets: Packets) -> None:
+        """Count a batch's packets."""
+        if self.size < 0:
+            return
+        kinds = packets["kind"]
+        if (kinds != K_UNSYNCED).any():
+            self.size = -1
+        elif len(kinds):
+            self.size += int(packets["size"].sum())
+            if self.first < 0:
+                self.first = int(packets["offset"][0])
+
+    def report(self, path: Path, etm: EtmSource, ctx: DecodeContext) -> None:
+        """A warning (an error with --strict) when the source's bytes held no sync at all."""
+        if self.size > 0:
+            where = f"offset 0x{self.first:x} (source {etm.label})"
+            ctx.doubt(str(path), where, f"no sync in its {self.size} bytes: nothing decoded")
 
 
 def _unfinished_frame(path: Path, ctx: DecodeContext, frames: FrameStats) -> None:

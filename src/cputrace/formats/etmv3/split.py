@@ -48,7 +48,7 @@ from ...inputs import InputFile
 from ..base import Batch, DecodeContext
 from ..etmv4.config import Etmv4Config
 from .capture import CHUNK_BYTES, EtmSource, is_snapshot, open_captures, packet_decoder
-from .decoder import PROTOCOLS, packet_error, source_program
+from .decoder import PROTOCOLS, Unsynced, packet_error, source_program
 from .instructions import SourceWalk
 from .packets import Packets
 from .protocol import Kind
@@ -210,6 +210,8 @@ class RangeDecode:
                 stream.resume(start.at, start.state, start.seq_base)
             if self.final:
                 yield from stream.to_end()
+                if first == 0:  # the only range: the stream had no A-sync to split at
+                    stream.unsynced.report(capture.path, etm, self.ctx)
                 return
             yield from (at := _Advance(stream, stop))
             self.end = Carry(stream.walk.next_seq, at.cut, None if at.cut is None else stream.carried())
@@ -228,6 +230,7 @@ class _Stream:
         walk: type[SourceWalk] = PROTOCOLS[type(etm.config)][0]
         self.walk = walk(etm, program, 0, on_error)
         self.position = position  # of the next byte to decode
+        self.unsynced = Unsynced()
 
     def carried(self) -> dict[str, Any]:
         """The whole decoding state, free of numbering (see the module docstring)."""
@@ -244,12 +247,14 @@ class _Stream:
         for data, offsets in _chunks(self.file, self.position, stop):
             self.position += len(data)
             for packets in self.decoder.feed(data, offsets):
+                self.unsynced.see(packets)
                 yield from self.walk.batch(packets)
 
     def to_end(self) -> Iterator[Batch]:
         """The rows of the bytes to the input's end, and those the walk held back."""
         yield from self.feed(self.size)
         for packets in self.decoder.finish():
+            self.unsynced.see(packets)
             yield from self.walk.batch(packets)
         yield from self.walk.finish()
 
