@@ -26,7 +26,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import cputrace
 from cputrace.cli import cli
+from cputrace.image import ImageError
 from cputrace.opening import open as open_trace
 from cputrace.record import record
 
@@ -34,10 +36,11 @@ pytest.importorskip("distributed")
 
 from cputrace.batch.cluster import connect
 from cputrace.batch.diff import diff_pairs, pairs_from_csv
-from cputrace.batch.ingest import Ingested, ingest_many
+from cputrace.batch.ingest import Ingested, ingest_many, ingest_one
 from cputrace.batch.tasks import SHARED_STORAGE, Failed
 
 CORPUS = Path(__file__).parent / "corpus"
+QUICKSORT = Path(__file__).parent.parent / "examples" / "quicksort.tarmac"
 INSTRUCTION = re.compile(r"^\d+ clk (IT|IS) \(\d+\) ([0-9a-f]+) ([0-9a-f]+) ")
 REGISTER = re.compile(r"^(\d+ clk R \S+ )([0-9a-f]+)$")
 CONDITIONS = "ne|eq|hs|lo|cs|cc|gt|le|ge|lt"
@@ -331,11 +334,20 @@ def test_batch_ingest_gives_the_stores_of_ingest_and_reports_a_failed_input(
 
 
 def test_a_path_a_worker_cannot_read_is_said_to_need_shared_storage(client, tmp_path) -> None:
-    """A worker that cannot read an input (here: no such file, which the API's ingest leaves
-    to the workers) says so and why. A pair the client itself cannot find fails as missing."""
-    (result,) = ingest_many(client, [tmp_path / "elsewhere.tarmac"])
-    assert isinstance(result, Failed)
-    assert result.message.endswith(SHARED_STORAGE) and "elsewhere.tarmac: worker on" in result.message
+    """A worker that cannot read an input the client found (the task run as a worker runs it,
+    here on a path that is not there) says so and why. An input or a pair the client itself
+    cannot find fails as missing, and the others go on; an image it cannot find is refused
+    before any task starts, as `ingest` refuses it."""
+    failed = ingest_one(str(tmp_path / "elsewhere.tarmac"), str(tmp_path / "e.ctrace"), None, False, {}, ())
+    assert isinstance(failed, Failed)
+    assert failed.message.endswith(SHARED_STORAGE) and "elsewhere.tarmac: worker on" in failed.message
+    missing, done = ingest_many(client, [tmp_path / "gone.tarmac", QUICKSORT], tmp_path / "batch")
+    assert isinstance(missing, Failed)
+    assert missing.message == f"{tmp_path / 'gone.tarmac'}: no such file or store"
+    single = cputrace.ingest(QUICKSORT, tmp_path / "single.ctrace").manifest
+    assert isinstance(done, Ingested) and done.manifest["counts"] == single["counts"]
+    with pytest.raises(ImageError, match=r"nope\.elf: cannot read: No such file or directory"):
+        ingest_many(client, [QUICKSORT], tmp_path, images=[str(tmp_path / "nope.elf")])
     (pair,) = diff_pairs(client, [(tmp_path / "a.ctrace", tmp_path / "b.ctrace")])
     assert isinstance(pair, Failed) and pair.message == f"{tmp_path / 'a.ctrace'}: no such file or store"
 

@@ -18,7 +18,7 @@ from ..analysis.diff import DiffOptions, diff_traces, explain, instruction_rows
 from ..errors import CputraceError, TraceFormatError, UsageError
 from ..store.folder import STORE_SUFFIX, is_store
 from .cluster import distributed, run_tasks
-from .tasks import Failed, absolute, open_trace, reported
+from .tasks import Failed, absolute, missing_here, open_trace, reported
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,13 +75,12 @@ def diff_pairs(
     results: dict[int, PairDiff | Failed] = {}
     jobs, submitted = [], []  # the pairs sent to the cluster, and their indexes in `pairs`
     for index, (a, b) in enumerate(pairs):
-        gone = next((path for path in (a, b) if not os.path.exists(path)), None)
-        if gone is None:
+        failed = missing_here(f"{a} and {b}", (a, b))
+        if failed is None:
             jobs.append((f"{a} and {b}", (absolute(a), absolute(b), options)))
             submitted.append(index)
             continue
-        # missing here too: not a file system the workers do not share
-        results[index] = Failed(f"{a} and {b}", f"{os.fspath(gone)}: no such file or store")
+        results[index] = failed
         if on_done is not None:
             on_done(1)
     for at, result in run_tasks(client, diff_pair, jobs, on_done):

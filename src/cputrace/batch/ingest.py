@@ -17,7 +17,7 @@ from ..errors import UsageError
 from ..ingest import default_store_path, ingest
 from ..store.folder import STORE_SUFFIX, remove_dead_staging
 from .cluster import distributed, run_tasks
-from .tasks import Failed, absolute, absolute_images, readable, readable_images, reported
+from .tasks import Failed, absolute, absolute_images, missing_here, readable, readable_images, reported
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,19 +76,34 @@ def ingest_many(
     any task starts (UsageError), as `ingest` checks them.
     """
     from ..formats import FORMATS, check_options
+    from ..image import ImageError, parse_image_spec
 
     check_options(dict(options or {}), [format] if format else list(FORMATS))
     stores = store_paths(inputs, output_dir)
+    for spec in images:  # as `ingest` refuses one, before any task starts
+        path = parse_image_spec(spec)[0]
+        try:
+            open(path, "rb").close()
+        except OSError as exc:
+            raise ImageError(f"{path}: cannot read: {exc.strerror}") from exc
     specs = absolute_images(images)
-    jobs = [
-        (os.fspath(source), (absolute(source), absolute(store), format, strict, dict(options or {}), specs))
-        for source, store in zip(inputs, stores, strict=True)
-    ]
     results: dict[int, Ingested | Failed] = {}
-    for index, result in run_tasks(client, ingest_one, jobs, on_done):
+    jobs, submitted = [], []  # the inputs sent to the cluster, and their indexes in `inputs`
+    for index, (source, store) in enumerate(zip(inputs, stores, strict=True)):
+        failed = missing_here(os.fspath(source), [source])
+        if failed is None:
+            task = (absolute(source), absolute(store), format, strict, dict(options or {}), specs)
+            jobs.append((os.fspath(source), task))
+            submitted.append(index)
+            continue
+        results[index] = failed
+        if on_done is not None:
+            on_done(1)
+    for at, result in run_tasks(client, ingest_one, jobs, on_done):
+        index = submitted[at]
         if isinstance(result, Failed):
             remove_dead_staging(Path(absolute(stores[index])))
             results[index] = result
         else:  # as the caller named them, not as workers were told
             results[index] = replace(result, input=os.fspath(inputs[index]), store=stores[index])
-    return [results[index] for index in range(len(jobs))]
+    return [results[index] for index in range(len(inputs))]

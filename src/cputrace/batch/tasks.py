@@ -45,6 +45,13 @@ class NotShared(CputraceError):
     """A path the client can read and a worker cannot: they do not share a file system."""
 
 
+def missing_here(name: str, paths: Sequence[str | os.PathLike[str]]) -> Failed | None:
+    """A task's failure before it is sent, when the client finds no file or store at one of
+    its `paths`: it is missing, not on a file system the workers do not share (`readable`)."""
+    gone = next((path for path in paths if not os.path.exists(path)), None)
+    return None if gone is None else Failed(name, f"{os.fspath(gone)}: no such file or store")
+
+
 def readable(path: str) -> str:
     """`path`, after checking that this worker can read it (the client already has)."""
     if not os.access(path, os.R_OK):
