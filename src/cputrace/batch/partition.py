@@ -59,10 +59,10 @@ SPLITS = {
     "etmv3": "cputrace.formats.etmv3.split",
 }
 """The formats whose inputs split, and the module of each with the steps of a split: `whole`
-(why an input is decoded whole, None: it splits), `split_points`, `count_range` (a task),
-`first_carries`, `RangeDecode` (a task) whose `end` carry `joins` the next range's start or
-not, and `finish` (the whole input's notes); `NUMBERED_AFTER` says whether its ranges are
-numbered after they are decoded (the module docstring)."""
+(why an input is decoded whole, None: it splits), `split_points`, `count_range` (a task; none
+where `NUMBERED_AFTER`), `first_carries`, `RangeDecode` (a task) whose `end` carry `joins` the
+next range's start or not, and `finish` (the whole input's notes); `NUMBERED_AFTER` says
+whether its ranges are numbered after they are decoded (the module docstring)."""
 
 
 def _steps(format: str) -> ModuleType:
@@ -199,7 +199,7 @@ class _SplitIngest:
         whole = _WholeHash(self.file.path)
         try:
             self.sizes = [stop - start for start, stop in ranges]
-            counts = self._each(_count_part, [(job, r) for r in ranges])
+            counts = self._counts(job, ranges)
             carries = steps.first_carries(counts)
             last = len(ranges) - 1
             parts: list[_Part] = self._each(
@@ -219,6 +219,15 @@ class _SplitIngest:
             whole.stop()
             writer.abort()
             raise
+
+    def _counts(self, job: _Job, ranges: list[tuple[int, int]]) -> list[Any]:
+        """Step 1, each range's count; none for a `NUMBERED_AFTER` format, whose ranges are
+        counted as they are walked (no task: the step's share of `progress` passes at once)."""
+        if not self.steps.NUMBERED_AFTER:
+            return self._each(_count_part, [(job, byte_range) for byte_range in ranges])
+        if self.progress is not None:
+            self.progress(self.file.size)
+        return [None] * len(ranges)
 
     def _each(
         self, task: Callable[..., Any], jobs: list[tuple[Any, ...]], first: int | None = 0

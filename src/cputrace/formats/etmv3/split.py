@@ -54,7 +54,7 @@ from .packets import Packets
 from .protocol import Kind
 
 __all__ = [
-    "NUMBERED_AFTER", "Carry", "RangeDecode", "RangeFacts", "count_range", "finish", "first_carries",
+    "NUMBERED_AFTER", "Carry", "RangeDecode", "RangeFacts", "finish", "first_carries",
     "split_points", "whole",
 ]  # fmt: skip
 """The steps of a split, by the names every format's split module gives them (batch/partition.py)."""
@@ -123,10 +123,6 @@ def warm_start(file: BinaryIO, at: int) -> int:
         if first == 0 or look >= MAX_LOOK_BYTES:
             return first
         look *= 2
-
-
-def count_range(_source: InputFile, _ctx: DecodeContext, _byte_range: tuple[int, int]) -> None:
-    """Nothing to count: a range's instructions are known only once walked (`NUMBERED_AFTER`)."""
 
 
 @dataclass
