@@ -831,18 +831,18 @@ class EncodedRun:
 
 def encoded_calls(
     calls_run: tuple[list, dict], tmp_path: Path, *, context: bool = False, a_sync_every: int = 1000,
-    full_timestamps: bool = True,
+    full_timestamps: bool = True, program: str = "calls-a32.elf", a_sync_after: frozenset[int] = frozenset(),
 ) -> EncodedRun:  # fmt: skip
     """`calls_run` encoded as cycle-accurate ETMv3 with data trace (addresses and values) and
     timestamps (only their bits that changed, as an ETM sends them; all of them in the first
     after each A-sync with `full_timestamps`, as TC2's ETMs do), an A-sync and a periodic
-    I-sync every `a_sync_every` instructions. With `context`: 4-byte context IDs (all 0), and a
-    periodic I-sync before every instruction whose address ends in 0x80 too, whose bytes
-    (0x00 x 5 then 0x80) read like an A-sync."""
+    I-sync every `a_sync_every` instructions and after each instruction at a pc of
+    `a_sync_after`. With `context`: 4-byte context IDs (all 0), and a periodic I-sync before
+    every instruction whose address ends in 0x80 too, whose bytes (0x00 x 5 then 0x80) read like
+    an A-sync."""
     from etm_encoder import EtmEncoder, encode_run
     from test_etmv3_data import blocks_of
 
-    program = "calls-a32.elf"
     steps, memory = calls_run
     enc = EtmEncoder(cycle_accurate=True, data_address=True, data_value=True, context_id_bytes=4 * context)
     a_syncs = [len(enc.data)]
@@ -851,7 +851,7 @@ def encoded_calls(
     def off(i: int) -> tuple[int, int] | None:
         if i + 1 >= len(steps) or steps[i].exception is not None:
             return None
-        if i % a_sync_every == a_sync_every - 1:
+        if i % a_sync_every == a_sync_every - 1 or steps[i].pc in a_sync_after:
             a_syncs.append(len(enc.data))
             enc.a_sync()
             if full_timestamps:
@@ -891,6 +891,40 @@ def test_an_etmv3_stream_with_data_trace_split_everywhere_equals_the_single_inge
                           images=[run.image], splits=around_every_a_sync(data, taken))  # fmt: skip
     assert result.manifest["parts"] > 20
     assert_same_store(single, result.store)
+
+
+def test_a_thumb_stream_split_inside_its_it_blocks_equals_the_single_ingest(client, tmp_path: Path) -> None:
+    """calls-t32's run with an A-sync and an I-sync after every IT instruction it runs: each
+    range but the first starts its walk inside an IT block, whose conditional instructions
+    (executed or not, as the atoms say) must come out as the single ingest's."""
+    pytest.importorskip("unicorn")
+    from test_etmv3_data import recorded
+
+    from cputrace.image import load_image_spec
+
+    program = "calls-t32.elf"
+    (tmp_path / "run").mkdir()
+    steps, memory = recorded(program, tmp_path / "run")
+    image = load_image_spec(str(paths.CORPUS / program))
+    it_pcs = set()  # IT: 0xBFxx with a nonzero mask (0xBFx0 are the hints)
+    for step in steps:
+        if step.isa == "T32":
+            halfword = int.from_bytes(image.read(step.pc, 2), "little")
+            if halfword >> 8 == 0xBF and halfword & 0xF:
+                it_pcs.add(step.pc)
+    inside = [i + 1 for i, step in enumerate(steps[:-1]) if step.pc in it_pcs]
+    assert len(inside) > 20 and any(not steps[i].executed for i in inside), "IT blocks that run, some failing"
+    run = encoded_calls((steps, memory), tmp_path, program=program, a_sync_after=frozenset(it_pcs),
+                        a_sync_every=len(steps))  # fmt: skip
+    single = run.ingested(tmp_path / "one.ctrace")
+    cuts = sorted(random.Random(3).sample(run.a_syncs[1:], 12))
+    result = ingest_split(client, run.path, tmp_path / "split.ctrace", format="etmv3", options=run.options,
+                          images=[run.image], splits=cuts)  # fmt: skip
+    assert result.manifest["parts"] == len(cuts) + 1
+    assert_same_store(single, result.store)
+    with Trace(single) as whole:
+        executed = whole.table("instructions").column("executed").to_pylist()
+    assert executed == [step.executed for step in steps[: len(executed)]]
 
 
 def test_an_etmv3_range_whose_warm_up_missed_the_timestamp_is_decoded_from_the_range_before(
