@@ -8,7 +8,6 @@ processes serves the module (each start costs seconds); the CLI reaches it with 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -16,10 +15,8 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +30,8 @@ from cputrace.opening import open as open_trace
 from cputrace.record import record
 
 pytest.importorskip("distributed")
+
+from cluster_faults import killing_a_busy_worker
 
 from cputrace.batch.cluster import connect
 from cputrace.batch.diff import diff_pairs, pairs_from_csv
@@ -361,35 +360,10 @@ def test_pairs_csv_paths_are_relative_to_its_folder_and_bad_rows_are_named(tmp_p
     assert pairs_from_csv(pairs) == [(str(tmp_path / "m/t.tarmac"), str(tmp_path / "r/t.tarmac"))]
 
 
-def _kill_a_busy_worker(client) -> str:
-    """SIGKILL a worker process that is running a task; its address."""
-    pids = client.run(os.getpid)
-    for _ in range(1000):
-        busy = [address for address, keys in client.processing().items() if keys]
-        if busy:
-            os.kill(pids[busy[0]], signal.SIGKILL)
-            return busy[0]
-        time.sleep(0.01)
-    raise AssertionError("no worker ran a task")
-
-
-@contextlib.contextmanager
-def _killing_a_busy_worker(client) -> Iterator[list[str]]:
-    """While the block runs a job: the first worker seen running a task is killed (its address
-    is put in the list yielded)."""
-    killed: list[str] = []
-    killer = threading.Thread(target=lambda: killed.append(_kill_a_busy_worker(client)))
-    killer.start()
-    try:
-        yield killed
-    finally:
-        killer.join()
-
-
 def test_a_worker_killed_during_a_batch_changes_no_result(suite: Suite, client) -> None:
     pairs = [(suite.model / f"{t.name}.tarmac", suite.rtl / f"{t.name}.tarmac") for t in TESTS]
     before = diff_pairs(client, pairs)
-    with _killing_a_busy_worker(client) as killed:
+    with killing_a_busy_worker(client) as killed:
         after = diff_pairs(client, pairs)
     assert killed and killed[0] not in client.scheduler_info()["workers"]
     assert after == before
@@ -404,7 +378,7 @@ def test_a_task_whose_workers_keep_dying_fails_naming_its_input_and_leaves_no_st
     allowed = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.allowed_failures)
     client.run_on_scheduler(lambda dask_scheduler: setattr(dask_scheduler, "allowed_failures", 0))
     try:
-        with _killing_a_busy_worker(client):
+        with killing_a_busy_worker(client):
             results = ingest_many(client, inputs, tmp_path)
     finally:
         client.run_on_scheduler(lambda dask_scheduler: setattr(dask_scheduler, "allowed_failures", allowed))

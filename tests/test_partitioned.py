@@ -11,7 +11,6 @@ worker processes serves the module.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import itertools
 import json
@@ -19,10 +18,8 @@ import os
 import random
 import re
 import shutil
-import signal
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +38,7 @@ from cputrace.store.trace import Trace
 pytest.importorskip("distributed")
 
 import paths
+from cluster_faults import killing_a_busy_worker
 
 from cputrace.batch.cluster import connect
 from cputrace.batch.partition import ingest_split
@@ -315,36 +313,11 @@ def test_the_cli_refuses_two_inputs_to_split(client, tmp_path: Path) -> None:
     assert status == 2 and "give one INPUT to split" in err
 
 
-def _kill_a_busy_worker(client) -> str:
-    """SIGKILL a worker process that is running a task; its address."""
-    pids = client.run(os.getpid)
-    for _ in range(3000):
-        busy = [address for address, keys in client.processing().items() if keys]
-        if busy:
-            os.kill(pids[busy[0]], signal.SIGKILL)
-            return busy[0]
-        time.sleep(0.005)
-    raise AssertionError("no worker ran a task")
-
-
-@contextlib.contextmanager
-def _killing_a_busy_worker(client) -> Iterator[list[str]]:
-    """While the block runs a job: the first worker seen running a task is killed."""
-    killed: list[str] = []
-    killer = threading.Thread(target=lambda: killed.append(_kill_a_busy_worker(client)))
-    killer.start()
-    try:
-        yield killed
-    finally:
-        killer.join()
-        client.wait_for_workers(2, timeout=180)
-
-
 def test_a_worker_killed_mid_part_changes_nothing(client, tmp_path: Path, recorded_calls_a64) -> None:
     _, trace = recorded_calls_a64
     source = Path(trace.manifest["inputs"][0]["path"])
     single = ingest([source], tmp_path / "single.ctrace").store
-    with _killing_a_busy_worker(client) as killed:
+    with killing_a_busy_worker(client) as killed:
         split = ingest_split(client, source, tmp_path / "split.ctrace", part_bytes=source.stat().st_size // 8)
     assert killed and killed[0] not in client.scheduler_info()["workers"]
     assert_same_store(single, split.store)
@@ -360,7 +333,7 @@ def test_a_part_whose_workers_keep_dying_fails_the_whole_and_leaves_nothing(
     allowed = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.allowed_failures)
     client.run_on_scheduler(lambda dask_scheduler: setattr(dask_scheduler, "allowed_failures", 0))
     try:
-        with _killing_a_busy_worker(client), pytest.raises(CputraceError) as failed:
+        with killing_a_busy_worker(client), pytest.raises(CputraceError) as failed:
             ingest_split(client, source, tmp_path / "split.ctrace", part_bytes=source.stat().st_size // 8)
     finally:
         client.run_on_scheduler(lambda dask_scheduler: setattr(dask_scheduler, "allowed_failures", allowed))
