@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from etm_encoder import EtmEncoder, format_frames
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from packet_checks import check_fed_in_pieces, check_tiling
 from paths import DATA
 
 from cputrace.cli import cli
@@ -421,16 +422,18 @@ def test_chunked_decoding_of_tc2() -> None:
     etmcr=st.integers(0, 2**31 - 1),
     etmidr=st.sampled_from([0x4100F230, 0x4100F240, 0x4114F250]),
     etmccer=st.integers(0, 2**32 - 1),
+    cuts=st.lists(st.integers(0, 400), max_size=6).map(sorted),
 )  # fmt: skip
 def test_any_bytes_decode_to_packets_covering_them(
-    data: bytes, etmcr: int, etmidr: int, etmccer: int
+    data: bytes, etmcr: int, etmidr: int, etmccer: int, cuts: list[int]
 ) -> None:
-    """Random bytes never crash the decoder; the packets tile the stream exactly."""
-    packets = decode_packets(data, EtmConfig(etmcr, etmidr, etmccer))
-    ends = (packets["pos"] + packets["size"]).tolist()
-    assert packets["pos"].tolist() == [0, *ends][: len(packets)]
-    assert ([0, *ends])[-1] == len(data)
+    """Random bytes never crash the decoder; the packets tile the stream exactly; fed in
+    pieces to a decoder of small batches, the same packets."""
+    cfg = EtmConfig(etmcr, etmidr, etmccer)
+    packets = decode_packets(data, cfg)
+    check_tiling(data, packets)
     assert set(packets["kind"].tolist()) <= {int(k) for k in Kind}
+    check_fed_in_pieces(PacketDecoder(cfg, batch_packets=3), data, cuts, packets)
 
 
 # --- configuration ----------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from opencsd_reference import Packet as ListedPacket
 from opencsd_reference import read_packets
+from packet_checks import check_fed_in_pieces, check_tiling
 from paths import shared
 
 from cputrace.cli import cli
@@ -444,13 +445,6 @@ def test_packets_are_the_reference_decoders(name: str) -> None:
 # --- any bytes, real buffers corrupted, the listing command ------------------------------------
 
 
-def _check_tiling(data: bytes, p: Packets) -> None:
-    assert b"".join(p.raw(i) for i in range(len(p))) == data
-    assert np.array_equal(p["pos"], np.concatenate([[0], np.cumsum(p["size"])[:-1]]).astype(np.int64))
-    for i in np.flatnonzero(p["kind"] == Kind.ERROR)[:-1]:  # after an error: nothing until an A-sync
-        assert p["kind"][i + 1] in (Kind.UNSYNCED, Kind.A_SYNC)
-
-
 CONFIGS = (
     config(),
     config(trcidr0=0x08000EA1 | 1 << 6 | 1 << 15, trcconfigr=0xD1 | 1 << 8 | 1 << 13 | 1 << 16, trcidr8=4),
@@ -473,16 +467,8 @@ def test_any_bytes_decode_into_packets_that_tile_them(data: bytes, which: int, c
     cfg = CONFIGS[which]
     stream = A_SYNC + data
     whole = decode_packets(stream, cfg)
-    _check_tiling(stream, whole)
-    decoder = PacketDecoder(cfg, batch_packets=3)
-    pieces, start = [], 0
-    for cut in [min(c, len(stream)) for c in cuts] + [len(stream)]:
-        chunk = np.frombuffer(stream[start:cut], np.uint8)
-        pieces += decoder.feed(chunk, np.arange(start, max(cut, start), dtype=np.int64))
-        start = max(cut, start)
-    pieces += decoder.finish()
-    joined = Packets.concatenate(pieces)
-    assert all(np.array_equal(joined[name], whole[name]) for name in whole.table.dtype.names)
+    check_tiling(stream, whole)
+    check_fed_in_pieces(PacketDecoder(cfg, batch_packets=3), stream, cuts, whole)
 
 
 CORRUPTED = {  # a snapshot, its ETMv4 source to plant an error in, the buffer holding it
@@ -530,7 +516,7 @@ def test_a_corrupted_buffer_gives_errors_and_resynchronises(name: str, seed: int
     for capture in open_captures(snapshot, {}):
         for source, batches in source_packets(capture):
             p = Packets.concatenate(list(batches))
-            _check_tiling(p.stream.tobytes(), p)
+            check_tiling(p.stream.tobytes(), p)
             errors[source.trace_id] = p.table[p["kind"] == Kind.ERROR]
     first = errors[trace_id][0]
     assert (int(first["offset"]), first["info"]) == (planted, ErrorReason.RESERVED_HEADER)

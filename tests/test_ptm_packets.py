@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from packet_checks import check_fed_in_pieces, check_tiling
 from paths import shared
 
 import cputrace
@@ -153,13 +154,6 @@ def test_registers_the_decoder_cannot_follow_are_refused() -> None:
         config(etmidr=0x410CF250)  # an ETMv3.5
 
 
-def _check_tiling(data: bytes, p: Packets) -> None:
-    assert b"".join(p.raw(i) for i in range(len(p))) == data
-    assert np.array_equal(p["pos"], np.concatenate([[0], np.cumsum(p["size"])[:-1]]).astype(np.int64))
-    for i in np.flatnonzero(p["kind"] == Kind.ERROR)[:-1]:  # after an error: nothing until an A-sync
-        assert p["kind"][i + 1] in (Kind.UNSYNCED, Kind.A_SYNC)
-
-
 @settings(max_examples=300, deadline=None)
 @given(
     data=st.binary(max_size=300),
@@ -173,16 +167,8 @@ def test_any_bytes_decode_into_packets_that_tile_them(data: bytes, etmcr: int, c
     cfg = config(etmcr, etmccer=1 << 29)
     stream = A_SYNC + data
     whole = decode_packets(stream, cfg)
-    _check_tiling(stream, whole)
-    decoder = PacketDecoder(cfg, batch_packets=3)
-    pieces, start = [], 0
-    for cut in [min(c, len(stream)) for c in cuts] + [len(stream)]:
-        chunk = np.frombuffer(stream[start:cut], np.uint8)
-        pieces += decoder.feed(chunk, np.arange(start, max(cut, start), dtype=np.int64))
-        start = max(cut, start)
-    pieces += decoder.finish()
-    joined = Packets.concatenate(pieces)
-    assert all(np.array_equal(joined[name], whole[name]) for name in whole.table.dtype.names)
+    check_tiling(stream, whole)
+    check_fed_in_pieces(PacketDecoder(cfg, batch_packets=3), stream, cuts, whole)
 
 
 # --- real buffers, corrupted --------------------------------------------------------------------
