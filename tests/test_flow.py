@@ -208,6 +208,25 @@ def test_an_address_outside_the_image_is_a_gap_then_the_next_address_resumes() -
     assert walker.dropped == 2
 
 
+def test_thousands_of_gaps_come_out_with_their_rows_in_one_batch() -> None:
+    """A walk that keeps leaving the image (a kernel's, 8,788 times in juno_r1_1) hands its rows
+    over in one batch per run, not one per few hundred gaps, and names every gap's address."""
+    program = a32_program(NOP, NOP, BX_LR)
+    outside = [0x9000 + 4 * i for i in range(1000)]
+    rows = [row for address in outside for row in (sync(address), atom(), target(0x1004), atom())]
+    walker = Walker(program)
+    batches = list(walker.run(ops(*rows))) + list(walker.finish())
+    assert len(batches) == 2  # the run's rows, then the one held back
+    events = pa.concat_tables([b["events"] for b in batches])
+    assert events.column("value").to_pylist() == outside
+    assert events.column("text").to_pylist() == [
+        f"no instruction in the program image at this address at 0x{a:x} "
+        f"(0x{a:x}: no A32 instruction in the program image there)"
+        for a in outside
+    ]
+    assert pa.concat_tables([b["instructions"] for b in batches]).column("pc").to_pylist() == [0x1004] * 1000
+
+
 def test_undecodable_bytes_end_the_walk_with_a_gap_and_nothing_unproven_is_emitted() -> None:
     program = a32_program(NOP, tail=b"\xff\xff\xff\xff")
     instructions, events, _ = walk(

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..image import Image, ImageError
 from ..isa import BlockCache, decode_columns
-from ..isa.blocks import no_instruction
+from ..isa.blocks import no_instruction, no_instruction_text
 from ..isa.ends import GOES_ON, WINDOW
 from ..isa.flowblock import BLOCK_ROWS, FLOW_ISAS, block_rows, flow_block
 from ..isa.index import MISSING, AddressIndex, as_int64, lookup, put
@@ -79,6 +79,7 @@ _FACTS = BRANCH | DIRECT | CONDITIONAL | HAS_COND | UNDEFINED | DELAY | ANNUL | 
 assert not _FACTS & (ISB | DATA_BARRIER | THUMB_PAIR | BLOCK_END)
 
 _ISA_VALUES = frozenset(int(isa) for isa in Isa)
+_ISA_NAMES = {int(isa): isa.name for isa in Isa}
 UNRESOLVED = MISSING
 """A link or position not known (yet)."""
 NO_CODE = -2
@@ -124,7 +125,8 @@ class Program:
         if self._outside_count[0]:  # the walk's notes first, in the order it made them
             for key in self._outside[: self._outside_count[0]].tolist():
                 address = key_address(key)
-                self._failures.setdefault(address, str(no_instruction(address, Isa(key & 7), b"")))
+                if address not in self._failures:
+                    self._failures[address] = no_instruction_text(address, _ISA_NAMES[key & 7], False)
             self._outside_count[0] = 0
         return self._failures
 

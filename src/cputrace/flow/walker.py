@@ -150,9 +150,8 @@ def _is_at(st, insns, address) -> bool:
 
 @numba.njit(cache=True, nogil=True)
 def _resolve(st, insns, index, counts, code) -> bool:
-    """Turn a pending address into an index; False when Python must decode it first."""
-    if st.pos != UNRESOLVED or st.key == -1:
-        return True
+    """Turn the pending address (`_pending`) into an index; False when Python must decode it
+    first."""
     at = found(st.key, insns, index, counts, code)
     if at == UNRESOLVED:
         st.need = st.key
@@ -169,6 +168,14 @@ def _resolve(st, insns, index, counts, code) -> bool:
     st.key = -1
     st.link = -1
     return True
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _pending(st) -> bool:
+    """Whether the walk has an address to look up: not when it knows its position, nor when it
+    is lost. Asked before calling `_resolve`, whose 12 arrays numba counts references to at each
+    call: a walk that keeps leaving the image drops thousands of ops while lost."""
+    return st.pos == UNRESOLVED and st.key != -1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -514,7 +521,7 @@ def _walk(ops, insns, index, counts, code, state, out, gaps, op_first, op_end):
         ):
             pass  # nothing to run
         else:  # ATOM, RUN, BRANCH, TRAP: these need the position
-            if not _resolve(st, insns, index, counts, code):
+            if _pending(st) and not _resolve(st, insns, index, counts, code):
                 return NEED
             idx = st.pos
             if idx >= 0 and insns[idx].flags & UNDEFINED:
@@ -536,7 +543,8 @@ def _walk(ops, insns, index, counts, code, state, out, gaps, op_first, op_end):
                 if checked == _CHECK_LOST:
                     idx = UNRESOLVED
             if idx < 0:
-                _report_loss(st, gaps)
+                if st.lost != 0:
+                    _report_loss(st, gaps)
                 if kind == Op.BRANCH and not st.resumed:  # its source address resumes the walk
                     _go_to(st, op.address, op.isa if st.isa < 0 else st.isa)
                     st.resumed = True
@@ -610,8 +618,12 @@ class Walker:
         self._st = self.state[0]  # a view: writes go to the array the walk reads
         self._st["pos"], self._st["key"], self._st["link"], self._st["isa"] = UNRESOLVED, -1, -1, -1
         self._st["seq"] = first_seq
-        self._out = np.zeros(batch, ROW)
-        self._gaps = np.zeros(256, GAP)
+        # Output buffers the walk writes whole records into before it counts them, so never
+        # read uninitialised: np.empty, as zeroing their 5 MiB was a tenth of a small decode.
+        # As many gaps as rows: a walk that keeps leaving the image (a kernel's) loses its place
+        # thousands of times, and a smaller buffer cut its rows into as many small batches.
+        self._out = np.empty(batch, ROW)
+        self._gaps = np.empty(batch, GAP)
         self._gap_texts: dict[tuple[int, int], str] = {}  # (reason, address) -> text, once it is final
         self.op_first = np.zeros(0, np.int64)
         self.op_end = np.zeros(0, np.int64)

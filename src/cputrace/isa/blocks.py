@@ -201,9 +201,14 @@ def decode_columns(
 
 def no_instruction(address: int, isa: Isa, code: bytes) -> ImageError:
     """The error for a block with no instruction: `code` (the bytes from `address`) ends first."""
-    return ImageError(
-        f"0x{address:x}: no {isa.name} instruction in the program image there"
-        + (" (it runs past the end of the image)" if code else "")
+    return ImageError(no_instruction_text(address, isa.name, bool(code)))
+
+
+def no_instruction_text(address: int, isa_name: str, past_end: bool) -> str:
+    """`no_instruction`'s text, for callers that name thousands of addresses outside the image
+    (an error object and an Isa each took 10 times as long as the text)."""
+    return f"0x{address:x}: no {isa_name} instruction in the program image there" + (
+        " (it runs past the end of the image)" if past_end else ""
     )
 
 
