@@ -44,7 +44,7 @@ FORMATS: dict[str, Format] = registry(
         "cputrace.formats.armulator:ArmulatorDecoder", armulator.sniff,
     ),
     Format(
-        "etmv3", "Arm ETMv3 and PTM trace: CoreSight snapshots (snapshot.ini) and trace buffers",
+        "etmv3", "Arm CoreSight ETMv3, PTM and ETMv4 trace: snapshots (snapshot.ini) and trace buffers",
         "cputrace.formats.etmv3.decoder:Etmv3Decoder", etmv3_sniff.sniff, etmv3_options.OPTIONS,
     ),
     Format(
