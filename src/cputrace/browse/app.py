@@ -36,7 +36,7 @@ from .panes.registers import RegistersPane
 from .panes.source import SourcePane
 from .panes.status import StatusLine
 from .panes.timeline import TimelinePane
-from .panes.trace import Row, TracePane, marked, note
+from .panes.trace import Row, TraceFrame, TracePane, marked, note
 from .screens import CallTreeScreen, HelpScreen
 from .session import Session
 from .timeline import Strip
@@ -163,14 +163,13 @@ class BrowseApp(App[None]):
         with Horizontal(id="main"):
             with Vertical(id="left"):
                 if self.diff is None:
-                    yield TracePane(id="trace")
+                    yield TraceFrame(TracePane(id="trace"))
                 else:
                     with Horizontal(id="traces"):
-                        yield TracePane(id="trace")
+                        yield TraceFrame(TracePane(id="trace"))
                         other = TracePane(id="trace-b")
-                        other.set_title("Trace B")
                         other.can_focus = False
-                        yield other
+                        yield TraceFrame(other, "Trace B")
                 yield TimelinePane(id="timeline")
                 source = SourcePane(id="source")
                 source.display = self._has_sources
