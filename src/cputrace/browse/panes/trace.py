@@ -162,17 +162,22 @@ class TracePane(Widget, can_focus=True):
         return paint
 
     def render_line(self, y: int) -> Strip:
-        """Row `y` as it is drawn now (and kept for the next paint): cut or padded to the
-        pane's width (in its background), in the cursor's style if it is the cursor's,
-        through the app's line filters."""
+        """Row `y` as it is drawn now (and kept for the next paint): in the cursor's style if
+        it is the cursor's, cut or padded to the pane's width (in its background, or the
+        cursor's style), through the app's line filters; one Strip made (a Strip a step, as
+        Strip's own methods go, made five, each with its caches)."""
         paint = self._paint or self._painting()
         if y >= len(self._lines):
             return paint.filtered(Strip.blank(paint.width, self.rich_style))
         row, style = self._lines[y], _row_style(y, self._cursor)
-        strip = Strip(row).crop(0, paint.width)
-        if style is not None:
-            strip = Strip(Segment.apply_style(strip, post_style=style)).extend_cell_length(paint.width, style)
-        strip = paint.filtered(strip.adjust_cell_length(paint.width, paint.padding))
+        if style is None:
+            segments = Segment.adjust_line_length(list(row), paint.width, paint.padding)
+        else:
+            styled = list(Segment.apply_style(row, post_style=style))
+            segments = Segment.adjust_line_length(styled, paint.width, style)
+        for line_filter in paint.filters:
+            segments = line_filter.apply(segments, paint.background)
+        strip = Strip(segments, paint.width)
         self._strips[id(row), style] = (row, strip)
         return strip
 
