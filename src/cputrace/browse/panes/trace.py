@@ -164,8 +164,8 @@ class TracePane(Widget, can_focus=True):
     def render_line(self, y: int) -> Strip:
         """Row `y` as it is drawn now (and kept for the next paint): in the cursor's style if
         it is the cursor's, cut or padded to the pane's width (in its background, or the
-        cursor's style), through the app's line filters; one Strip made (a Strip a step, as
-        Strip's own methods go, made five, each with its caches)."""
+        cursor's style), through the app's line filters: the steps on segment lists, one Strip
+        made at the end (Strip's own methods make one a step, each with its caches)."""
         paint = self._paint or self._painting()
         if y >= len(self._lines):
             return paint.filtered(Strip.blank(paint.width, self.rich_style))
