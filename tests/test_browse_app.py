@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from textual.geometry import Region
 from textual.widgets import Tree
 
 from cputrace.browse.app import BrowseApp, Start
@@ -452,6 +453,33 @@ def test_diff_side_by_side_goes_from_divergence_to_divergence(quicksort, tmp_pat
     assert seen[0][1] == str(listed[0]["b_seq"])  # B's cursor on the instruction paired with A's
     assert "x9" in seen[0][2] and "0xdeadbeef" in seen[0][2]
     assert "no later divergence" in seen[4][2]
+
+
+def test_the_trace_pane_draws_the_last_instruction_then_blank_rows_and_takes_a_click_there(quicksort):
+    """The Trace pane draws its rows itself (its frame the border): at the end of the trace
+    its cursor row shows the last instruction `sql` gives, the rows below it are blank, and
+    a click on one of them (Textual asks the pane for the row under the pointer) leaves the
+    cursor where it was."""
+    store, _ = quicksort
+    app = _browser(quicksort)
+
+    async def script(pilot):
+        await pilot.press("end")
+        pane = app.trace_pane
+        width, height = pane.size
+        await pilot.click("#trace", offset=(3, height - 1))
+        await pilot.pause()
+        strips = pane.render_lines(Region(0, 0, width, height))
+        rows = ["".join(segment.text for segment in strip) for strip in strips]
+        return rows, pane._cursor.start, width, app.seq
+
+    rows, cursor, width, seq = drive(app, script)
+    (last,) = _sql(store, "SELECT seq, pc FROM instructions ORDER BY seq DESC LIMIT 1")
+    assert seq == last["seq"]
+    words = rows[cursor].split()
+    assert words[0] == str(last["seq"]) and f"{last['pc']:08x}" in words
+    assert all(len(row) == width for row in rows)
+    assert rows[-1] == " " * width
 
 
 def test_a_step_repaints_only_the_lines_it_changes(quicksort):

@@ -36,7 +36,7 @@ from .panes.registers import RegistersPane
 from .panes.source import SourcePane
 from .panes.status import StatusLine
 from .panes.timeline import TimelinePane
-from .panes.trace import Row, TracePane, marked, note
+from .panes.trace import Row, TraceFrame, TracePane, marked, note
 from .screens import CallTreeScreen, HelpScreen
 from .session import Session
 from .timeline import Strip
@@ -44,6 +44,14 @@ from .timeline import Strip
 if TYPE_CHECKING:
     from ..store.trace import Trace
     from .diffview import DiffView
+
+FULL_PASS_EVERY = 100
+"""Passes over the middle generation between two full passes of the garbage collector (10
+by default). What the session and the panes keep for a while (lines, rows, decoded groups)
+reaches the oldest generation and is freed from there by its references, so a full pass
+came every 10-12 middle ones: 9 in the benchmark's 240 actions, 24 ms of CPU each over the
+app's objects at load 7-8, a pause in the middle of a key press (with 100: one). Only
+cycles wait longer to be freed."""
 
 SCREENSHOT_SIZE = (132, 40)
 """Columns and lines of a `--screenshot`."""
@@ -116,7 +124,8 @@ class BrowseApp(App[None]):
         passes (`gc.freeze`): those of the imported modules (Textual, NumPy, PyArrow: some
         60,000 objects) made each full pass take 80-200 ms, a pause in the middle of a key
         press; so are the branch targets' decoders once loaded. They are still freed when no
-        longer referenced; only cycles among them stay."""
+        longer referenced; only cycles among them stay. Full passes come rarer from then on
+        (`FULL_PASS_EVERY`)."""
         super().__init__()
         self.session = session
         self.start = start
@@ -163,14 +172,13 @@ class BrowseApp(App[None]):
         with Horizontal(id="main"):
             with Vertical(id="left"):
                 if self.diff is None:
-                    yield TracePane(id="trace")
+                    yield TraceFrame(TracePane(id="trace"))
                 else:
                     with Horizontal(id="traces"):
-                        yield TracePane(id="trace")
+                        yield TraceFrame(TracePane(id="trace"))
                         other = TracePane(id="trace-b")
-                        other.set_title("Trace B")
                         other.can_focus = False
-                        yield other
+                        yield TraceFrame(other, "Trace B")
                 yield TimelinePane(id="timeline")
                 source = SourcePane(id="source")
                 source.display = self._has_sources
@@ -232,7 +240,7 @@ class BrowseApp(App[None]):
         self.trace_pane.focus()
         self._open_at_start()
         if self._freeze_heap:
-            self.call_after_refresh(gc.freeze)
+            self.call_after_refresh(_settle_heap)
         if self._targets_later:
             self.call_after_refresh(self.run_worker, self._load_targets, thread=True)
 
@@ -658,6 +666,14 @@ class BrowseApp(App[None]):
         self.run(headless=True, size=SCREENSHOT_SIZE, auto_pilot=shoot)
         if self.return_code:
             raise RuntimeError(f"the browser failed before its screenshot (status {self.return_code})")
+
+
+def _settle_heap() -> None:
+    """Leave the objects alive now out of the garbage collector's passes (`gc.freeze`), and
+    make its full passes rarer (see `FULL_PASS_EVERY`)."""
+    gc.freeze()
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, FULL_PASS_EVERY)
 
 
 def _show_lines(
