@@ -35,7 +35,9 @@ from typing import Any, BinaryIO
 import pyarrow as pa
 
 from ..inputs import InputFile
-from .armulator import FETCH_WINDOW, LineParser, PendingFetch, fed
+from ..model import SCHEMAS
+from .armulator import LineParser, fed
+from .armulator_fetch import FETCH_WINDOW, PendingFetch, Sequencer
 from .base import Batch, DecodeContext
 
 __all__ = [
@@ -198,12 +200,12 @@ class RangeDecode:
         parser = LineParser(self.source.path, self.ctx, self.source.max_line)
         if start.held is None and first > 0:
             self.facts.warmed = start = warmed(self.source, self.ctx, start, first)
-        parser.resume(start.seq_base, start.held, start.pending)
-        next_line = yield from fed(parser, self.source, self.byte_range, start.line)
-        batch = parser.take(final=self.final)
-        if batch:
+        sequencer = Sequencer()
+        sequencer.resume(start.seq_base, start.held, start.pending)
+        next_line = yield from fed(sequencer, parser, self.source, self.byte_range, start.line)
+        if self.final and (batch := sequencer.finish()):
             yield batch
-        self.end = Carry(parser.count, next_line, parser.held(), parser.pending)
+        self.end = Carry(sequencer.count, next_line, _rows(sequencer.held()), sequencer.pending)
         self.facts.headers = dict(self.ctx.notes.get("armulator", {}))
 
 
@@ -218,20 +220,26 @@ def warmed(source: InputFile, ctx: DecodeContext, start: Carry, at: int) -> Carr
     lookback, lines = found
     scratch = DecodeContext(options=ctx.options)
     parser = LineParser(source.path, scratch, source.max_line)
+    sequencer = Sequencer()
     # Past the input's start, a count above 0, as the true one is: records before the first
     # instruction take seq 0, not count - 1.
-    parser.resume(0 if lookback == 0 else LOOKBACK, None, [])
-    for _ in fed(parser, source, (lookback, at), start.line - lines):
+    sequencer.resume(0 if lookback == 0 else LOOKBACK, None, [])
+    for _ in fed(sequencer, parser, source, (lookback, at), start.line - lines):
         pass
-    parser.take()
-    shift = start.seq_base - parser.count
-    held = parser.held()
+    shift = start.seq_base - sequencer.count
+    held = _rows(sequencer.held())
     if shift:
         seq = held.column("seq").to_numpy() + shift
         index = held.schema.get_field_index("seq")
         held = held.set_column(index, held.schema.field(index), pa.array(seq, pa.int64()))
-    pending = [(row, addr, size, born + shift) for row, addr, size, born in parser.pending]
+    pending = [(row, addr, size, born + shift) for row, addr, size, born in sequencer.pending]
     return Carry(start.seq_base, start.line, held, pending)
+
+
+def _rows(held: pa.Table | None) -> pa.Table:
+    """The memory rows held back, none as an empty table (a carry's `held` is None only before
+    `warmed` has found them)."""
+    return held if held is not None else SCHEMAS["memory"].empty_table()
 
 
 def finish(facts: list[RangeFacts], _ends: list[Carry], _path: str, ctx: DecodeContext) -> None:

@@ -23,8 +23,8 @@ import pyarrow.compute as pc
 
 from ...inputs import InputFile, prefetched
 from ...model import ISA_NAMES, SCHEMAS, Flag, Isa
-from ...regnames import canonical_register
 from ..base import Batch, DecodeContext
+from ..linerows import canonical_names, merged, nonempty, strings
 from .grammar import LineError, LineStamp, Rows, TarmacLineParser
 from .options import BYTE_ORDER, DEFAULT_ISA
 from .scan import KIND_LONG, KIND_SLOW, MEM_L, MEM_NS, MEM_T, MEM_X, TIME_UNITS, Scan, scan_chunk
@@ -241,7 +241,7 @@ class _Assembler:
             self.facts.cpu_given = bool(scan.cpu[0] >= 0)
         line_cpu = self._line_cpus(scan.cpu)
 
-        insns = _merge(fast["instructions"], rows.instructions.to_table())
+        insns = merged(fast["instructions"], rows.instructions.to_table())
         insn_line = insns.column("src").to_numpy() - first
         insn_cpu = line_cpu[insn_line]
         batch: Batch = {}
@@ -250,8 +250,8 @@ class _Assembler:
             np.arange(self.carry.seq_base, self.carry.seq_base + len(insn_line), dtype=np.int64),
         )  # fmt: skip
         for name, table in (
-            ("registers", _merge(fast["registers"], rows.registers.to_table())),
-            ("memory", _merge(self._core_memory(fast["memory"]), rows.memory.to_table())),
+            ("registers", merged(fast["registers"], rows.registers.to_table())),
+            ("memory", merged(self._core_memory(fast["memory"]), rows.memory.to_table())),
             ("events", rows.events.to_table()),  # only the line parser makes events, in order
         ):
             line = table.column("src").to_numpy() - first
@@ -475,8 +475,7 @@ def _fast_instructions(scan: Scan) -> pa.Table:
     nulls = pa.nulls(n, pa.int64())
     opcode = pa.array(f["opcode"], pa.uint32(), mask=f["failed"])
     flags = np.where(f["failed"], np.uint16(Flag.FETCH_FAILED), np.uint16(0))
-    disasm = _strings(f["dis_off"], f["dis_buf"])
-    disasm = pc.if_else(pc.equal(pc.utf8_length(disasm), 0), pa.scalar(None, pa.string()), disasm)
+    disasm = nonempty(strings(f["dis_off"], f["dis_buf"]))
     fast = pa.Table.from_arrays(
         [
             nulls,
@@ -486,7 +485,7 @@ def _fast_instructions(scan: Scan) -> pa.Table:
             opcode,
             pa.array(f["size"], pa.uint8()),
             pa.DictionaryArray.from_arrays(pa.array(f["isa"].astype(np.int32)), ISA_NAMES),
-            _nonempty(_strings(f["mode_off"], f["mode_buf"])).dictionary_encode(),
+            nonempty(strings(f["mode_off"], f["mode_buf"])).dictionary_encode(),
             pa.array(f["executed"], pa.bool_()),
             nulls,
             pa.array(flags, pa.uint16()),
@@ -501,13 +500,13 @@ def _fast_instructions(scan: Scan) -> pa.Table:
 def _fast_registers(scan: Scan) -> pa.Table:
     f = scan.reg
     n = len(f["line"])
-    names = _strings(f["name_off"], f["name_buf"]).dictionary_encode()
+    names = strings(f["name_off"], f["name_buf"]).dictionary_encode()
     fast = pa.Table.from_arrays(
         [
             pa.nulls(n, pa.int64()),
             pa.nulls(n, pa.int64()),
             pa.nulls(n, pa.uint16()),
-            _canonical_names(names, f["nbytes"]),
+            canonical_names(names, f["nbytes"]),
             pa.array(f["nbytes"], pa.uint8()),
             pa.array(f["value"], pa.uint64()),
             pa.nulls(n, pa.binary()),
@@ -540,40 +539,3 @@ def _fast_memory(scan: Scan) -> pa.Table:
         schema=SCHEMAS["memory"],
     )
     return fast
-
-
-def _strings(offsets: np.ndarray, buf: np.ndarray) -> pa.Array:
-    n = len(offsets) - 1
-    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(buf))
-
-
-def _nonempty(strings: pa.Array) -> pa.Array:
-    return pc.if_else(pc.equal(pc.utf8_length(strings), 0), pa.scalar(None, pa.string()), strings)
-
-
-def _canonical_names(names: pa.DictionaryArray, nbytes: np.ndarray) -> pa.DictionaryArray:
-    """Map printed register names to canonical ones (some depend on the value's width)."""
-    printed = names.dictionary.to_pylist()
-    variants = [canonical_register(p, 4) for p in printed] + [canonical_register(p, 8) for p in printed]
-    unique, inverse = np.unique(np.array(variants, dtype=object), return_inverse=True)
-    indices = names.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    chosen = inverse[indices + len(printed) * (nbytes > 4)]
-    return pa.DictionaryArray.from_arrays(
-        pa.array(chosen.astype(np.int32)), pa.array(unique.tolist(), pa.string())
-    )
-
-
-def _sorted_by_src(table: pa.Table) -> pa.Table:
-    src = table.column("src").to_numpy()
-    if len(src) < 2 or bool(np.all(src[1:] >= src[:-1])):
-        return table
-    return table.take(pa.array(np.argsort(src, kind="stable")))
-
-
-def _merge(fast: pa.Table, slow: pa.Table) -> pa.Table:
-    """Fast-path and slow-path rows of one chunk, back in line order."""
-    if slow.num_rows == 0:
-        return fast
-    if fast.num_rows == 0:
-        return slow
-    return _sorted_by_src(pa.concat_tables([fast, slow]).combine_chunks())
