@@ -5,9 +5,9 @@ records before the first instruction to instruction 0. The exception is a core o
 (`M` line with flag `O`): the core fetches ahead, so a fetch belongs to the first of the next
 few instructions whose address it covers. It is kept pending, with the seq of the instruction
 in progress, until such an instruction arrives (its seq is then patched in, and the row moves
-after the rows of earlier instructions) or `FETCH_WINDOW` instructions have gone by. Bus (`B`)
-lines belong to the instruction in progress: bus traffic such as line fills serves later
-instructions only indirectly.
+after the rows of earlier instructions) or `FETCH_WINDOW` (armulator_fetch.py) instructions
+have gone by. Bus (`B`) lines belong to the instruction in progress: bus traffic such as line
+fills serves later instructions only indirectly.
 
 An access that prints several words (`BNR8O___ 00008000 E28F8090 E898000F`) is one `memory`
 row covering them all. Each word is the 32-bit word at its address, lowest address first, so
@@ -21,6 +21,10 @@ stalls `cache`, TLB walks `ttw`, simulator configuration changes `sysop`, everyt
 and coprocessor cycles (`MI`, `MIO`, `MC`, `BI`…) move no data and are `signal` events named
 `idle`, `instruction_idle` and `coprocessor`, with the line as text.
 
+Decoding: a compiled scanner (armulator_scan.py) reads the common lines (`IT`/`IS`, one- and
+two-word accesses, `R`, after an optional `T`) straight into columns; `LineParser` below, the
+full grammar, reads every other line; armulator_fetch.py gives every row its seq.
+
 Numbers are checked against the model's ranges where they are read (times below 2^63,
 register values of at most 65,535 bytes); a line longer than the input's line cap
 (inputs.MAX_LINE_BYTES) is rejected, kept as a text event of its first bytes. Lines are UTF-8
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Generator, Iterator
+from functools import partial
 from typing import ClassVar
 
 import numpy as np
@@ -41,10 +46,10 @@ from ..model import SCHEMAS
 from ..regnames import canonical_register
 from ..rowbuffer import RowBuffer
 from .armulator_fetch import Sequencer
-from .armulator_scan import KIND_LONG, KIND_SLOW, scan_chunk, scanned_rows
+from .armulator_scan import KIND_LONG, KIND_SLOW, Scan, scan_chunk, scanned_rows
 from .base import Batch, DecodeContext
 from .cycleword import CycleWord, parse_cycle_word
-from .linerows import merged
+from .linerows import merged, numbered, scanned_ahead
 
 SNIFF_LINES = 400
 CPU = 0  # the Tracer traces a single core
@@ -389,20 +394,39 @@ def fed(
 ) -> Generator[Batch, None, int]:
     """The rows of the lines of `source` (or of its `byte_range`, whose first line is line
     `first_line`), a batch a chunk, numbered by `sequencer` (the rows it holds back are left in
-    it); then the number of the line after them."""
-    rows_of = _scanned_and_parsed if compiled else _parsed
-    for chunk in source.line_chunks(byte_range=byte_range):
-        batch = sequencer.sequenced(rows_of(chunk, first_line, parser))
+    it); then the number of the line after them.
+
+    Compiled, the chunks are scanned on worker threads ahead (`linerows.scanned_ahead`); the
+    lines the scanner leaves are parsed here, in order, as the warnings are counted."""
+    chunks = source.line_chunks(byte_range=byte_range)
+    if compiled:
+        scan = partial(_scanned, max_line=parser.max_line)
+        rows = (
+            _with_slow_lines(chunk, *scanned, first_line, parser)
+            for chunk, scanned in scanned_ahead(chunks, scan)
+        )
+    else:
+        rows = (_parsed(chunk, first_line, parser) for chunk in chunks)
+    for chunk_rows, lines in rows:
+        batch = sequencer.sequenced(chunk_rows)
         if batch:
             yield batch
-        first_line += int(np.count_nonzero(np.frombuffer(chunk, np.uint8) == ord("\n")))
+        first_line += lines
     return first_line
 
 
-def _scanned_and_parsed(chunk: memoryview, first_line: int, parser: LineParser) -> Batch:
-    """The rows of a chunk of lines: the scanner's, and the line parser's for the rest."""
-    scan = scan_chunk(chunk, parser.max_line)
-    fast = scanned_rows(scan, first_line, CPU)
+def _scanned(chunk: memoryview, max_line: int) -> tuple[Scan, Batch]:
+    """A chunk's scan and the rows of the lines the scanner took, `src` counting from 0 (the
+    worker-thread half: it needs nothing from the chunks before)."""
+    scan = scan_chunk(chunk, max_line)
+    return scan, scanned_rows(scan, CPU)
+
+
+def _with_slow_lines(
+    chunk: memoryview, scan: Scan, fast: Batch, first_line: int, parser: LineParser
+) -> tuple[Batch, int]:
+    """The rows of a chunk of lines: the scanner's, and the line parser's for the rest; and the
+    number of lines it ends."""
     starts = scan.line_start
     for index in np.flatnonzero(scan.kind >= KIND_SLOW).tolist():
         raw = bytes(chunk[starts[index] : starts[index + 1]])
@@ -411,11 +435,16 @@ def _scanned_and_parsed(chunk: memoryview, first_line: int, parser: LineParser) 
         else:
             parser.line(first_line + index, *_decoded(raw.removesuffix(b"\n")))
     slow = parser.take()
-    return {name: merged(fast[name], table) if name in fast else table for name, table in slow.items()}
+    rows = {
+        name: merged(numbered(fast[name], first_line), table) if name in fast else table
+        for name, table in slow.items()
+    }
+    return rows, scan.newlines
 
 
-def _parsed(chunk: memoryview, first_line: int, parser: LineParser) -> Batch:
-    """The rows of a chunk of lines, every line read by the line parser."""
+def _parsed(chunk: memoryview, first_line: int, parser: LineParser) -> tuple[Batch, int]:
+    """The rows of a chunk of lines, every line read by the line parser; and the number of
+    lines it ends."""
     data = bytes(chunk)
     long = _long_lines(data, parser.max_line)
     text, utf8 = _decoded(data)
@@ -424,4 +453,4 @@ def _parsed(chunk: memoryview, first_line: int, parser: LineParser) -> Batch:
             parser.long_line(first_line + index, long[index])
         else:
             parser.line(first_line + index, line, utf8)
-    return parser.take()
+    return parser.take(), data.count(b"\n")

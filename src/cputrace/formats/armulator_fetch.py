@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from .base import Batch
 
@@ -76,8 +75,7 @@ class Sequencer:
         lines = memory.column("src").to_numpy()
         born = base + np.searchsorted(insn_lines, lines)  # the instruction count at each row
         memory = _with_seq(memory, np.maximum(born - 1, 0))
-        op, source = (memory.column(name).cast(pa.string()) for name in ("op", "source"))
-        rows = np.flatnonzero(pc.and_(pc.equal(op, "F"), pc.equal(source, "core")).to_numpy())
+        rows = np.flatnonzero(_equal(memory.column("op"), "F") & _equal(memory.column("source"), "core"))
         offset = 0
         if self._held is not None:
             offset = self._held.num_rows
@@ -119,6 +117,15 @@ class Sequencer:
 def _seq_at(lines: np.ndarray, insn_lines: np.ndarray, base: int) -> np.ndarray:
     """The seq of records at `lines`: the instruction before them, 0 before the first."""
     return np.maximum(base + np.searchsorted(insn_lines, lines) - 1, 0)
+
+
+def _equal(column: pa.ChunkedArray, value: str) -> np.ndarray:
+    """Whether each value of a dictionary column is `value`, read off its indices."""
+    parts = []
+    for chunk in column.chunks:
+        codes = [code for code, entry in enumerate(chunk.dictionary.to_pylist()) if entry == value]
+        parts.append(np.isin(chunk.indices.to_numpy(), codes))
+    return np.concatenate(parts) if parts else np.zeros(0, bool)
 
 
 def _with_seq(table: pa.Table, seq: np.ndarray) -> pa.Table:

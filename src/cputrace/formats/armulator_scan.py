@@ -274,6 +274,7 @@ class Scan:
     """What the scanner found in one chunk (arrays trimmed to their counts)."""
 
     n_lines: int
+    newlines: int  # the lines that end in the chunk (all, or all but an unfinished last)
     line_start: np.ndarray  # one more than the lines: the end of the last
     kind: np.ndarray
     time: np.ndarray
@@ -288,7 +289,8 @@ def scan_chunk(data: bytes | bytearray | memoryview, max_line: int) -> Scan:
     than `max_line` bytes are only classified, KIND_LONG)."""
     d = np.frombuffer(data, dtype=np.uint8)
     d.flags.writeable = False  # one compiled signature, whether the chunk is bytes or a buffer
-    cap = count_newlines(d) + 1
+    newlines = count_newlines(d)
+    cap = newlines + 1
     lines = np.empty(cap + 1, LINE)
     insns, mems = np.zeros(cap + 1, INSN), np.empty(cap, MEM)
     regs = np.zeros(int(np.count_nonzero(d == ord("="))) + 1, REG)
@@ -304,35 +306,32 @@ def scan_chunk(data: bytes | bytearray | memoryview, max_line: int) -> Scan:
     mem = {name: mems[name][:nm] for name in MEM.names}
     line = lines[:n_lines]
     starts = lines["start"][: n_lines + 1]
-    return Scan(n_lines, starts, line["kind"].copy(), line["time"], line["has_time"], insn, mem, reg)
+    kind = line["kind"].copy()  # scanned_rows marks some access lines SLOW
+    return Scan(n_lines, newlines, starts, kind, line["time"], line["has_time"], insn, mem, reg)
 
 
-def scanned_rows(scan: Scan, first_line: int, cpu: int) -> Batch:
-    """The rows of the lines the scanner understood, `src` numbering the chunk's first line
-    `first_line`, seq null (armulator_fetch numbers them). An access line whose word is no
+def scanned_rows(scan: Scan, cpu: int) -> Batch:
+    """The rows of the lines the scanner understood, `src` the line's index in the chunk, seq
+    null (armulator_fetch numbers them). An access line whose word is no
     cycle word that moves data, or whose two data words do not make an 8-byte access, is
     marked SLOW: the line parser rejects it."""
     mem = _accesses(scan)
-    line_time = pa.array(scan.time, pa.int64(), mask=~scan.has_time)
     tables = {}
-    for name, f, columns in (
+    for name, f, columns_of in (
         ("instructions", scan.insn, _instruction_columns),
         ("registers", scan.reg, _register_columns),
         ("memory", mem, _memory_columns),
     ):
         n = len(f["line"])
-        lines = pa.array(f["line"])
         values = {
-            "seq": pa.nulls(n, pa.int64()),
-            "time": line_time.take(lines),
+            "time": pa.array(scan.time[f["line"]], pa.int64(), mask=~scan.has_time[f["line"]]),
             "cpu": pa.array(np.full(n, cpu, np.uint16)),
-            "src": pa.array(f["line"] + first_line, pa.int64()),
-            **columns(f),
+            "src": pa.array(f["line"], pa.int64()),
+            **columns_of(f),
         }
         schema = SCHEMAS[name]
-        tables[name] = pa.Table.from_arrays(
-            [values.get(field.name, pa.nulls(n, field.type)) for field in schema], schema=schema
-        )
+        arrays = [values[field.name] if field.name in values else pa.nulls(n, field.type) for field in schema]
+        tables[name] = pa.Table.from_arrays(arrays, schema=schema)
     return tables
 
 

@@ -4,11 +4,46 @@ full grammar made of the other lines."""
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TypeVar
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..inputs import prefetched
 from ..regnames import canonical_register
+
+T = TypeVar("T")
+SCANS_AHEAD = 2
+"""Chunks scanned on worker threads ahead of the one being assembled (the scanners release the
+GIL: the machine's two cores both scan)."""
+
+
+def scanned_ahead(
+    chunks: Iterator[memoryview], scan: Callable[[memoryview], T]
+) -> Iterator[tuple[memoryview, T]]:
+    """Each chunk with what `scan` made of it, in input order, `scan` running on worker threads
+    `SCANS_AHEAD` chunks ahead of the caller (chunks read ahead too, inputs.prefetched)."""
+    with ThreadPoolExecutor(max_workers=SCANS_AHEAD) as pool:
+        pending: deque[tuple[memoryview, Future[T]]] = deque()
+        for chunk in prefetched(chunks):
+            pending.append((chunk, pool.submit(scan, chunk)))
+            if len(pending) > SCANS_AHEAD:
+                done, scanned = pending.popleft()
+                yield done, scanned.result()
+        while pending:
+            done, scanned = pending.popleft()
+            yield done, scanned.result()
+
+
+def numbered(table: pa.Table, first: int) -> pa.Table:
+    """`table` with `src` as line numbers in the input, for a chunk whose first line is `first`
+    (a scan numbers a chunk's lines from 0: it does not know where the chunk starts)."""
+    at = table.schema.get_field_index("src")
+    return table.set_column(at, "src", pc.add(table.column(at), pa.scalar(first, pa.int64())))
 
 
 def strings(offsets: np.ndarray, buf: np.ndarray) -> pa.Array:

@@ -12,19 +12,18 @@ split.py) decodes from a given one (`RangeDecode`) and says what its own result 
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...inputs import InputFile, prefetched
+from ...inputs import InputFile
 from ...model import ISA_NAMES, SCHEMAS, Flag, Isa
 from ..base import Batch, DecodeContext
-from ..linerows import canonical_names, merged, nonempty, strings
+from ..linerows import canonical_names, merged, nonempty, numbered, scanned_ahead, strings
 from .grammar import LineError, LineStamp, Rows, TarmacLineParser
 from .options import BYTE_ORDER, DEFAULT_ISA
 from .scan import KIND_LONG, KIND_SLOW, MEM_L, MEM_NS, MEM_T, MEM_X, TIME_UNITS, Scan, scan_chunk
@@ -169,16 +168,9 @@ def _assembled(
     source: InputFile, assembler: _Assembler, byte_range: tuple[int, int] | None
 ) -> Iterator[Batch]:
     """Chunks scanned two at a time on worker threads, assembled in input order."""
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        pending: deque[tuple[memoryview, Future[_Scanned]]] = deque()
-        for chunk in prefetched(source.line_chunks(byte_range=byte_range)):
-            pending.append((chunk, pool.submit(_scan_and_build, chunk, source.max_line)))
-            if len(pending) > 2:
-                done, scanned = pending.popleft()
-                yield assembler.assemble(done, scanned.result())
-        while pending:
-            done, scanned = pending.popleft()
-            yield assembler.assemble(done, scanned.result())
+    scan = partial(_scan_and_build, max_line=source.max_line)
+    for chunk, scanned in scanned_ahead(source.line_chunks(byte_range=byte_range), scan):
+        yield assembler.assemble(chunk, scanned)
 
 
 def _units_of(scan: Scan, has_time: np.ndarray) -> list[int]:
@@ -223,7 +215,7 @@ class _Assembler:
         scan = scanned.scan
         first = self.carry.line
         self.carry.line += scan.n_lines
-        fast = {name: _numbered(table, first) for name, table in scanned.tables.items()}
+        fast = {name: numbered(table, first) for name, table in scanned.tables.items()}
         rows = Rows()
         has_time = (scan.tunit > 0) & (scan.kind < KIND_SLOW)  # the slow path reads its own lines' times
         slow_time, late = self._slow_lines(chunk, scan, first, has_time, rows)
@@ -461,12 +453,6 @@ def _scan_and_build(chunk: memoryview, max_line: int) -> _Scanned:
             "memory": _fast_memory(scan),
         },
     )
-
-
-def _numbered(table: pa.Table, first: int) -> pa.Table:
-    """`table` with `src` as line numbers in the input, for a chunk whose first line is `first`."""
-    at = table.schema.get_field_index("src")
-    return table.set_column(at, "src", pc.add(table.column(at), pa.scalar(first, pa.int64())))
 
 
 def _fast_instructions(scan: Scan) -> pa.Table:
