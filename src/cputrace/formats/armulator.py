@@ -399,16 +399,17 @@ def fed(
     Compiled, the chunks are scanned on worker threads ahead (`linerows.scanned_ahead`); the
     lines the scanner leaves are parsed here, in order, as the warnings are counted."""
     chunks = source.line_chunks(byte_range=byte_range)
-    if compiled:
-        scan = partial(_scanned, max_line=parser.max_line)
-        rows = (
-            _with_slow_lines(chunk, *scanned, first_line, parser)
-            for chunk, scanned in scanned_ahead(chunks, scan)
-        )
-    else:
-        rows = (_parsed(chunk, first_line, parser) for chunk in chunks)
-    for chunk_rows, lines in rows:
-        batch = sequencer.sequenced(chunk_rows)
+    scans: Iterator[tuple[memoryview, tuple[Scan, Batch] | None]] = (
+        scanned_ahead(chunks, partial(_scanned, max_line=parser.max_line))
+        if compiled
+        else ((chunk, None) for chunk in chunks)
+    )
+    for chunk, scanned in scans:
+        if scanned is None:
+            rows, lines = _parsed(chunk, first_line, parser)
+        else:
+            rows, lines = _with_slow_lines(chunk, *scanned, first_line, parser)
+        batch = sequencer.sequenced(rows)
         if batch:
             yield batch
         first_line += lines
