@@ -73,8 +73,8 @@ class Sequencer:
         """The held rows and `memory` in input order, with seq, fetches claimed; `pending` the
         fetches the instructions after these lines may still claim."""
         lines = memory.column("src").to_numpy()
-        born = base + np.searchsorted(insn_lines, lines)  # the instruction count at each row
-        memory = _with_seq(memory, np.maximum(born - 1, 0))
+        count_at = base + np.searchsorted(insn_lines, lines)  # the instruction count at each row
+        memory = _with_seq(memory, np.maximum(count_at - 1, 0))
         rows = np.flatnonzero(_equal(memory.column("op"), "F") & _equal(memory.column("source"), "core"))
         offset = 0
         if self._held is not None:
@@ -85,7 +85,7 @@ class Sequencer:
         row = np.concatenate([carried[:, 0].astype(np.int64), new])
         addr = np.concatenate([carried[:, 1], memory.column("addr").to_numpy()[new]])
         size = np.concatenate([carried[:, 2], memory.column("size").to_numpy()[new].astype(np.uint64)])
-        born = np.concatenate([carried[:, 3].astype(np.int64), born[rows]])
+        born = np.concatenate([carried[:, 3].astype(np.int64), count_at[rows]])
         seq = memory.column("seq").to_numpy().copy()
         open_ = np.ones(len(row), bool)
         for ahead in range(FETCH_WINDOW):

@@ -14,7 +14,7 @@ scanner takes only what it can store exactly. Lines longer than the input's line
 marked LONG.
 
 The cycle word of an access line is only packed into `MEM.word`: what it means (and whether it
-is one) is `cycleword.parse_cycle_word`'s to say, once per distinct word (`access_words`).
+is one) is `cycleword.parse_cycle_word`'s to say, once per distinct word (`scanned_rows`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from ..model import SCHEMAS
 from .base import Batch
 from .cycleword import CycleWord, parse_cycle_word
 from .linerows import canonical_names, nonempty, strings
-from .linescan import count_newlines, hex_digit, hex_run, is_space, line_end, skip_spaces
+from .linescan import count_newlines, hex_digit, hex_run, is_digit, is_letter, is_space, line_end, skip_spaces
 
 KIND_BLANK, KIND_INSN, KIND_MEM, KIND_REG, KIND_SLOW, KIND_LONG = 0, 1, 2, 3, 4, 5
 WORD_BYTES = 8  # the longest cycle word the scanner packs into MEM.word
@@ -62,19 +62,13 @@ _NBSP, _UTF8_NBSP_LEAD = 0xA0, 0xC2
 _VT, _FF, _FILE_SEPARATOR, _UNIT_SEPARATOR = 0x0B, 0x0C, 0x1C, 0x1F
 _I, _T, _S, _R, _C, _P, _M, _B = (ord(letter) for letter in "ITSRCPMB")
 _X_LOWER, _X_UPPER, _EQUALS, _COMMA, _UNDERSCORE = ord("x"), ord("X"), ord("="), ord(","), ord("_")
-_ZERO, _NINE = ord("0"), ord("9")
-_UPPER_A, _UPPER_Z, _LOWER_A, _LOWER_Z = ord("A"), ord("Z"), ord("a"), ord("z")
+_ZERO = ord("0")
 _SPACE = ord(" ")
 
 
 @numba.njit(cache=True)
-def _letter(c):
-    return _UPPER_A <= c <= _UPPER_Z or _LOWER_A <= c <= _LOWER_Z
-
-
-@numba.njit(cache=True)
 def _name_char(c):
-    return _letter(c) or _ZERO <= c <= _NINE or c == _UNDERSCORE
+    return is_letter(c) or is_digit(c) or c == _UNDERSCORE
 
 
 @numba.njit(cache=True)
@@ -122,7 +116,7 @@ def _registers(d, q, e, li, regs, nr, names, name_pos):
     """The `name=value` pairs from q to e (the line's end) into `regs` from record nr: the
     record count after them, or -1 if the rest is not such pairs with 16 digits at most."""
     while True:
-        if q >= e or not _letter(d[q]):
+        if q >= e or not is_letter(d[q]):
             return -1
         n0 = q
         while q < e and _name_char(d[q]):

@@ -15,8 +15,8 @@ from __future__ import annotations
 import numba
 
 NEWLINE, SPACE, TAB, CR = ord("\n"), ord(" "), ord("\t"), ord("\r")
-_ZERO, _NINE, _LOWER_A, _LOWER_F = ord("0"), ord("9"), ord("a"), ord("f")
-_UPPER_A, _UPPER_F = ord("A"), ord("F")
+_ZERO, _NINE, _LOWER_A, _LOWER_F, _LOWER_Z = ord("0"), ord("9"), ord("a"), ord("f"), ord("z")
+_UPPER_A, _UPPER_F, _UPPER_Z = ord("A"), ord("F"), ord("Z")
 
 
 @numba.njit(cache=True)
@@ -29,6 +29,16 @@ def hex_digit(c):
     if _UPPER_A <= c <= _UPPER_F:
         return c - _UPPER_A + 10
     return -1
+
+
+@numba.njit(cache=True)
+def is_digit(c):
+    return _ZERO <= c <= _NINE
+
+
+@numba.njit(cache=True)
+def is_letter(c):
+    return _UPPER_A <= c <= _UPPER_Z or _LOWER_A <= c <= _LOWER_Z
 
 
 @numba.njit(cache=True)

@@ -22,7 +22,16 @@ import numpy as np
 from ...inputs import MAX_LINE_BYTES
 from ...model import Isa
 from ...timeunits import COUNTING_UNITS, SECOND_EXPONENTS
-from ..linescan import count_newlines, hex_digit, hex_run, is_space, line_end, skip_spaces
+from ..linescan import (
+    count_newlines,
+    hex_digit,
+    hex_run,
+    is_digit,
+    is_letter,
+    is_space,
+    line_end,
+    skip_spaces,
+)
 from .grammar import MAX_CORE
 
 KIND_BLANK, KIND_INSN, KIND_REG, KIND_MEM, KIND_SLOW, KIND_LONG = 0, 1, 2, 3, 4, 5
@@ -64,7 +73,7 @@ MEM_* attributes."""
 
 # The bytes the scanner compares with.
 _OPEN, _CLOSE, _COLON, _COMMA, _DASH, _UNDERSCORE = ord("("), ord(")"), ord(":"), ord(","), ord("-"), ord("_")
-_ZERO, _NINE, _LOWER_A, _LOWER_Z = ord("0"), ord("9"), ord("a"), ord("z")
+_ZERO, _LOWER_A, _LOWER_Z = ord("0"), ord("a"), ord("z")
 _UPPER_A, _UPPER_Z = ord("A"), ord("Z")
 _I, _E, _T, _S, _R, _M, _W = ord("I"), ord("E"), ord("T"), ord("S"), ord("R"), ord("M"), ord("W")
 _X, _L = ord("X"), ord("L")
@@ -79,16 +88,6 @@ for _code, _unit in enumerate(TIME_UNITS):
 _UNIT_LENGTHS = np.array([len(unit) for unit in TIME_UNITS], np.int64)
 
 # The helpers are plain compiled functions, as those of ..linescan (see there).
-
-
-@numba.njit(cache=True)
-def _digit(c):
-    return _ZERO <= c <= _NINE
-
-
-@numba.njit(cache=True)
-def _letter(c):
-    return _UPPER_A <= c <= _UPPER_Z or _LOWER_A <= c <= _LOWER_Z
 
 
 @numba.njit(cache=True)
@@ -198,10 +197,10 @@ def _scan(d, max_line, check_ascii, lines, insns, regs, mems, modes, disasm, nam
             s = nxt
             continue
         # -- optional "<time> <unit>" -----------------------------------------------
-        if _digit(d[p]):
+        if is_digit(d[p]):
             q = p
             val = 0
-            while q < e and _digit(d[q]) and q - p < 18:
+            while q < e and is_digit(d[q]) and q - p < 18:
                 val = val * 10 + (d[q] - _ZERO)
                 q += 1
             r = skip_spaces(d, q, e)
@@ -209,17 +208,17 @@ def _scan(d, max_line, check_ascii, lines, insns, regs, mems, modes, disasm, nam
             while r < e and _LOWER_A <= d[r] <= _LOWER_Z:
                 r += 1
             code = _unit_code(d, u0, r)
-            if code == 0 or r >= e or not is_space(d[r]) or (q < e and _digit(d[q])):
+            if code == 0 or r >= e or not is_space(d[r]) or (q < e and is_digit(d[q])):
                 s = nxt
                 continue
             line.time = val
             line.tunit = code
             p = skip_spaces(d, r, e)
         # -- optional "cpuN" -------------------------------------------------------------
-        if p + 3 < e and _starts(d, p, e, _CPU) and _digit(d[p + 3]):
+        if p + 3 < e and _starts(d, p, e, _CPU) and is_digit(d[p + 3]):
             q = p + 3
             c = 0
-            while q < e and _digit(d[q]) and c <= MAX_CORE:
+            while q < e and is_digit(d[q]) and c <= MAX_CORE:
                 c = c * 10 + (d[q] - _ZERO)
                 q += 1
             if q >= e or not is_space(d[q]) or c > MAX_CORE:
@@ -247,7 +246,7 @@ def _scan(d, max_line, check_ascii, lines, insns, regs, mems, modes, disasm, nam
                     continue
                 q += 1
             else:
-                while q < e and _digit(d[q]):
+                while q < e and is_digit(d[q]):
                     q += 1
                 if q >= e or d[q] != _CLOSE:
                     s = nxt
@@ -369,7 +368,7 @@ def _scan(d, max_line, check_ascii, lines, insns, regs, mems, modes, disasm, nam
             n0 = q
             while q < e and not is_space(d[q]):
                 c = d[q]
-                if not (_digit(c) or _letter(c) or c == _UNDERSCORE):
+                if not (is_digit(c) or is_letter(c) or c == _UNDERSCORE):
                     break
                 q += 1
             n1 = q
@@ -392,10 +391,10 @@ def _scan(d, max_line, check_ascii, lines, insns, regs, mems, modes, disasm, nam
             regs[nr].name_off = name_pos
             line.kind = KIND_REG
         # -- memory access: MR<n> or MW<n> ---------------------------------------------------
-        elif c0 == _M and c1 in (_R, _W) and p + 2 < e and _digit(d[p + 2]):
+        elif c0 == _M and c1 in (_R, _W) and p + 2 < e and is_digit(d[p + 2]):
             q = p + 2
             size = 0
-            while q < e and _digit(d[q]) and size <= SCANNED_ACCESS_BYTES:
+            while q < e and is_digit(d[q]) and size <= SCANNED_ACCESS_BYTES:
                 size = size * 10 + (d[q] - _ZERO)
                 q += 1
             attr = 0
