@@ -20,6 +20,7 @@ is one) is `cycleword.parse_cycle_word`'s to say, once per distinct word (`scann
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numba
 import numpy as np
@@ -309,12 +310,12 @@ def scanned_rows(scan: Scan, cpu: int) -> Batch:
     null (armulator_fetch numbers them). An access line whose word is no
     cycle word that moves data, or whose two data words do not make an 8-byte access, is
     marked SLOW: the line parser rejects it."""
-    mem = _accesses(scan)
+    mem, cycles = _accesses(scan)
     tables = {}
     for name, f, columns_of in (
         ("instructions", scan.insn, _instruction_columns),
         ("registers", scan.reg, _register_columns),
-        ("memory", mem, _memory_columns),
+        ("memory", mem, partial(_memory_columns, cycles=cycles)),
     ):
         n = len(f["line"])
         values = {
@@ -329,9 +330,9 @@ def scanned_rows(scan: Scan, cpu: int) -> Batch:
     return tables
 
 
-def _accesses(scan: Scan) -> dict[str, np.ndarray]:
+def _accesses(scan: Scan) -> tuple[dict[str, np.ndarray], list[CycleWord]]:
     """The access records whose cycle word moves data, with `cycle` indexing the meanings of
-    their words (`cycles`); those of the other lines dropped, the lines marked SLOW."""
+    their words (the list returned); those of the other lines dropped, the lines marked SLOW."""
     f = scan.mem
     keys, inverse = np.unique(f["word"], return_inverse=True)
     words = [key.to_bytes(WORD_BYTES, "little").rstrip(b"\0").decode() for key in keys.tolist()]
@@ -342,8 +343,7 @@ def _accesses(scan: Scan) -> dict[str, np.ndarray]:
     scan.kind[f["line"][~ok]] = KIND_SLOW
     kept = {name: values[ok] for name, values in f.items()}
     used, kept["cycle"] = np.unique(inverse[ok], return_inverse=True)
-    kept["cycles"] = [cycles[index] for index in used.tolist()]  # type: ignore[assignment]
-    return kept
+    return kept, [cycle for index in used.tolist() if (cycle := cycles[index]) is not None]  # all: `moves`
 
 
 def _instruction_columns(f: dict[str, np.ndarray]) -> dict[str, pa.Array]:
@@ -369,8 +369,7 @@ def _register_columns(f: dict[str, np.ndarray]) -> dict[str, pa.Array]:
     }
 
 
-def _memory_columns(f: dict[str, np.ndarray]) -> dict[str, pa.Array]:
-    cycles: list[CycleWord] = f["cycles"]  # type: ignore[assignment]
+def _memory_columns(f: dict[str, np.ndarray], cycles: list[CycleWord]) -> dict[str, pa.Array]:
     cycle = f["cycle"]
 
     def coded(values: list[str]) -> pa.DictionaryArray:
