@@ -15,6 +15,7 @@ from cputrace import inputs
 from cputrace.errors import TraceFormatError
 from cputrace.formats import armulator
 from cputrace.formats.armulator import ArmulatorDecoder
+from cputrace.formats.armulator_fetch import FETCH_WINDOW
 from cputrace.formats.base import DecodeContext
 from cputrace.formats.cycleword import CycleWord, parse_cycle_word
 from cputrace.inputs import InputFile, compression_of
@@ -377,16 +378,16 @@ def test_fetches_claimed_across_a_damaged_instruction_stay_in_seq_order(tmp_path
 
 def test_fetches_expire_after_the_window(tmp_path: Path) -> None:
     lines = ["IT 00008000 e1a00000", "MNR4O___ 00009000 E1A00000"]
-    lines += [f"IT {0x8004 + 4 * i:08X} e1a00000" for i in range(armulator.FETCH_WINDOW)]
+    lines += [f"IT {0x8004 + 4 * i:08X} e1a00000" for i in range(FETCH_WINDOW)]
     lines.append("IT 00009000 e1a00000")
     rows, _ = decode_text(tmp_path, "\n".join(lines))
     assert pick(rows["memory"], "seq", "addr") == [(0, 0x9000)]
 
 
-@pytest.mark.parametrize("batch_lines", [1, 2, 3, 5, 8])
-def test_where_batches_end_changes_no_row(tmp_path, monkeypatch, batch_lines) -> None:
-    """A core that fetches two instructions ahead always has a fetch pending: batches of a few
-    lines give the rows one batch gives, every table, and stay bounded."""
+@pytest.mark.parametrize("chunk_bytes", [1, 30, 64, 100, 250])
+def test_where_batches_end_changes_no_row(tmp_path, monkeypatch, chunk_bytes) -> None:
+    """A core that fetches two instructions ahead always has a fetch pending: chunks (a batch
+    each) of a few lines give the rows one chunk gives, every table, and stay bounded."""
     lines = ["Date: Thu Aug  9 16:41:36 2001", "MNR4O___ 00008000 E1A00000", "MNR4O___ 00008004 E1A00000"]
     for i in range(40):
         pc = 0x8000 + 4 * i
@@ -395,15 +396,21 @@ def test_where_batches_end_changes_no_row(tmp_path, monkeypatch, batch_lines) ->
     path = tmp_path / "trace.trc"
     path.write_text("\n".join(lines) + "\n")
     whole = list(DECODER.decode(InputFile(path), DecodeContext()))
-    monkeypatch.setattr(armulator, "BATCH_LINES", batch_lines)
+    monkeypatch.setattr(inputs, "CHUNK_BYTES", chunk_bytes)
     batches = list(DECODER.decode(InputFile(path), DecodeContext()))
-    assert len(whole) == 1 and len(batches) > len(lines) // (batch_lines + 2 * armulator.FETCH_WINDOW)
+    chunk_lines = chunk_bytes // len("IT 00008000 e1a00000\n") + 1  # at most, the shortest lines
+    assert len(whole) == 2  # the chunk, then the fetches still pending at the end
+    assert len(batches) > len(lines) // (chunk_lines + 2 * FETCH_WINDOW)
     for table in ("instructions", "memory", "events"):
-        joined = pa.concat_tables([batch[table] for batch in batches if table in batch])
-        assert joined.equals(whole[0][table])
-    fetches = [(row["seq"], row["addr"]) for row in whole[0]["memory"].to_pylist() if row["source"] == "core"]
+        assert _joined(batches, table).to_pylist() == _joined(whole, table).to_pylist()
+    memory = _joined(whole, "memory").to_pylist()
+    fetches = [(row["seq"], row["addr"]) for row in memory if row["source"] == "core"]
     executed = [(seq, addr) for seq, addr in fetches if addr < 0x8000 + 4 * 40]  # the last two never ran
     assert executed == [(i, 0x8000 + 4 * i) for i in range(40)]  # each with its instruction
+
+
+def _joined(batches: list[dict[str, pa.Table]], table: str) -> pa.Table:
+    return pa.concat_tables([batch[table] for batch in batches if table in batch]).combine_chunks()
 
 
 def test_raw_nbsp_byte_crlf_and_compression(tmp_path: Path) -> None:

@@ -5,9 +5,9 @@ records before the first instruction to instruction 0. The exception is a core o
 (`M` line with flag `O`): the core fetches ahead, so a fetch belongs to the first of the next
 few instructions whose address it covers. It is kept pending, with the seq of the instruction
 in progress, until such an instruction arrives (its seq is then patched in, and the row moves
-after the rows of earlier instructions) or `FETCH_WINDOW` instructions have gone by. Bus (`B`)
-lines belong to the instruction in progress: bus traffic such as line fills serves later
-instructions only indirectly.
+after the rows of earlier instructions) or `FETCH_WINDOW` (armulator_fetch.py) instructions
+have gone by. Bus (`B`) lines belong to the instruction in progress: bus traffic such as line
+fills serves later instructions only indirectly.
 
 An access that prints several words (`BNR8O___ 00008000 E28F8090 E898000F`) is one `memory`
 row covering them all. Each word is the 32-bit word at its address, lowest address first, so
@@ -21,6 +21,10 @@ stalls `cache`, TLB walks `ttw`, simulator configuration changes `sysop`, everyt
 and coprocessor cycles (`MI`, `MIO`, `MC`, `BI`…) move no data and are `signal` events named
 `idle`, `instruction_idle` and `coprocessor`, with the line as text.
 
+Decoding: a compiled scanner (armulator_scan.py) reads the common lines (`IT`/`IS`, one- and
+two-word accesses, `R`, after an optional `T`) straight into columns; `LineParser` below, the
+full grammar, reads every other line; armulator_fetch.py gives every row its seq.
+
 Numbers are checked against the model's ranges where they are read (times below 2^63,
 register values of at most 65,535 bytes); a line longer than the input's line cap
 (inputs.MAX_LINE_BYTES) is rejected, kept as a text event of its first bytes. Lines are UTF-8
@@ -32,19 +36,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Generator, Iterator
+from functools import partial
 from typing import ClassVar
 
 import numpy as np
-import pyarrow as pa
 
 from ..inputs import InputFile
+from ..model import SCHEMAS
 from ..regnames import canonical_register
 from ..rowbuffer import RowBuffer
+from .armulator_fetch import Sequencer
+from .armulator_scan import KIND_LONG, KIND_SLOW, Scan, scan_chunk, scanned_rows
 from .base import Batch, DecodeContext
 from .cycleword import CycleWord, parse_cycle_word
+from .linerows import merged, numbered, scanned_ahead
 
-BATCH_LINES = 1 << 16
-FETCH_WINDOW = 4  # instructions an opcode fetch may run ahead of the instruction it fetches
 SNIFF_LINES = 400
 CPU = 0  # the Tracer traces a single core
 MAX_TIME = 2**63 - 1  # `time` is int64
@@ -159,82 +165,27 @@ def _split(text: str) -> tuple[str, str]:
     return (parts[0], parts[1]) if len(parts) == 2 else (parts[0], "")
 
 
-PendingFetch = tuple[int, int, int, int]
-"""An opcode fetch no instruction has claimed yet: its memory row (held in the buffer), its
-address, its size in bytes and the instruction count when it was printed."""
-
-
 class LineParser:
-    """Turns lines into rows, keeping the instruction count and the pending opcode fetches."""
+    """Turns lines into rows: the full grammar (the scanner of armulator_scan.py is a fast path
+    for the common lines). Rows come without seq, each with its line (`src`): armulator_fetch
+    numbers them."""
 
     def __init__(self, path: str, ctx: DecodeContext, max_line: int) -> None:
         self.path = path
         self.ctx = ctx
         self.max_line = max_line
-        self.buffers = {name: RowBuffer(name) for name in ("instructions", "registers")}
-        self.buffers["memory"] = self.memory = RowBuffer("memory")
-        self.buffers["events"] = self.events = RowBuffer("events")
-        self.count = 0  # instructions seen
-        self.lines = 0  # lines since the last batch
-        self.pending: list[PendingFetch] = []
+        self.buffers = {name: RowBuffer(name) for name in SCHEMAS}
+        self.events = self.buffers["events"]
 
-    @property
-    def seq(self) -> int:
-        """The instruction in progress (the next one, before the first)."""
-        return max(self.count - 1, 0)
-
-    def ready(self) -> bool:
-        return self.lines >= BATCH_LINES
-
-    def take(self, final: bool = False) -> Batch:
-        """The rows so far (all of them when `final`); memory rows in seq order, as claimed
-        fetches may have moved ahead.
-
-        A fetch claimed by a later instruction now has a later seq than the rows printed after
-        it (a data access of the instruction in progress, fetches of other addresses); a stable
-        sort by seq puts it after them and keeps the rows of each instruction in input order.
-        A fetch still pending can only move to a later seq, so the memory rows from its seq on
-        are held back for the next batch, in input order: the rows come out as they would in
-        one batch, wherever batches end.
-        """
-        self.lines = 0
-        batch = {name: buf.take() for name, buf in self.buffers.items() if name != "memory" and len(buf)}
-        memory = self.memory.take()
-        seqs = memory.column("seq").to_numpy()
-        if final:
-            self.pending = []
-        elif self.pending:
-            oldest = min(seqs[row] for row, *_ in self.pending)
-            held = np.flatnonzero(seqs >= oldest)
-            self.memory.put_back(memory.take(held))
-            moved = {int(row): index for index, row in enumerate(held)}
-            self.pending = [(moved[row], *rest) for row, *rest in self.pending]
-            memory, seqs = memory.filter(seqs < oldest), seqs[seqs < oldest]
-        if np.any(seqs[1:] < seqs[:-1]):
-            memory = memory.take(np.argsort(seqs, kind="stable"))
-        if memory.num_rows:
-            batch["memory"] = memory
-        return batch
-
-    def resume(self, count: int, held: pa.Table | None, pending: list[PendingFetch]) -> None:
-        """Go on from the state another parser stopped in (armulator_split.py): `count`
-        instructions seen, and the memory rows it held back (`take`) with its pending fetches."""
-        self.count = count
-        if held is not None:
-            self.memory.put_back(held)
-        self.pending = list(pending)
-
-    def held(self) -> pa.Table:
-        """The memory rows held back by the last `take`, in input order (the pending fetches
-        index them), taken out of the parser."""
-        return self.memory.take()
+    def take(self) -> Batch:
+        """The rows of the lines so far, every table (empty or not), and start afresh."""
+        return {name: buffer.take() for name, buffer in self.buffers.items()}
 
     def line(self, src: int, line: str, utf8: bool = True) -> None:
         """One line; `utf8` False when it may hold bytes that are not UTF-8 (lone surrogates)."""
         text = line.strip()
         if not text:
             return
-        self.lines += 1
         if not utf8 and _STRAY.search(text):
             self._reject(src, "UTF-8 text", _shown(text))
             return
@@ -245,7 +196,6 @@ class LineParser:
 
     def long_line(self, src: int, start: bytes) -> None:
         """A line over the input's line cap: kept as a text event of its first `max_line` bytes."""
-        self.lines += 1
         self._reject(src, f"a line of at most {self.max_line:,} bytes", _shown(_decoded(start)[0]))
 
     def _reject(self, src: int, expected: str, text: str) -> None:
@@ -254,7 +204,7 @@ class LineParser:
         self._event(src, None, "text", text=text)
 
     def _event(self, src: int, time: int | None, kind: str, **values: object) -> None:
-        self.events.append(seq=self.seq, time=time, cpu=CPU, kind=kind, src=src, **values)
+        self.events.append(time=time, cpu=CPU, kind=kind, src=src, **values)
 
     def _record(self, src: int, text: str) -> None:
         time = None
@@ -294,18 +244,12 @@ class LineParser:
         parts = rest.split(None, 2)
         if len(parts) < 2 or len(parts[1]) not in (4, 8):
             raise _Unparsed(_EXPECT_I)
-        pc = _hex(parts[0])
         opcode = _hex(parts[1], 8)
-        seq = self.count
-        self.count += 1
-        if self.pending:
-            self._claim_fetches(seq, pc)
         thumb = len(parts[1]) == 4
         self.buffers["instructions"].append(
-            seq=seq,
             time=time,
             cpu=CPU,
-            pc=pc,
+            pc=_hex(parts[0]),
             opcode=opcode,
             size=2 if thumb else 4,
             isa="T32" if thumb else "A32",
@@ -314,18 +258,6 @@ class LineParser:
             disasm=parts[2] if len(parts) == 3 else None,
             src=src,
         )
-
-    def _claim_fetches(self, seq: int, pc: int) -> None:
-        """Give instruction `seq` at `pc` the pending fetches that cover it; expire old ones."""
-        seqs = self.memory.columns["seq"]
-        kept = []
-        for entry in self.pending:
-            row, addr, size, born = entry
-            if addr <= pc < addr + size:
-                seqs[row] = seq
-            elif seq + 1 - born < FETCH_WINDOW:
-                kept.append(entry)
-        self.pending = kept
 
     def _memory(self, src: int, time: int | None, cycle: CycleWord, rest: str) -> None:
         tokens = rest.split()
@@ -357,10 +289,7 @@ class LineParser:
                 wide = b"".join(number.to_bytes(4, "little") for number in numbers)
         elif not suffixes:
             raise _Unparsed(_EXPECT_MEM)
-        if cycle.fetch and not cycle.bus:
-            self.pending.append((len(self.memory), addr, cycle.size, self.count))
-        self.memory.append(
-            seq=self.seq,
+        self.buffers["memory"].append(
             time=time,
             cpu=CPU,
             op="F" if cycle.fetch else cycle.op,
@@ -385,7 +314,6 @@ class LineParser:
             nbytes = (len(digits) + 1) // 2
             wide = number.to_bytes(nbytes, "little") if nbytes > 8 else None
             registers.append(
-                seq=self.seq,
                 time=time,
                 cpu=CPU,
                 reg=canonical_register(name, nbytes),
@@ -437,34 +365,93 @@ def sniff(head: bytes) -> int:
 
 
 class ArmulatorDecoder:
-    """ARMulator Tracer files: instructions, core and bus memory cycles, registers, events."""
+    """ARMulator Tracer files: instructions, core and bus memory cycles, registers, events.
+
+    `compiled` False reads every line with the line parser alone: the full grammar the
+    scanner's fast path must agree with (tests compare the two)."""
 
     name: ClassVar[str] = "armulator"
 
+    def __init__(self, compiled: bool = True) -> None:
+        self.compiled = compiled
+
     def decode(self, source: InputFile, ctx: DecodeContext) -> Iterator[Batch]:
+        sequencer = Sequencer()
         parser = LineParser(source.path, ctx, source.max_line)
-        yield from fed(parser, source)
-        batch = parser.take(final=True)
+        yield from fed(sequencer, parser, source, compiled=self.compiled)
+        batch = sequencer.finish()
         if batch:
             yield batch
 
 
 def fed(
-    parser: LineParser, source: InputFile, byte_range: tuple[int, int] | None = None, first_line: int = 1
+    sequencer: Sequencer,
+    parser: LineParser,
+    source: InputFile,
+    byte_range: tuple[int, int] | None = None,
+    first_line: int = 1,
+    compiled: bool = True,
 ) -> Generator[Batch, None, int]:
-    """The lines of `source` (or of its `byte_range`, whose first line is line `first_line`)
-    given to `parser`: its batches as they fill (the rows of the last are left in it), then
-    the number of the line after them."""
-    for view in source.line_chunks(byte_range=byte_range):
-        chunk = bytes(view)
-        long = _long_lines(chunk, source.max_line)
-        text, utf8 = _decoded(chunk)
-        for index, line in enumerate(text.split("\n")):
-            if index in long:
-                parser.long_line(first_line + index, long[index])
-            else:
-                parser.line(first_line + index, line, utf8)
-            if parser.ready():
-                yield parser.take()
-        first_line += chunk.count(b"\n")
+    """The rows of the lines of `source` (or of its `byte_range`, whose first line is line
+    `first_line`), a batch a chunk, numbered by `sequencer` (the rows it holds back are left in
+    it); then the number of the line after them.
+
+    Compiled, the chunks are scanned on worker threads ahead (`linerows.scanned_ahead`); the
+    lines the scanner leaves are parsed here, in order, as the warnings are counted."""
+    chunks = source.line_chunks(byte_range=byte_range)
+    scans: Iterator[tuple[memoryview, tuple[Scan, Batch] | None]] = (
+        scanned_ahead(chunks, partial(_scanned, max_line=parser.max_line))
+        if compiled
+        else ((chunk, None) for chunk in chunks)
+    )
+    for chunk, scanned in scans:
+        if scanned is None:
+            rows, lines = _parsed(chunk, first_line, parser)
+        else:
+            rows, lines = _with_slow_lines(chunk, *scanned, first_line, parser)
+        batch = sequencer.sequenced(rows)
+        if batch:
+            yield batch
+        first_line += lines
     return first_line
+
+
+def _scanned(chunk: memoryview, max_line: int) -> tuple[Scan, Batch]:
+    """A chunk's scan and the rows of the lines the scanner took, `src` counting from 0 (the
+    worker-thread half: it needs nothing from the chunks before)."""
+    scan = scan_chunk(chunk, max_line)
+    return scan, scanned_rows(scan, CPU)
+
+
+def _with_slow_lines(
+    chunk: memoryview, scan: Scan, fast: Batch, first_line: int, parser: LineParser
+) -> tuple[Batch, int]:
+    """The rows of a chunk of lines: the scanner's, and the line parser's for the rest; and the
+    number of lines it ends."""
+    starts = scan.line_start
+    for index in np.flatnonzero(scan.kind >= KIND_SLOW).tolist():
+        raw = bytes(chunk[starts[index] : starts[index + 1]])
+        if scan.kind[index] == KIND_LONG:
+            parser.long_line(first_line + index, raw[: parser.max_line])
+        else:
+            parser.line(first_line + index, *_decoded(raw.removesuffix(b"\n")))
+    slow = parser.take()
+    rows = {
+        name: merged(numbered(fast[name], first_line), table) if name in fast else table
+        for name, table in slow.items()
+    }
+    return rows, scan.newlines
+
+
+def _parsed(chunk: memoryview, first_line: int, parser: LineParser) -> tuple[Batch, int]:
+    """The rows of a chunk of lines, every line read by the line parser; and the number of
+    lines it ends."""
+    data = bytes(chunk)
+    long = _long_lines(data, parser.max_line)
+    text, utf8 = _decoded(data)
+    for index, line in enumerate(text.split("\n")):
+        if index in long:
+            parser.long_line(first_line + index, long[index])
+        else:
+            parser.line(first_line + index, line, utf8)
+    return parser.take(), data.count(b"\n")

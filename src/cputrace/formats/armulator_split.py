@@ -2,9 +2,10 @@
 them), with the names formats/tarmac/split.py gives each step.
 
 Where: at the start of any line (`split_points`). The decoder's only state besides its
-numbering is what its opcode fetches leave pending (formats/armulator.py): a fetch belongs to
-the later instruction whose address it covers, so the memory rows from the oldest pending
-fetch's seq on are held back until it is claimed or expires, `FETCH_WINDOW` instructions on.
+numbering is what its opcode fetches leave pending (formats/armulator_fetch.py): a fetch
+belongs to the later instruction whose address it covers, so the memory rows from the oldest
+pending fetch's seq on are held back until it is claimed or expires, `FETCH_WINDOW`
+instructions on.
 
 What crosses a split is a `Carry`: the seq and line number a range starts at, and the pending
 fetches with the memory rows held back for them. Two steps make each range's:
@@ -17,8 +18,8 @@ fetches with the memory rows held back for them. Two steps make each range's:
    dropped (`warmed`): a fetch pending at the start was printed at most `FETCH_WINDOW`
    instructions before it, and a fetch claimed into the held rows at most `FETCH_WINDOW`
    instructions before the instruction that claimed it, so those lines decide both. A range
-   before the last ends where a batch would end (`LineParser.take`), its pending fetches and
-   held rows in its `end` carry, unwritten. That carry is compared with the next range's start
+   before the last ends where a chunk would end (`Sequencer.sequenced`), its pending fetches
+   and held rows in its `end` carry, unwritten. That carry is compared with the next range's start
    (`Carry.joins`): a range that started otherwise (a line the scan took for an instruction
    and the parser rejects) is decoded again from the carry before it, and after a wrong count
    the ranges after it too, renumbered (batch/partition.py). The result is the single-process
@@ -35,8 +36,11 @@ from typing import Any, BinaryIO
 import pyarrow as pa
 
 from ..inputs import InputFile
-from .armulator import FETCH_WINDOW, LineParser, PendingFetch, fed
+from ..model import SCHEMAS
+from .armulator import LineParser, fed
+from .armulator_fetch import FETCH_WINDOW, PendingFetch, Sequencer
 from .base import Batch, DecodeContext
+from .splitrange import SplitRange
 
 __all__ = [
     "NUMBERED_AFTER", "Carry", "RangeDecode", "RangeFacts", "count_range", "finish", "first_carries",
@@ -177,33 +181,26 @@ def first_carries(counts: list[RangeCount]) -> list[Carry]:
     return carries
 
 
-class RangeDecode:
-    """A byte range of an input decoded from a carry: `batches`, then `end` (the carry after
-    its last line) and `facts`. The last range (`final`) gives every row; a range before it
-    leaves the rows held back for pending fetches in `end`."""
+@dataclass(eq=False)
+class RangeDecode(SplitRange[Carry, RangeFacts]):
+    """A byte range of an input decoded from a carry (splitrange.SplitRange). The last range
+    (`final`) gives every row; a range before it leaves the rows held back for pending fetches
+    in `end`."""
 
-    def __init__(
-        self, source: InputFile, ctx: DecodeContext, start: Carry, byte_range: tuple[int, int], final: bool
-    ) -> None:  # fmt: skip
-        self.source = source
-        self.ctx = ctx
-        self.start = start
-        self.byte_range = byte_range
-        self.final = final
-        self.facts = RangeFacts()
-        self.end = Carry()
+    facts: RangeFacts = field(default_factory=RangeFacts, init=False)
+    end: Carry = field(default_factory=Carry, init=False)
 
     def batches(self) -> Iterator[Batch]:
         start, first = self.start, self.byte_range[0]
         parser = LineParser(self.source.path, self.ctx, self.source.max_line)
         if start.held is None and first > 0:
             self.facts.warmed = start = warmed(self.source, self.ctx, start, first)
-        parser.resume(start.seq_base, start.held, start.pending)
-        next_line = yield from fed(parser, self.source, self.byte_range, start.line)
-        batch = parser.take(final=self.final)
-        if batch:
+        sequencer = Sequencer()
+        sequencer.resume(start.seq_base, start.held, start.pending)
+        next_line = yield from fed(sequencer, parser, self.source, self.byte_range, start.line)
+        if self.final and (batch := sequencer.finish()):
             yield batch
-        self.end = Carry(parser.count, next_line, parser.held(), parser.pending)
+        self.end = Carry(sequencer.count, next_line, _rows(sequencer.held()), sequencer.pending)
         self.facts.headers = dict(self.ctx.notes.get("armulator", {}))
 
 
@@ -218,20 +215,26 @@ def warmed(source: InputFile, ctx: DecodeContext, start: Carry, at: int) -> Carr
     lookback, lines = found
     scratch = DecodeContext(options=ctx.options)
     parser = LineParser(source.path, scratch, source.max_line)
+    sequencer = Sequencer()
     # Past the input's start, a count above 0, as the true one is: records before the first
     # instruction take seq 0, not count - 1.
-    parser.resume(0 if lookback == 0 else LOOKBACK, None, [])
-    for _ in fed(parser, source, (lookback, at), start.line - lines):
+    sequencer.resume(0 if lookback == 0 else LOOKBACK, None, [])
+    for _ in fed(sequencer, parser, source, (lookback, at), start.line - lines):
         pass
-    parser.take()
-    shift = start.seq_base - parser.count
-    held = parser.held()
+    shift = start.seq_base - sequencer.count
+    held = _rows(sequencer.held())
     if shift:
         seq = held.column("seq").to_numpy() + shift
         index = held.schema.get_field_index("seq")
         held = held.set_column(index, held.schema.field(index), pa.array(seq, pa.int64()))
-    pending = [(row, addr, size, born + shift) for row, addr, size, born in parser.pending]
+    pending = [(row, addr, size, born + shift) for row, addr, size, born in sequencer.pending]
     return Carry(start.seq_base, start.line, held, pending)
+
+
+def _rows(held: pa.Table | None) -> pa.Table:
+    """The memory rows held back, none as an empty table (a carry's `held` is None only before
+    `warmed` has found them)."""
+    return held if held is not None else SCHEMAS["memory"].empty_table()
 
 
 def finish(facts: list[RangeFacts], _ends: list[Carry], _path: str, ctx: DecodeContext) -> None:

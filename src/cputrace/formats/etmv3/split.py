@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, BinaryIO
 
@@ -47,6 +47,7 @@ from ...flow.program import Program
 from ...inputs import InputFile
 from ..base import Batch, DecodeContext
 from ..etmv4.config import Etmv4Config
+from ..splitrange import SplitRange
 from .capture import CHUNK_BYTES, EtmSource, is_snapshot, open_captures, packet_decoder
 from .decoder import PROTOCOLS, Unsynced, packet_error, source_program
 from .instructions import SourceWalk
@@ -171,20 +172,13 @@ def first_carries(counts: list[None]) -> list[Carry]:
     return [Carry() for _ in counts]
 
 
-class RangeDecode:
-    """A byte range of a raw stream decoded from a carry: `batches`, then `end` (the carry at
-    the cut after it) and `facts`. The last range (`final`) decodes to the input's end."""
+@dataclass(eq=False)
+class RangeDecode(SplitRange[Carry, RangeFacts]):
+    """A byte range of a raw stream decoded from a carry (splitrange.SplitRange): `end` is the
+    carry at the cut after it. The last range (`final`) decodes to the input's end."""
 
-    def __init__(
-        self, source: InputFile, ctx: DecodeContext, start: Carry, byte_range: tuple[int, int], final: bool
-    ) -> None:  # fmt: skip
-        self.source = source
-        self.ctx = ctx
-        self.start = start
-        self.byte_range = byte_range
-        self.final = final
-        self.facts = RangeFacts()
-        self.end = Carry()
+    facts: RangeFacts = field(default_factory=RangeFacts, init=False)
+    end: Carry = field(default_factory=Carry, init=False)
 
     def batches(self) -> Iterator[Batch]:
         first, stop = self.byte_range

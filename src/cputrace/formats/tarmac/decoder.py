@@ -12,19 +12,18 @@ split.py) decodes from a given one (`RangeDecode`) and says what its own result 
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...inputs import InputFile, prefetched
+from ...inputs import InputFile
 from ...model import ISA_NAMES, SCHEMAS, Flag, Isa
-from ...regnames import canonical_register
 from ..base import Batch, DecodeContext
+from ..linerows import canonical_names, merged, nonempty, numbered, scanned_ahead, strings
 from .grammar import LineError, LineStamp, Rows, TarmacLineParser
 from .options import BYTE_ORDER, DEFAULT_ISA
 from .scan import KIND_LONG, KIND_SLOW, MEM_L, MEM_NS, MEM_T, MEM_X, TIME_UNITS, Scan, scan_chunk
@@ -169,16 +168,9 @@ def _assembled(
     source: InputFile, assembler: _Assembler, byte_range: tuple[int, int] | None
 ) -> Iterator[Batch]:
     """Chunks scanned two at a time on worker threads, assembled in input order."""
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        pending: deque[tuple[memoryview, Future[_Scanned]]] = deque()
-        for chunk in prefetched(source.line_chunks(byte_range=byte_range)):
-            pending.append((chunk, pool.submit(_scan_and_build, chunk, source.max_line)))
-            if len(pending) > 2:
-                done, scanned = pending.popleft()
-                yield assembler.assemble(done, scanned.result())
-        while pending:
-            done, scanned = pending.popleft()
-            yield assembler.assemble(done, scanned.result())
+    scan = partial(_scan_and_build, max_line=source.max_line)
+    for chunk, scanned in scanned_ahead(source.line_chunks(byte_range=byte_range), scan):
+        yield assembler.assemble(chunk, scanned)
 
 
 def _units_of(scan: Scan, has_time: np.ndarray) -> list[int]:
@@ -223,7 +215,7 @@ class _Assembler:
         scan = scanned.scan
         first = self.carry.line
         self.carry.line += scan.n_lines
-        fast = {name: _numbered(table, first) for name, table in scanned.tables.items()}
+        fast = {name: numbered(table, first) for name, table in scanned.tables.items()}
         rows = Rows()
         has_time = (scan.tunit > 0) & (scan.kind < KIND_SLOW)  # the slow path reads its own lines' times
         slow_time, late = self._slow_lines(chunk, scan, first, has_time, rows)
@@ -241,7 +233,7 @@ class _Assembler:
             self.facts.cpu_given = bool(scan.cpu[0] >= 0)
         line_cpu = self._line_cpus(scan.cpu)
 
-        insns = _merge(fast["instructions"], rows.instructions.to_table())
+        insns = merged(fast["instructions"], rows.instructions.to_table())
         insn_line = insns.column("src").to_numpy() - first
         insn_cpu = line_cpu[insn_line]
         batch: Batch = {}
@@ -250,8 +242,8 @@ class _Assembler:
             np.arange(self.carry.seq_base, self.carry.seq_base + len(insn_line), dtype=np.int64),
         )  # fmt: skip
         for name, table in (
-            ("registers", _merge(fast["registers"], rows.registers.to_table())),
-            ("memory", _merge(self._core_memory(fast["memory"]), rows.memory.to_table())),
+            ("registers", merged(fast["registers"], rows.registers.to_table())),
+            ("memory", merged(self._core_memory(fast["memory"]), rows.memory.to_table())),
             ("events", rows.events.to_table()),  # only the line parser makes events, in order
         ):
             line = table.column("src").to_numpy() - first
@@ -463,20 +455,13 @@ def _scan_and_build(chunk: memoryview, max_line: int) -> _Scanned:
     )
 
 
-def _numbered(table: pa.Table, first: int) -> pa.Table:
-    """`table` with `src` as line numbers in the input, for a chunk whose first line is `first`."""
-    at = table.schema.get_field_index("src")
-    return table.set_column(at, "src", pc.add(table.column(at), pa.scalar(first, pa.int64())))
-
-
 def _fast_instructions(scan: Scan) -> pa.Table:
     f = scan.insn
     n = len(f["line"])
     nulls = pa.nulls(n, pa.int64())
     opcode = pa.array(f["opcode"], pa.uint32(), mask=f["failed"])
     flags = np.where(f["failed"], np.uint16(Flag.FETCH_FAILED), np.uint16(0))
-    disasm = _strings(f["dis_off"], f["dis_buf"])
-    disasm = pc.if_else(pc.equal(pc.utf8_length(disasm), 0), pa.scalar(None, pa.string()), disasm)
+    disasm = nonempty(strings(f["dis_off"], f["dis_buf"]))
     fast = pa.Table.from_arrays(
         [
             nulls,
@@ -486,7 +471,7 @@ def _fast_instructions(scan: Scan) -> pa.Table:
             opcode,
             pa.array(f["size"], pa.uint8()),
             pa.DictionaryArray.from_arrays(pa.array(f["isa"].astype(np.int32)), ISA_NAMES),
-            _nonempty(_strings(f["mode_off"], f["mode_buf"])).dictionary_encode(),
+            nonempty(strings(f["mode_off"], f["mode_buf"])).dictionary_encode(),
             pa.array(f["executed"], pa.bool_()),
             nulls,
             pa.array(flags, pa.uint16()),
@@ -501,13 +486,13 @@ def _fast_instructions(scan: Scan) -> pa.Table:
 def _fast_registers(scan: Scan) -> pa.Table:
     f = scan.reg
     n = len(f["line"])
-    names = _strings(f["name_off"], f["name_buf"]).dictionary_encode()
+    names = strings(f["name_off"], f["name_buf"]).dictionary_encode()
     fast = pa.Table.from_arrays(
         [
             pa.nulls(n, pa.int64()),
             pa.nulls(n, pa.int64()),
             pa.nulls(n, pa.uint16()),
-            _canonical_names(names, f["nbytes"]),
+            canonical_names(names, f["nbytes"]),
             pa.array(f["nbytes"], pa.uint8()),
             pa.array(f["value"], pa.uint64()),
             pa.nulls(n, pa.binary()),
@@ -540,40 +525,3 @@ def _fast_memory(scan: Scan) -> pa.Table:
         schema=SCHEMAS["memory"],
     )
     return fast
-
-
-def _strings(offsets: np.ndarray, buf: np.ndarray) -> pa.Array:
-    n = len(offsets) - 1
-    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(buf))
-
-
-def _nonempty(strings: pa.Array) -> pa.Array:
-    return pc.if_else(pc.equal(pc.utf8_length(strings), 0), pa.scalar(None, pa.string()), strings)
-
-
-def _canonical_names(names: pa.DictionaryArray, nbytes: np.ndarray) -> pa.DictionaryArray:
-    """Map printed register names to canonical ones (some depend on the value's width)."""
-    printed = names.dictionary.to_pylist()
-    variants = [canonical_register(p, 4) for p in printed] + [canonical_register(p, 8) for p in printed]
-    unique, inverse = np.unique(np.array(variants, dtype=object), return_inverse=True)
-    indices = names.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    chosen = inverse[indices + len(printed) * (nbytes > 4)]
-    return pa.DictionaryArray.from_arrays(
-        pa.array(chosen.astype(np.int32)), pa.array(unique.tolist(), pa.string())
-    )
-
-
-def _sorted_by_src(table: pa.Table) -> pa.Table:
-    src = table.column("src").to_numpy()
-    if len(src) < 2 or bool(np.all(src[1:] >= src[:-1])):
-        return table
-    return table.take(pa.array(np.argsort(src, kind="stable")))
-
-
-def _merge(fast: pa.Table, slow: pa.Table) -> pa.Table:
-    """Fast-path and slow-path rows of one chunk, back in line order."""
-    if slow.num_rows == 0:
-        return fast
-    if fast.num_rows == 0:
-        return slow
-    return _sorted_by_src(pa.concat_tables([fast, slow]).combine_chunks())

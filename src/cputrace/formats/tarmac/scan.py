@@ -22,6 +22,16 @@ import numpy as np
 from ...inputs import MAX_LINE_BYTES
 from ...model import Isa
 from ...timeunits import COUNTING_UNITS, SECOND_EXPONENTS
+from ..linescan import (
+    count_newlines,
+    hex_digit,
+    hex_run,
+    is_digit,
+    is_letter,
+    is_space,
+    line_end,
+    skip_spaces,
+)
 from .grammar import MAX_CORE
 
 KIND_BLANK, KIND_INSN, KIND_REG, KIND_MEM, KIND_SLOW, KIND_LONG = 0, 1, 2, 3, 4, 5
@@ -62,10 +72,9 @@ MEM = np.dtype(
 MEM_* attributes."""
 
 # The bytes the scanner compares with.
-_NEWLINE, _SPACE, _TAB, _CR = ord("\n"), ord(" "), ord("\t"), ord("\r")
 _OPEN, _CLOSE, _COLON, _COMMA, _DASH, _UNDERSCORE = ord("("), ord(")"), ord(":"), ord(","), ord("-"), ord("_")
-_ZERO, _NINE, _LOWER_A, _LOWER_F, _LOWER_Z = ord("0"), ord("9"), ord("a"), ord("f"), ord("z")
-_UPPER_A, _UPPER_F, _UPPER_Z = ord("A"), ord("F"), ord("Z")
+_ZERO, _LOWER_A, _LOWER_Z = ord("0"), ord("a"), ord("z")
+_UPPER_A, _UPPER_Z = ord("A"), ord("Z")
 _I, _E, _T, _S, _R, _M, _W = ord("I"), ord("E"), ord("T"), ord("S"), ord("R"), ord("M"), ord("W")
 _X, _L = ord("X"), ord("L")
 _A32, _T32, _A64, _T32EE = (ord(letter) for letter in "ATOX")  # the ISA letters
@@ -78,41 +87,7 @@ for _code, _unit in enumerate(TIME_UNITS):
     _UNITS[_code, : len(_unit)] = np.frombuffer(_unit.encode(), np.uint8)
 _UNIT_LENGTHS = np.array([len(unit) for unit in TIME_UNITS], np.int64)
 
-# The helpers are plain compiled functions, which LLVM inlines into the scanner all the same:
-# numba's own inlining (inline="always") made the scanner's first compilation three times as long.
-
-
-@numba.njit(cache=True)
-def _hex(c):
-    if _ZERO <= c <= _NINE:
-        return c - _ZERO
-    if _LOWER_A <= c <= _LOWER_F:
-        return c - _LOWER_A + 10
-    if _UPPER_A <= c <= _UPPER_F:
-        return c - _UPPER_A + 10
-    return -1
-
-
-@numba.njit(cache=True)
-def _digit(c):
-    return _ZERO <= c <= _NINE
-
-
-@numba.njit(cache=True)
-def _letter(c):
-    return _UPPER_A <= c <= _UPPER_Z or _LOWER_A <= c <= _LOWER_Z
-
-
-@numba.njit(cache=True)
-def _space(c):
-    return c in (_SPACE, _TAB, _CR)
-
-
-@numba.njit(cache=True)
-def _skip(d, p, e):
-    while p < e and _space(d[p]):
-        p += 1
-    return p
+# The helpers are plain compiled functions, as those of ..linescan (see there).
 
 
 @numba.njit(cache=True)
@@ -143,22 +118,10 @@ def _unit_code(d, a, b):
 
 
 @numba.njit(cache=True)
-def _hex_run(d, q, e):
-    """Up to 16 hex digits from q: (value, digit count, position after them)."""
-    val = 0
-    nd = 0
-    while q < e and _hex(d[q]) >= 0 and nd < 16:
-        val = val * 16 + _hex(d[q])
-        q += 1
-        nd += 1
-    return val, nd, q
-
-
-@numba.njit(cache=True)
 def _hex_digits_end(d, q, e):
     """Past 1 to 16 hex digits from q, or -1 if there are none or more."""
     q0 = q
-    while q < e and _hex(d[q]) >= 0:
+    while q < e and hex_digit(d[q]) >= 0:
         q += 1
     return q if 0 < q - q0 <= 16 else -1
 
@@ -188,8 +151,8 @@ def _value_token(d, q, e, colon_ok):
     val = 0
     nd = 0
     ok = q < e
-    while q < e and not _space(d[q]):
-        h = _hex(d[q])
+    while q < e and not is_space(d[q]):
+        h = hex_digit(d[q])
         if h >= 0:
             val = val * 16 + h
             nd += 1
@@ -214,9 +177,7 @@ def _scan(d, max_line, check_ascii, lines, insns, regs, mems, modes, disasm, nam
     name_pos = 0
     s = 0
     while s < n_data:
-        e = s
-        while e < n_data and d[e] != _NEWLINE:
-            e += 1
+        e = line_end(d, s, n_data)
         li = n_lines
         line = lines[li]
         line.start = s
@@ -230,68 +191,68 @@ def _scan(d, max_line, check_ascii, lines, insns, regs, mems, modes, disasm, nam
             line.kind = KIND_LONG
             s = nxt
             continue
-        p = _skip(d, s, e)
+        p = skip_spaces(d, s, e)
         if p == e:
             line.kind = KIND_BLANK
             s = nxt
             continue
         # -- optional "<time> <unit>" -----------------------------------------------
-        if _digit(d[p]):
+        if is_digit(d[p]):
             q = p
             val = 0
-            while q < e and _digit(d[q]) and q - p < 18:
+            while q < e and is_digit(d[q]) and q - p < 18:
                 val = val * 10 + (d[q] - _ZERO)
                 q += 1
-            r = _skip(d, q, e)
+            r = skip_spaces(d, q, e)
             u0 = r
             while r < e and _LOWER_A <= d[r] <= _LOWER_Z:
                 r += 1
             code = _unit_code(d, u0, r)
-            if code == 0 or r >= e or not _space(d[r]) or (q < e and _digit(d[q])):
+            if code == 0 or r >= e or not is_space(d[r]) or (q < e and is_digit(d[q])):
                 s = nxt
                 continue
             line.time = val
             line.tunit = code
-            p = _skip(d, r, e)
+            p = skip_spaces(d, r, e)
         # -- optional "cpuN" -------------------------------------------------------------
-        if p + 3 < e and _starts(d, p, e, _CPU) and _digit(d[p + 3]):
+        if p + 3 < e and _starts(d, p, e, _CPU) and is_digit(d[p + 3]):
             q = p + 3
             c = 0
-            while q < e and _digit(d[q]) and c <= MAX_CORE:
+            while q < e and is_digit(d[q]) and c <= MAX_CORE:
                 c = c * 10 + (d[q] - _ZERO)
                 q += 1
-            if q >= e or not _space(d[q]) or c > MAX_CORE:
+            if q >= e or not is_space(d[q]) or c > MAX_CORE:
                 s = nxt
                 continue
             line.cpu = c
-            p = _skip(d, q, e)
+            p = skip_spaces(d, q, e)
         if p + 2 >= e:
             s = nxt
             continue
         c0 = d[p]
         c1 = d[p + 1]
         # -- instruction: IT, IS or ES -------------------------------------------------------
-        if ((c0 == _I and c1 in (_T, _S)) or (c0 == _E and c1 == _S)) and _space(d[p + 2]):
+        if ((c0 == _I and c1 in (_T, _S)) or (c0 == _E and c1 == _S)) and is_space(d[p + 2]):
             es = c0 == _E
-            q = _skip(d, p + 2, e)
+            q = skip_spaces(d, p + 2, e)
             if q >= e or d[q] != _OPEN:
                 s = nxt
                 continue
             q += 1
             if es:
-                pc, nd, q = _hex_run(d, q, e)
+                pc, nd, q = hex_run(d, q, e)
                 if nd == 0 or q >= e or d[q] != _COLON:
                     s = nxt
                     continue
                 q += 1
             else:
-                while q < e and _digit(d[q]):
+                while q < e and is_digit(d[q]):
                     q += 1
                 if q >= e or d[q] != _CLOSE:
                     s = nxt
                     continue
                 # a 17th digit is none of the characters allowed after an address: slow path
-                pc, nd, q = _hex_run(d, _skip(d, q + 1, e), e)
+                pc, nd, q = hex_run(d, skip_spaces(d, q + 1, e), e)
                 if nd == 0 or q >= e:
                     s = nxt
                     continue
@@ -307,10 +268,10 @@ def _scan(d, max_line, check_ascii, lines, insns, regs, mems, modes, disasm, nam
                         s = nxt
                         continue
                     q = _address_end(d, q, e)
-                if q >= e or not _space(d[q]):
+                if q >= e or not is_space(d[q]):
                     s = nxt
                     continue
-                q = _skip(d, q, e)
+                q = skip_spaces(d, q, e)
             # opcode
             o0 = q
             op = 0
@@ -320,8 +281,8 @@ def _scan(d, max_line, check_ascii, lines, insns, regs, mems, modes, disasm, nam
                     q += 1
                 fail = True
             else:
-                while q < e and _hex(d[q]) >= 0:
-                    op = op * 16 + _hex(d[q])
+                while q < e and hex_digit(d[q]) >= 0:
+                    op = op * 16 + hex_digit(d[q])
                     q += 1
             nop = q - o0
             if nop != 4 and nop != 8:
@@ -332,12 +293,12 @@ def _scan(d, max_line, check_ascii, lines, insns, regs, mems, modes, disasm, nam
                     s = nxt
                     continue
                 q += 1
-            if q >= e or not _space(d[q]):
+            if q >= e or not is_space(d[q]):
                 s = nxt
                 continue
-            q = _skip(d, q, e)
+            q = skip_spaces(d, q, e)
             # ISA letter
-            if q + 1 >= e or not _space(d[q + 1]):
+            if q + 1 >= e or not is_space(d[q + 1]):
                 s = nxt
                 continue
             isa_c = d[q]
@@ -356,27 +317,27 @@ def _scan(d, max_line, check_ascii, lines, insns, regs, mems, modes, disasm, nam
             else:
                 s = nxt
                 continue
-            q = _skip(d, q + 1, e)
+            q = skip_spaces(d, q + 1, e)
             # mode, then ':' (separate or attached)
             m0 = q
-            while q < e and not _space(d[q]):
+            while q < e and not is_space(d[q]):
                 q += 1
             m1 = q
             if m1 > m0 and d[m1 - 1] == _COLON:
                 m1 -= 1
             else:
-                q = _skip(d, q, e)
-                if q >= e or d[q] != _COLON or (q + 1 < e and not _space(d[q + 1])):
+                q = skip_spaces(d, q, e)
+                if q >= e or d[q] != _COLON or (q + 1 < e and not is_space(d[q + 1])):
                     s = nxt
                     continue
                 q += 1
-            q = _skip(d, q, e)
+            q = skip_spaces(d, q, e)
             executed = not (c0 == _I and c1 == _S)
-            if _starts(d, q, e, _CCFAIL) and (q + len(_CCFAIL) == e or _space(d[q + len(_CCFAIL)])):
+            if _starts(d, q, e, _CCFAIL) and (q + len(_CCFAIL) == e or is_space(d[q + len(_CCFAIL)])):
                 executed = False
-                q = _skip(d, q + len(_CCFAIL), e)
+                q = skip_spaces(d, q + len(_CCFAIL), e)
             t = e
-            while t > q and _space(d[t - 1]):
+            while t > q and is_space(d[t - 1]):
                 t -= 1
             if check_ascii and not _ascii(d, m0, e):  # mode and disassembly: strings
                 s = nxt
@@ -402,20 +363,20 @@ def _scan(d, max_line, check_ascii, lines, insns, regs, mems, modes, disasm, nam
             insns[ni].dis_off = dis_pos
             line.kind = KIND_INSN
         # -- register: R -----------------------------------------------------------------
-        elif c0 == _R and _space(c1):
-            q = _skip(d, p + 1, e)
+        elif c0 == _R and is_space(c1):
+            q = skip_spaces(d, p + 1, e)
             n0 = q
-            while q < e and not _space(d[q]):
+            while q < e and not is_space(d[q]):
                 c = d[q]
-                if not (_digit(c) or _letter(c) or c == _UNDERSCORE):
+                if not (is_digit(c) or is_letter(c) or c == _UNDERSCORE):
                     break
                 q += 1
             n1 = q
-            if n1 == n0 or q >= e or not _space(d[q]):
+            if n1 == n0 or q >= e or not is_space(d[q]):
                 s = nxt
                 continue
-            val, nd, q, ok = _value_token(d, _skip(d, q, e), e, True)
-            if not ok or nd == 0 or nd > 16 or _skip(d, q, e) != e:
+            val, nd, q, ok = _value_token(d, skip_spaces(d, q, e), e, True)
+            if not ok or nd == 0 or nd > 16 or skip_spaces(d, q, e) != e:
                 s = nxt
                 continue
             reg = regs[nr]
@@ -430,14 +391,14 @@ def _scan(d, max_line, check_ascii, lines, insns, regs, mems, modes, disasm, nam
             regs[nr].name_off = name_pos
             line.kind = KIND_REG
         # -- memory access: MR<n> or MW<n> ---------------------------------------------------
-        elif c0 == _M and c1 in (_R, _W) and p + 2 < e and _digit(d[p + 2]):
+        elif c0 == _M and c1 in (_R, _W) and p + 2 < e and is_digit(d[p + 2]):
             q = p + 2
             size = 0
-            while q < e and _digit(d[q]) and size <= SCANNED_ACCESS_BYTES:
+            while q < e and is_digit(d[q]) and size <= SCANNED_ACCESS_BYTES:
                 size = size * 10 + (d[q] - _ZERO)
                 q += 1
             attr = 0
-            while q < e and not _space(d[q]):
+            while q < e and not is_space(d[q]):
                 if d[q] == _X:
                     attr |= MEM_X
                 elif d[q] == _T:
@@ -447,28 +408,28 @@ def _scan(d, max_line, check_ascii, lines, insns, regs, mems, modes, disasm, nam
                 else:
                     break
                 q += 1
-            if size == 0 or size > SCANNED_ACCESS_BYTES or q >= e or not _space(d[q]):
+            if size == 0 or size > SCANNED_ACCESS_BYTES or q >= e or not is_space(d[q]):
                 s = nxt
                 continue
-            addr, nd, q = _hex_run(d, _skip(d, q, e), e)
+            addr, nd, q = hex_run(d, skip_spaces(d, q, e), e)
             if nd == 0 or q >= e:
                 s = nxt
                 continue
             paddr = 0
             has_paddr = False
             if d[q] == _COLON:
-                paddr, nd, q = _hex_run(d, q + 1, e)
+                paddr, nd, q = hex_run(d, q + 1, e)
                 has_paddr = nd > 0
             if _starts(d, q, e, _NS_SUFFIX):
                 attr |= MEM_NS
                 q += len(_NS_SUFFIX)
             elif _starts(d, q, e, _S_SUFFIX):
                 q += len(_S_SUFFIX)
-            if q >= e or not _space(d[q]):
+            if q >= e or not is_space(d[q]):
                 s = nxt
                 continue
-            val, nd, q, ok = _value_token(d, _skip(d, q, e), e, False)
-            if not ok or nd == 0 or nd > 2 * size or _skip(d, q, e) != e:
+            val, nd, q, ok = _value_token(d, skip_spaces(d, q, e), e, False)
+            if not ok or nd == 0 or nd > 2 * size or skip_spaces(d, q, e) != e:
                 s = nxt
                 continue
             mem = mems[nm]
@@ -485,14 +446,6 @@ def _scan(d, max_line, check_ascii, lines, insns, regs, mems, modes, disasm, nam
         s = nxt
     lines[n_lines].start = n_data
     return n_lines, ni, nr, nm, mode_pos, dis_pos, name_pos
-
-
-@numba.njit(nogil=True, cache=True)
-def _count_newlines(d):
-    n = 0
-    for c in d:
-        n += c == _NEWLINE
-    return n
 
 
 @dataclass
@@ -526,7 +479,7 @@ def scan_chunk(data: bytes | bytearray | memoryview, max_line: int = MAX_LINE_BY
 
 
 def _scanned(d: np.ndarray, max_line: int, check_ascii: bool) -> Scan:
-    cap = _count_newlines(d) + 1
+    cap = count_newlines(d) + 1
     lines = np.empty(cap + 1, LINE)
     insns, regs, mems = np.zeros(cap + 1, INSN), np.zeros(cap + 1, REG), np.empty(cap, MEM)
     modes, disasm, names = (np.empty(len(d), np.uint8) for _ in range(3))

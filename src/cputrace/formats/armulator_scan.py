@@ -1,0 +1,388 @@
+"""Compiled scanner for the ARMulator Tracer line shapes that make up nearly all of a trace.
+
+It recognises, in one pass over raw bytes and without the GIL, each optionally after `T <time>`:
+- instruction lines `IT|IS <address> <4 or 8 hex digit opcode> [disassembly]`;
+- access lines `<cycle word> <address> <data>` with one data word of at most 16 hex digits or
+  two of at most 8 (an 8-byte access);
+- register lines `R|RCP <name>=<value>[, <name>=<value>...]` with at most 16 hex digits a value.
+Every other line is marked SLOW and parsed by `armulator.LineParser`, which is the full
+grammar; so is every line whose numbers may be out of range (a time of 2^63 or more, more
+digits than the scanner's 64 bits hold) and every line with a byte the two could read apart:
+one that is not ASCII (but the Tracer's no-break space, raw 0xA0 or UTF-8 C2 A0, read as a
+space, as the parser reads it) or a control character Python takes for whitespace. The
+scanner takes only what it can store exactly. Lines longer than the input's line cap are
+marked LONG.
+
+The cycle word of an access line is only packed into `MEM.word`: what it means (and whether it
+is one) is `cycleword.parse_cycle_word`'s to say, once per distinct word (`scanned_rows`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import numba
+import numpy as np
+import pyarrow as pa
+
+from ..model import SCHEMAS
+from .base import Batch
+from .cycleword import CycleWord, parse_cycle_word
+from .linerows import canonical_names, nonempty, strings
+from .linescan import count_newlines, hex_digit, hex_run, is_digit, is_letter, is_space, line_end, skip_spaces
+
+KIND_BLANK, KIND_INSN, KIND_MEM, KIND_REG, KIND_SLOW, KIND_LONG = 0, 1, 2, 3, 4, 5
+WORD_BYTES = 8  # the longest cycle word the scanner packs into MEM.word
+
+LINE = np.dtype([("start", "<i8"), ("time", "<i8"), ("kind", "u1"), ("has_time", "?")], align=True)
+"""One line: where it starts in the chunk, its KIND_* and its `T <time>` prefix (has_time False:
+none). A last record holds only the start of the line after the chunk (its end)."""
+INSN = np.dtype(
+    [
+        ("line", "<i8"), ("pc", "<u8"), ("opcode", "<u4"), ("dis_off", "<i4"), ("thumb", "?"),
+        ("executed", "?"),
+    ],
+    align=True,
+)  # fmt: skip
+"""An instruction line: `line` index, pc, opcode (thumb: printed with 4 digits), executed (IT,
+not IS) and where its disassembly starts in the disassembly buffer (the next record's offset
+is its end)."""
+MEM = np.dtype(
+    [("line", "<i8"), ("addr", "<u8"), ("value", "<u8"), ("word", "<u8"), ("words", "u1")], align=True
+)
+"""An access line: `line` index, address, the data words' value (word0 | word1 << 32 for two),
+how many data words were printed and the cycle word's bytes, little-endian, zero-padded."""
+REG = np.dtype([("line", "<i8"), ("value", "<u8"), ("name_off", "<i4"), ("digits", "u1")], align=True)
+"""A register of an `R` line (one line may give several): `line` index, value, how many hex
+digits were printed and where its name starts in the name buffer (the next record's offset is
+its end)."""
+
+# The bytes the scanner compares with.
+_NBSP, _UTF8_NBSP_LEAD = 0xA0, 0xC2
+_VT, _FF, _FILE_SEPARATOR, _UNIT_SEPARATOR = 0x0B, 0x0C, 0x1C, 0x1F
+_I, _T, _S, _R, _C, _P, _M, _B = (ord(letter) for letter in "ITSRCPMB")
+_X_LOWER, _X_UPPER, _EQUALS, _COMMA, _UNDERSCORE = ord("x"), ord("X"), ord("="), ord(","), ord("_")
+_ZERO = ord("0")
+_SPACE = ord(" ")
+
+
+@numba.njit(cache=True)
+def _name_char(c):
+    return is_letter(c) or is_digit(c) or c == _UNDERSCORE
+
+
+@numba.njit(cache=True)
+def _normalised(d, s, e, out):
+    """Line s..e copied into `out` with each no-break space a space: its length, or -1 for a
+    line with a byte the line parser may read otherwise (not ASCII, a control character that
+    Python's `str.split` takes for whitespace: VT, FF, 0x1C-0x1F, or NUL, which would pad a
+    packed cycle word)."""
+    n = 0
+    k = s
+    while k < e:
+        c = d[k]
+        if c == _UTF8_NBSP_LEAD and k + 1 < e and d[k + 1] == _NBSP:
+            c = _SPACE
+            k += 1
+        elif c == _NBSP:  # a raw 0xA0, never a continuation here: the byte before was whole
+            c = _SPACE
+        elif c >= 0x80 or c in (0, _VT, _FF) or _FILE_SEPARATOR <= c <= _UNIT_SEPARATOR:
+            return -1
+        out[n] = c
+        n += 1
+        k += 1
+    return n
+
+
+@numba.njit(cache=True)
+def _token_end(d, q, e):
+    while q < e and not is_space(d[q]):
+        q += 1
+    return q
+
+
+@numba.njit(cache=True)
+def _hex_token(d, q, e, most):
+    """A whitespace-ended token of 1 to `most` hex digits from q: (value, digits, end); digits 0
+    when it is not one."""
+    val, nd, r = hex_run(d, q, e)
+    if nd == 0 or nd > most or (r < e and not is_space(d[r])):
+        return 0, 0, r
+    return val, nd, r
+
+
+@numba.njit(cache=True)
+def _registers(d, q, e, li, regs, nr, names, name_pos):
+    """The `name=value` pairs from q to e (the line's end) into `regs` from record nr: the
+    record count after them, or -1 if the rest is not such pairs with 16 digits at most."""
+    while True:
+        if q >= e or not is_letter(d[q]):
+            return -1
+        n0 = q
+        while q < e and _name_char(d[q]):
+            q += 1
+        n1 = q
+        q = skip_spaces(d, q, e)
+        if q >= e or d[q] != _EQUALS:
+            return -1
+        q = skip_spaces(d, q + 1, e)
+        if q + 2 < e and d[q] == _ZERO and d[q + 1] in (_X_LOWER, _X_UPPER) and hex_digit(d[q + 2]) >= 0:
+            q += 2
+        val, nd, q = hex_run(d, q, e)
+        if nd == 0 or (q < e and hex_digit(d[q]) >= 0):  # none, or more than 16
+            return -1
+        reg = regs[nr]
+        reg.line = li
+        reg.value = val
+        reg.digits = nd
+        reg.name_off = name_pos
+        for k in range(n0, n1):
+            names[name_pos] = d[k]
+            name_pos += 1
+        nr += 1
+        regs[nr].name_off = name_pos
+        r = skip_spaces(d, q, e)
+        if r < e and d[r] == _COMMA:
+            r = skip_spaces(d, r + 1, e)
+            if r == e:  # a trailing comma
+                return nr
+        elif r == q and r < e:  # no separator
+            return -1
+        if r == e:
+            return nr
+        q = r
+
+
+@numba.njit(cache=True)
+def _line(d, e, li, line, insns, ni, mems, nm, regs, nr, disasm, dis_pos, names):
+    """Line 0..e of `d` (no-break spaces made spaces) into `line` and the records: the counts
+    after it (instructions, accesses, registers, disassembly bytes)."""
+    while e > 0 and is_space(d[e - 1]):
+        e -= 1
+    p = skip_spaces(d, 0, e)
+    if p == e:
+        line.kind = KIND_BLANK
+        return ni, nm, nr, dis_pos
+    # -- optional "T <time>" ---------------------------------------------------------------
+    if d[p] == _T and p + 1 < e and is_space(d[p + 1]):
+        time, nd, q = _hex_token(d, skip_spaces(d, p + 1, e), e, 16)
+        # time < 0: 16 digits from 8 on (2^63 or more) wrapped round; a bare time is a
+        # timestamp event, left to the line parser
+        if nd == 0 or time < 0 or q == e:
+            return ni, nm, nr, dis_pos
+        line.time = time
+        line.has_time = True
+        p = skip_spaces(d, q, e)
+    w = _token_end(d, p, e)
+    c0 = d[p]
+    # -- instruction: IT or IS -------------------------------------------------------------
+    if w - p == 2 and c0 == _I and d[p + 1] in (_T, _S):
+        pc, nd, q = _hex_token(d, skip_spaces(d, w, e), e, 16)
+        if nd == 0 or q == e:
+            return ni, nm, nr, dis_pos
+        opcode, nop, q = _hex_token(d, skip_spaces(d, q, e), e, 8)
+        if nop != 4 and nop != 8:
+            return ni, nm, nr, dis_pos
+        insn = insns[ni]
+        insn.line = li
+        insn.pc = pc
+        insn.opcode = opcode
+        insn.thumb = nop == 4
+        insn.executed = d[p + 1] == _T
+        insn.dis_off = dis_pos
+        for k in range(skip_spaces(d, q, e), e):
+            disasm[dis_pos] = d[k]
+            dis_pos += 1
+        ni += 1
+        insns[ni].dis_off = dis_pos
+        line.kind = KIND_INSN
+    # -- register: R or RCP ------------------------------------------------------------------
+    elif (w - p == 1 and c0 == _R) or (w - p == 3 and c0 == _R and d[p + 1] == _C and d[p + 2] == _P):
+        nr_after = _registers(d, skip_spaces(d, w, e), e, li, regs, nr, names, regs[nr].name_off)
+        if nr_after < 0:  # what the line wrote is overwritten by the next
+            return ni, nm, nr, dis_pos
+        nr = nr_after
+        line.kind = KIND_REG
+    # -- access: a cycle word, an address and one or two data words ----------------------------
+    elif c0 in (_M, _B) and w - p <= WORD_BYTES:
+        addr, nd, q = _hex_token(d, skip_spaces(d, w, e), e, 16)
+        if nd == 0 or q == e:
+            return ni, nm, nr, dis_pos
+        value, nd, q = _hex_token(d, skip_spaces(d, q, e), e, 16)
+        if nd == 0:
+            return ni, nm, nr, dis_pos
+        words = 1
+        q = skip_spaces(d, q, e)
+        if q < e:
+            if nd > 8:
+                return ni, nm, nr, dis_pos
+            high, nd, q = _hex_token(d, q, e, 8)
+            if nd == 0 or skip_spaces(d, q, e) != e:
+                return ni, nm, nr, dis_pos
+            value |= high << 32
+            words = 2
+        word = 0
+        for k in range(w - 1, p - 1, -1):
+            word = word << 8 | d[k]
+        mem = mems[nm]
+        mem.line = li
+        mem.addr = addr
+        mem.value = value
+        mem.word = word
+        mem.words = words
+        nm += 1
+        line.kind = KIND_MEM
+    return ni, nm, nr, dis_pos
+
+
+@numba.njit(nogil=True, cache=True)
+def _scan(d, max_line, lines, insns, mems, regs, disasm, names, text):
+    """Fill LINE, INSN, MEM and REG records and the disassembly and name buffers; returns how
+    many of each were written. `text` is room for one line (its no-break spaces made spaces)."""
+    n_data = d.shape[0]
+    n_lines = ni = nm = nr = dis_pos = 0
+    s = 0
+    while s < n_data:
+        e = line_end(d, s, n_data)
+        line = lines[n_lines]
+        line.start = s
+        line.kind = KIND_SLOW
+        line.has_time = False
+        line.time = 0
+        if e - s > max_line:
+            line.kind = KIND_LONG
+        else:
+            n = _normalised(d, s, e, text)
+            if n >= 0:
+                ni, nm, nr, dis_pos = _line(
+                    text, n, n_lines, line, insns, ni, mems, nm, regs, nr, disasm, dis_pos, names
+                )
+        n_lines += 1
+        s = e + 1
+    lines[n_lines].start = n_data
+    return n_lines, ni, nm, nr, dis_pos, regs[nr].name_off
+
+
+@dataclass
+class Scan:
+    """What the scanner found in one chunk (arrays trimmed to their counts)."""
+
+    n_lines: int
+    newlines: int  # the lines that end in the chunk (all, or all but an unfinished last)
+    line_start: np.ndarray  # one more than the lines: the end of the last
+    kind: np.ndarray
+    time: np.ndarray
+    has_time: np.ndarray
+    insn: dict[str, np.ndarray]
+    mem: dict[str, np.ndarray]
+    reg: dict[str, np.ndarray]
+
+
+def scan_chunk(data: bytes | bytearray | memoryview, max_line: int) -> Scan:
+    """Classify every line of `data` and extract the fields of the hot line shapes (lines longer
+    than `max_line` bytes are only classified, KIND_LONG)."""
+    d = np.frombuffer(data, dtype=np.uint8)
+    d.flags.writeable = False  # one compiled signature, whether the chunk is bytes or a buffer
+    newlines = count_newlines(d)
+    cap = newlines + 1
+    lines = np.empty(cap + 1, LINE)
+    insns, mems = np.zeros(cap + 1, INSN), np.empty(cap, MEM)
+    regs = np.zeros(int(np.count_nonzero(d == ord("="))) + 1, REG)
+    disasm, names = np.empty(len(d), np.uint8), np.empty(len(d), np.uint8)
+    text = np.empty(min(len(d), max_line), np.uint8)
+    n_lines, ni, nm, nr, n_dis, n_name = _scan(d, max_line, lines, insns, mems, regs, disasm, names, text)
+    insn = {name: insns[name][:ni] for name in INSN.names}
+    insn["dis_off"] = np.ascontiguousarray(insns["dis_off"][: ni + 1])  # string offsets: one more
+    insn["dis_buf"] = disasm[:n_dis]
+    reg = {name: regs[name][:nr] for name in REG.names}
+    reg["name_off"] = np.ascontiguousarray(regs["name_off"][: nr + 1])
+    reg["name_buf"] = names[:n_name]
+    mem = {name: mems[name][:nm] for name in MEM.names}
+    line = lines[:n_lines]
+    starts = lines["start"][: n_lines + 1]
+    kind = line["kind"].copy()  # scanned_rows marks some access lines SLOW
+    return Scan(n_lines, newlines, starts, kind, line["time"], line["has_time"], insn, mem, reg)
+
+
+def scanned_rows(scan: Scan, cpu: int) -> Batch:
+    """The rows of the lines the scanner understood, `src` the line's index in the chunk, seq
+    null (armulator_fetch numbers them). An access line whose word is no
+    cycle word that moves data, or whose two data words do not make an 8-byte access, is
+    marked SLOW: the line parser rejects it."""
+    mem, cycles = _accesses(scan)
+    tables = {}
+    for name, f, columns_of in (
+        ("instructions", scan.insn, _instruction_columns),
+        ("registers", scan.reg, _register_columns),
+        ("memory", mem, partial(_memory_columns, cycles=cycles)),
+    ):
+        n = len(f["line"])
+        values = {
+            "time": pa.array(scan.time[f["line"]], pa.int64(), mask=~scan.has_time[f["line"]]),
+            "cpu": pa.array(np.full(n, cpu, np.uint16)),
+            "src": pa.array(f["line"], pa.int64()),
+            **columns_of(f),
+        }
+        schema = SCHEMAS[name]
+        arrays = [values[field.name] if field.name in values else pa.nulls(n, field.type) for field in schema]
+        tables[name] = pa.Table.from_arrays(arrays, schema=schema)
+    return tables
+
+
+def _accesses(scan: Scan) -> tuple[dict[str, np.ndarray], list[CycleWord]]:
+    """The access records whose cycle word moves data, with `cycle` indexing the meanings of
+    their words (the list returned); those of the other lines dropped, the lines marked SLOW."""
+    f = scan.mem
+    keys, inverse = np.unique(f["word"], return_inverse=True)
+    words = [key.to_bytes(WORD_BYTES, "little").rstrip(b"\0").decode() for key in keys.tolist()]
+    cycles = [parse_cycle_word(word) for word in words]
+    moves = np.array([cycle is not None and cycle.op != "" for cycle in cycles], bool)
+    size = np.array([cycle.size if cycle is not None else 0 for cycle in cycles], np.uint8)
+    ok = moves[inverse] & ((f["words"] == 1) | (size[inverse] == 8))
+    scan.kind[f["line"][~ok]] = KIND_SLOW
+    kept = {name: values[ok] for name, values in f.items()}
+    used, kept["cycle"] = np.unique(inverse[ok], return_inverse=True)
+    return kept, [cycle for index in used.tolist() if (cycle := cycles[index]) is not None]  # all: `moves`
+
+
+def _instruction_columns(f: dict[str, np.ndarray]) -> dict[str, pa.Array]:
+    thumb = f["thumb"]
+    return {
+        "pc": pa.array(f["pc"], pa.uint64()),
+        "opcode": pa.array(f["opcode"], pa.uint32()),
+        "size": pa.array(np.where(thumb, 2, 4).astype(np.uint8)),
+        "isa": pa.DictionaryArray.from_arrays(pa.array(thumb.astype(np.int32)), ["A32", "T32"]),
+        "executed": pa.array(f["executed"], pa.bool_()),
+        "flags": pa.array(np.zeros(len(thumb), np.uint16)),
+        "disasm": nonempty(strings(f["dis_off"], f["dis_buf"])),
+    }
+
+
+def _register_columns(f: dict[str, np.ndarray]) -> dict[str, pa.Array]:
+    nbytes = (f["digits"].astype(np.uint16) + 1) // 2
+    names = strings(f["name_off"], f["name_buf"]).dictionary_encode()
+    return {
+        "reg": canonical_names(names, nbytes),
+        "size": pa.array(nbytes, pa.uint16()),
+        "value": pa.array(f["value"], pa.uint64()),
+    }
+
+
+def _memory_columns(f: dict[str, np.ndarray], cycles: list[CycleWord]) -> dict[str, pa.Array]:
+    cycle = f["cycle"]
+
+    def coded(values: list[str]) -> pa.DictionaryArray:
+        dictionary, index = np.unique(np.array(values, object), return_inverse=True)
+        indices = pa.array(index[cycle].astype(np.int32))
+        return pa.DictionaryArray.from_arrays(indices, pa.array(dictionary.tolist(), pa.string()))
+
+    attrs = [" ".join(filter(None, (c.cycle, c.flags))) or None for c in cycles]
+    return {
+        "op": coded(["F" if c.fetch else c.op for c in cycles]),
+        "source": coded(["bus" if c.bus else "core" for c in cycles]),
+        "size": pa.array(np.array([c.size for c in cycles], np.uint8)[cycle]),
+        "addr": pa.array(f["addr"], pa.uint64()),
+        "value": pa.array(f["value"], pa.uint64()),
+        "attrs": pa.array(attrs, pa.string()).take(pa.array(cycle.astype(np.int32))),
+    }
