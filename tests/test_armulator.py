@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from cputrace import inputs
 from cputrace.errors import TraceFormatError
-from cputrace.formats import armulator
-from cputrace.formats.armulator import ArmulatorDecoder
-from cputrace.formats.armulator_fetch import FETCH_WINDOW
+from cputrace.formats.armulator import sniff as armulator_sniff
+from cputrace.formats.armulator.decoder import ArmulatorDecoder
+from cputrace.formats.armulator.fetch import FETCH_WINDOW
 from cputrace.formats.base import DecodeContext
 from cputrace.formats.cycleword import CycleWord, parse_cycle_word
 from cputrace.inputs import InputFile, compression_of
@@ -492,20 +492,20 @@ def test_bad_line_raises_in_strict_mode(tmp_path: Path) -> None:
 
 def test_sniff_scores() -> None:
     seed = SEED.read_bytes()
-    assert armulator.sniff(seed) >= 90
+    assert armulator_sniff.sniff(seed) >= 90
     body = b"".join(seed.splitlines(True)[3:])
     assert b"Source" not in body
-    assert armulator.sniff(body) >= 60
+    assert armulator_sniff.sniff(body) >= 60
     tarmac = (
         b"0 clk IT (0) 00008000 e28f8090 A svc_s : ADD r8,pc,#0x90\n"
         b"0 clk R r8 00008098\n"
         b"1 clk MNR4O__I 00008004 e898000f\n"
         b"10 ns IT (1) 00008004 e898000f A svc_s : LDM r8,{r0-r3}\n"
     )
-    assert armulator.sniff(tarmac) < 30
-    assert armulator.sniff(b"") == 0
-    assert armulator.sniff(bytes(range(256)) * 4) < 30
-    assert armulator.sniff(b"hello\nworld\nIT 00008000 e28f8090\n") < 30
+    assert armulator_sniff.sniff(tarmac) < 30
+    assert armulator_sniff.sniff(b"") == 0
+    assert armulator_sniff.sniff(bytes(range(256)) * 4) < 30
+    assert armulator_sniff.sniff(b"hello\nworld\nIT 00008000 e28f8090\n") < 30
 
 
 # --- cycle words ----------------------------------------------------------------------------

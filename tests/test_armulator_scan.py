@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from cputrace import inputs
 from cputrace.errors import TraceFormatError
-from cputrace.formats.armulator import ArmulatorDecoder
-from cputrace.formats.armulator_scan import KIND_BLANK, KIND_INSN, KIND_MEM, KIND_REG, KIND_SLOW, scan_chunk
+from cputrace.formats.armulator.decoder import ArmulatorDecoder
+from cputrace.formats.armulator.scan import KIND_BLANK, KIND_INSN, KIND_MEM, KIND_REG, KIND_SLOW, scan_chunk
 from cputrace.formats.base import DecodeContext
 from cputrace.inputs import InputFile
 from cputrace.model import SCHEMAS

@@ -655,7 +655,8 @@ def test_an_armulator_split_whose_lookback_is_out_of_reach_is_decoded_from_the_p
     """More bytes before a split than the lookback reads without its 8 instructions: the part
     does not join up on its own, and decoded from the end of the part before it, gives the rows
     the single-process ingest gives."""
-    from cputrace.formats import DecodeContext, armulator_split
+    from cputrace.formats import DecodeContext
+    from cputrace.formats.armulator import split as armulator_split
     from cputrace.inputs import InputFile
 
     monkeypatch.setattr(armulator_split, "LOOK_BYTES", 256)

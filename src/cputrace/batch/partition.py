@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 
 SPLITS = {
     "tarmac": "cputrace.formats.tarmac.split",
-    "armulator": "cputrace.formats.armulator_split",
+    "armulator": "cputrace.formats.armulator.split",
     "etmv3": "cputrace.formats.etmv3.split",
 }
 """The formats whose inputs split, and the module of each with the steps of a split: `whole`

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import TraceFormatError, UsageError
 from ..plugins import Plugin, registry
-from . import armulator
+from .armulator import sniff as armulator_sniff
 from .base import Batch, DecodeContext, Decoder, Option
 from .etmv3 import options as etmv3_options
 from .etmv3 import sniff as etmv3_sniff
@@ -41,7 +41,7 @@ FORMATS: dict[str, Format] = registry(
     ),
     Format(
         "armulator", "ARMulator Tracer output (ARM ADS/SDT): I, M/B, R and E lines",
-        "cputrace.formats.armulator:ArmulatorDecoder", armulator.sniff,
+        "cputrace.formats.armulator.decoder:ArmulatorDecoder", armulator_sniff.sniff,
     ),
     Format(
         "etmv3", "Arm CoreSight ETMv3, PTM and ETMv4 trace: snapshots (snapshot.ini) and trace buffers",

@@ -1,5 +1,5 @@
 """Compiled byte-level helpers shared by the line scanners (formats/tarmac/scan.py,
-formats/armulator_scan.py): where lines end, whitespace, hex numbers.
+formats/armulator/scan.py): where lines end, whitespace, hex numbers.
 
 Each scanner reads raw bytes in one pass without the GIL and takes only the lines it can store
 exactly; these helpers are the parts of that reading the formats have in common. Whitespace

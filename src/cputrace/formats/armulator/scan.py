@@ -26,11 +26,20 @@ import numba
 import numpy as np
 import pyarrow as pa
 
-from ..model import SCHEMAS
-from .base import Batch
-from .cycleword import CycleWord, parse_cycle_word
-from .linerows import canonical_names, nonempty, strings
-from .linescan import count_newlines, hex_digit, hex_run, is_digit, is_letter, is_space, line_end, skip_spaces
+from ...model import SCHEMAS
+from ..base import Batch
+from ..cycleword import CycleWord, parse_cycle_word
+from ..linerows import canonical_names, nonempty, strings
+from ..linescan import (
+    count_newlines,
+    hex_digit,
+    hex_run,
+    is_digit,
+    is_letter,
+    is_space,
+    line_end,
+    skip_spaces,
+)
 
 KIND_BLANK, KIND_INSN, KIND_MEM, KIND_REG, KIND_SLOW, KIND_LONG = 0, 1, 2, 3, 4, 5
 WORD_BYTES = 8  # the longest cycle word the scanner packs into MEM.word
@@ -307,7 +316,7 @@ def scan_chunk(data: bytes | bytearray | memoryview, max_line: int) -> Scan:
 
 def scanned_rows(scan: Scan, cpu: int) -> Batch:
     """The rows of the lines the scanner understood, `src` the line's index in the chunk, seq
-    null (armulator_fetch numbers them). An access line whose word is no
+    null (fetch.py numbers them). An access line whose word is no
     cycle word that moves data, or whose two data words do not make an 8-byte access, is
     marked SLOW: the line parser rejects it."""
     mem, cycles = _accesses(scan)

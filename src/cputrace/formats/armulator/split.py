@@ -2,7 +2,7 @@
 them), with the names formats/tarmac/split.py gives each step.
 
 Where: at the start of any line (`split_points`). The decoder's only state besides its
-numbering is what its opcode fetches leave pending (formats/armulator_fetch.py): a fetch
+numbering is what its opcode fetches leave pending (fetch.py): a fetch
 belongs to the later instruction whose address it covers, so the memory rows from the oldest
 pending fetch's seq on are held back until it is claimed or expires, `FETCH_WINDOW`
 instructions on.
@@ -35,12 +35,12 @@ from typing import Any, BinaryIO
 
 import pyarrow as pa
 
-from ..inputs import InputFile
-from ..model import SCHEMAS
-from .armulator import LineParser, fed
-from .armulator_fetch import FETCH_WINDOW, PendingFetch, Sequencer
-from .base import Batch, DecodeContext
-from .splitrange import SplitRange
+from ...inputs import InputFile
+from ...model import SCHEMAS
+from ..base import Batch, DecodeContext
+from ..splitrange import SplitRange
+from .decoder import LineParser, fed
+from .fetch import FETCH_WINDOW, PendingFetch, Sequencer
 
 __all__ = [
     "NUMBERED_AFTER", "Carry", "RangeDecode", "RangeFacts", "count_range", "finish", "first_carries",

@@ -5,7 +5,7 @@ records before the first instruction to instruction 0. The exception is a core o
 (`M` line with flag `O`): the core fetches ahead, so a fetch belongs to the first of the next
 few instructions whose address it covers. It is kept pending, with the seq of the instruction
 in progress, until such an instruction arrives (its seq is then patched in, and the row moves
-after the rows of earlier instructions) or `FETCH_WINDOW` (armulator_fetch.py) instructions
+after the rows of earlier instructions) or `FETCH_WINDOW` (fetch.py) instructions
 have gone by. Bus (`B`) lines belong to the instruction in progress: bus traffic such as line
 fills serves later instructions only indirectly.
 
@@ -21,9 +21,9 @@ stalls `cache`, TLB walks `ttw`, simulator configuration changes `sysop`, everyt
 and coprocessor cycles (`MI`, `MIO`, `MC`, `BI`…) move no data and are `signal` events named
 `idle`, `instruction_idle` and `coprocessor`, with the line as text.
 
-Decoding: a compiled scanner (armulator_scan.py) reads the common lines (`IT`/`IS`, one- and
+Decoding: a compiled scanner (scan.py) reads the common lines (`IT`/`IS`, one- and
 two-word accesses, `R`, after an optional `T`) straight into columns; `LineParser` below, the
-full grammar, reads every other line; armulator_fetch.py gives every row its seq.
+full grammar, reads every other line; fetch.py gives every row its seq.
 
 Numbers are checked against the model's ranges where they are read (times below 2^63,
 register values of at most 65,535 bytes); a line longer than the input's line cap
@@ -41,17 +41,16 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..inputs import InputFile
-from ..model import SCHEMAS
-from ..regnames import canonical_register
-from ..rowbuffer import RowBuffer
-from .armulator_fetch import Sequencer
-from .armulator_scan import KIND_LONG, KIND_SLOW, Scan, scan_chunk, scanned_rows
-from .base import Batch, DecodeContext
-from .cycleword import CycleWord, parse_cycle_word
-from .linerows import merged, numbered, scanned_ahead
+from ...inputs import InputFile
+from ...model import SCHEMAS
+from ...regnames import canonical_register
+from ...rowbuffer import RowBuffer
+from ..base import Batch, DecodeContext
+from ..cycleword import CycleWord, parse_cycle_word
+from ..linerows import merged, numbered, scanned_ahead
+from .fetch import Sequencer
+from .scan import KIND_LONG, KIND_SLOW, Scan, scan_chunk, scanned_rows
 
-SNIFF_LINES = 400
 CPU = 0  # the Tracer traces a single core
 MAX_TIME = 2**63 - 1  # `time` is int64
 MAX_REGISTER_BYTES = 0xFFFF  # register `size` is uint16
@@ -65,15 +64,6 @@ _PAIR = r"([A-Za-z][A-Za-z0-9_]*)\s*=\s*(?:0[xX])?([0-9A-Fa-f]+)"
 _PAIR_RE = re.compile(_PAIR)
 _PAIRS = re.compile(rf"{_PAIR}(?:(?:\s*,\s*|\s+){_PAIR})*\s*,?")
 
-_SHAPE = re.compile(
-    r"(?:T\s+[0-9A-Fa-f]{1,16}\s+)?(?:"
-    r"I[TS]\s+[0-9A-Fa-f]{8}\s+[0-9A-Fa-f]{4}(?:[0-9A-Fa-f]{4})?(?:\s|$)"
-    r"|[MB](?:[NSA][RW][1248][OLSD_]*[48]?\s+[0-9A-Fa-f]{8}|IO?|C)(?:\s|$)"
-    r"|R(?:CP)?\s+[A-Za-z]\w*=[0-9A-Fa-fx]+"
-    r"|E\s+[0-9A-Fa-f]{8}\s+[0-9A-Fa-f]{8}\s+[0-9A-Fa-f]+"
-    r")"
-)
-_TARMAC_TIME = re.compile(r"\d+\s*(?:clk|cyc|tic|ps|ns|us|ms|s)\b")
 
 _EVENTS: dict[int, tuple[str, str]] = {
     0x1: ("exception", "Reset"),
@@ -166,8 +156,8 @@ def _split(text: str) -> tuple[str, str]:
 
 
 class LineParser:
-    """Turns lines into rows: the full grammar (the scanner of armulator_scan.py is a fast path
-    for the common lines). Rows come without seq, each with its line (`src`): armulator_fetch
+    """Turns lines into rows: the full grammar (the scanner of scan.py is a fast path
+    for the common lines). Rows come without seq, each with its line (`src`): fetch.py
     numbers them."""
 
     def __init__(self, path: str, ctx: DecodeContext, max_line: int) -> None:
@@ -337,31 +327,6 @@ class LineParser:
         notes = self.ctx.notes.setdefault("armulator", {})
         notes.setdefault(key, " ".join(rest.split()))
         self._event(src, time, "header", name=key, text=text)
-
-
-def sniff(head: bytes) -> int:
-    """Sure on the Tracer's header; otherwise by the share of lines shaped like its records.
-
-    Tarmac lines start with a time and unit (`12 clk IT ...`), which none of ours do.
-    """
-    text = head.decode("latin-1").replace("\xc2\xa0", " ").replace("\xa0", " ")
-    lines = [line.strip() for line in text.split("\n", SNIFF_LINES)[:SNIFF_LINES]]
-    lines = [line for line in lines if line]
-    if not lines:
-        return 0
-    if any(line.startswith("Source:") and "Armul" in line for line in lines):
-        return 95
-    keys = {line.split(None, 1)[0] for line in lines}
-    if {"Date:", "Options:"} <= keys and any(
-        line.startswith("Options:") and "Trace" in line for line in lines
-    ):
-        return 85
-    ours = sum(1 for line in lines if _SHAPE.match(line))
-    tarmac = sum(1 for line in lines if _TARMAC_TIME.match(line))
-    if tarmac >= ours:
-        return 5 if ours else 0
-    share = ours / len(lines)
-    return round(80 * share) if share > 0.5 else round(40 * share)
 
 
 class ArmulatorDecoder:

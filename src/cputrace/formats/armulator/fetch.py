@@ -5,7 +5,7 @@ The rows come without seq, each with its line (`src`). A record belongs to the i
 before it (instruction 0 before the first); a core opcode fetch is pending from its line on,
 and the first of the next `FETCH_WINDOW` instructions whose address it covers claims it: its
 seq becomes that instruction's. The state crossing chunks (and the parts of a split input,
-armulator_split.py) is the instruction count, the pending fetches and the memory rows held
+split.py) is the instruction count, the pending fetches and the memory rows held
 back for them (`Sequencer.resume`).
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from .base import Batch
+from ..base import Batch
 
 FETCH_WINDOW = 4  # instructions an opcode fetch may run ahead of the instruction it fetches
 
@@ -141,7 +141,7 @@ def _by_seq(table: pa.Table) -> pa.Table:
 
 def _canonical(table: pa.Table) -> pa.Table:
     """`table` in one chunk, its dictionaries those of its own values: held rows compare equal
-    (armulator_split.Carry.joins) whichever chunks they were cut from."""
+    (split.Carry.joins) whichever chunks they were cut from."""
     columns = [
         column.cast(pa.string()).dictionary_encode() if pa.types.is_dictionary(column.type) else column
         for column in table.combine_chunks().columns
