@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import duckdb
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
@@ -255,3 +256,34 @@ def test_a_window_the_wrong_way_round_is_bad_usage(quicksort_copy, command, wind
     result = _run(*command, str(quicksort_copy), *window)
     assert result.exit_code == exits.USAGE, result.output
     assert f"{said}: the window holds nothing" in result.output
+
+
+# -- a store whose manifest does not match its tables ---------------------------------------------
+
+
+def _store_copy(quicksort_copy: Path, tmp_path: Path) -> tuple[Path, dict]:
+    """A copy of the example's store (to damage), and its manifest."""
+    store = tmp_path / "copy.ctrace"
+    shutil.copytree(quicksort_copy.parent / "quicksort.tarmac.ctrace", store)
+    for index in store.glob("v-*/index"):
+        shutil.rmtree(index)
+    return store, json.loads((store / "manifest.json").read_text())
+
+
+@pytest.mark.parametrize(("table", "count"), [("instructions", 2**70), ("instructions", 2045), ("memory", 0)])
+def test_a_manifest_whose_counts_are_not_its_tables(quicksort_copy, tmp_path, table, count):
+    """A manifest whose row counts were not those of its tables (a digit changed) was believed:
+    `info` printed them, and `state` sized its index by them: with 2**70 instructions it wrote
+    DuckDB spill files until the disk was full. The Parquet footers' row counts are checked on
+    opening (exit 1, naming the table's file)."""
+    store, manifest = _store_copy(quicksort_copy, tmp_path)
+    file = store / manifest["data"] / f"{table}.parquet"
+    rows = pq.ParquetFile(file).metadata.num_rows
+    manifest["counts"][table] = count
+    (store / "manifest.json").write_text(json.dumps(manifest))
+    said = f"damaged store: {file}: {rows:,} rows, the manifest says {count:,}"
+    for command in (("info",), ("verify",), ("state", "--at", "5")):
+        result = _run(command[0], str(store), *command[1:])
+        assert result.exit_code == exits.BAD_INPUT, result.output
+        assert said in result.output
+    assert not list(store.glob("v-*/index/*"))
