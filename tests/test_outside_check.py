@@ -287,3 +287,17 @@ def test_a_manifest_whose_counts_are_not_its_tables(quicksort_copy, tmp_path, ta
         assert result.exit_code == exits.BAD_INPUT, result.output
         assert said in result.output
     assert not list(store.glob("v-*/index/*"))
+
+
+def test_a_manifest_naming_a_core_no_column_can_hold(quicksort_copy, tmp_path):
+    """`"cpus": [2**80]` passed as a list of core numbers, and `export --to tarmac` sized an array
+    by it: 'internal error: ValueError: Maximum allowed dimension exceeded'. The cpu columns are
+    uint16: a core past 65535 is a damaged manifest."""
+    store, manifest = _store_copy(quicksort_copy, tmp_path)
+    manifest["cpus"] = [2**80]
+    (store / "manifest.json").write_text(json.dumps(manifest))
+    output = tmp_path / "out.tarmac"
+    result = _run("export", str(store), "--to", "tarmac", "-o", str(output))
+    assert result.exit_code == exits.BAD_INPUT, result.output
+    said = f"damaged store: {store / 'manifest.json'}: 'cpus' is not a list of core numbers from 0 to 65535"
+    assert said in result.output and not output.exists()
