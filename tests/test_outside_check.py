@@ -301,3 +301,23 @@ def test_a_manifest_naming_a_core_no_column_can_hold(quicksort_copy, tmp_path):
     assert result.exit_code == exits.BAD_INPUT, result.output
     said = f"damaged store: {store / 'manifest.json'}: 'cpus' is not a list of core numbers from 0 to 65535"
     assert said in result.output and not output.exists()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "emptied", "removed"])
+def test_a_damaged_state_index_is_built_again(quicksort_copy, tmp_path, damage):
+    """An index folder of the store's with a file truncated, emptied or removed (a failing disk,
+    a tidy-up by hand) was read as it was: `state` ended in 'SQL: Invalid Input Error: ...' (exit
+    2) or 'internal error: JSONDecodeError'. It is our own: built again, the answer the same."""
+    store, _ = _store_copy(quicksort_copy, tmp_path)
+    first = _run("state", str(store), "--at", "700", "--mem", "0xfffc0", "0x40")
+    assert first.exit_code == exits.OK, first.output
+    (index,) = store.glob("v-*/index/state-*")
+    for name in ("meta.json", "registers.parquet", "writes.parquet"):
+        file = index / name
+        if damage == "removed":
+            file.unlink()
+        else:
+            file.write_bytes(file.read_bytes()[: len(file.read_bytes()) // 2 if damage == "truncated" else 0])
+        again = _run("state", str(store), "--at", "700", "--mem", "0xfffc0", "0x40")
+        assert again.exit_code == exits.OK, again.output
+        assert again.output == first.output
