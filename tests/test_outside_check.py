@@ -321,3 +321,24 @@ def test_a_damaged_state_index_is_built_again(quicksort_copy, tmp_path, damage):
         again = _run("state", str(store), "--at", "700", "--mem", "0xfffc0", "0x40")
         assert again.exit_code == exits.OK, again.output
         assert again.output == first.output
+
+
+# -- standard streams -----------------------------------------------------------------------------
+
+
+def test_a_closed_standard_output(tmp_path):
+    """`cputrace ingest run.tarmac >&-` ingested, then printed a traceback three exceptions deep
+    ('NoneType' object has no attribute 'write', then 'flush'), exit 1. What it prints is
+    dropped; the store is written."""
+    import subprocess
+    import sys
+
+    trace = tmp_path / "run.tarmac"
+    shutil.copy(QUICKSORT, trace)
+    command = [sys.executable, "-m", "cputrace", "ingest", str(trace)]
+    closed = subprocess.run(
+        command, stderr=subprocess.PIPE, text=True, timeout=300, preexec_fn=lambda: os.close(1)
+    )
+    assert closed.returncode == exits.OK, closed.stderr
+    assert closed.stderr == f"{trace}: format tarmac (sniffed)\n"
+    assert json.loads(_run("info", str(trace), "--json").output)["counts"]["instructions"] == 2044
