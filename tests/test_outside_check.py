@@ -15,6 +15,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from paths import shared
 
 from cputrace.cli import cli, exits
 
@@ -342,3 +343,24 @@ def test_a_closed_standard_output(tmp_path):
     assert closed.returncode == exits.OK, closed.stderr
     assert closed.stderr == f"{trace}: format tarmac (sniffed)\n"
     assert json.loads(_run("info", str(trace), "--json").output)["counts"]["instructions"] == 2044
+
+
+# -- CoreSight snapshots --------------------------------------------------------------------------
+
+
+def test_a_source_mapped_to_a_buffer_the_snapshot_does_not_have(tmp_path):
+    """trace_cov_a15's trace.ini with `PTM_0_2=NOPE` under [source_buffers]: the PTM then counted
+    as a source the snapshot does not map, the one buffer went to the first source left, an
+    ETMv3.5 on another core, and `etm packets` listed the PTM's bytes as ETMv3 packets (exit 0);
+    ingest said that source had no memory dump. The line is named (exit 1)."""
+    snapshot = tmp_path / "snapshot"
+    shutil.copytree(shared("opencsd-snapshots", "trace_cov_a15"), snapshot)
+    trace_ini = snapshot / "trace.ini"
+    text = trace_ini.read_text()
+    trace_ini.write_text(text.replace("PTM_0_2=PTM_0_2", "PTM_0_2=NOPE"))
+    line = text[: text.index("PTM_0_2=PTM_0_2")].count("\n") + 1
+    said = f"{trace_ini}:{line}: expected ptm_0_2= one of the buffers [trace_buffers] lists (PTM_0_2)"
+    for command in (("etm", "packets", str(snapshot), "--limit", "3"), ("ingest", str(snapshot))):
+        result = _run(*command)
+        assert result.exit_code == exits.BAD_INPUT, result.output
+        assert said + ", got 'NOPE'" in result.output
