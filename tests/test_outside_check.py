@@ -364,3 +364,14 @@ def test_a_source_mapped_to_a_buffer_the_snapshot_does_not_have(tmp_path):
         result = _run(*command)
         assert result.exit_code == exits.BAD_INPUT, result.output
         assert said + ", got 'NOPE'" in result.output
+
+
+def test_ingest_of_a_format_no_decoder_has(tmp_path):
+    """`cputrace.ingest(path, out, format="tarmak")` raised KeyError, an exception that says a
+    lookup failed inside cputrace: it is a UsageError like a bad option, and nothing is written."""
+    import cputrace
+    from cputrace.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"unknown format 'tarmak' \(known: armulator, etmv3, "):
+        cputrace.ingest(QUICKSORT, tmp_path / "out.ctrace", format="tarmak")
+    assert not list(tmp_path.iterdir())
