@@ -375,3 +375,20 @@ def test_ingest_of_a_format_no_decoder_has(tmp_path):
     with pytest.raises(UsageError, match=r"unknown format 'tarmak' \(known: armulator, etmv3, "):
         cputrace.ingest(QUICKSORT, tmp_path / "out.ctrace", format="tarmak")
     assert not list(tmp_path.iterdir())
+
+
+# -- the browser ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("host", "said"),
+    [("a..b", "'a..b' is not a host name"), ("no-such-host.invalid", "'no-such-host.invalid': ")],
+)
+def test_browse_serve_on_a_host_that_is_not_one(quicksort_copy, host, said):
+    """--host a..b was 'internal error: UnicodeError: encoding with 'idna' codec failed', after the
+    indexes were built; a name no resolver knows said only 'error: Name or service not known'.
+    Both are bad usage naming the host, before anything is built or served."""
+    pytest.importorskip("textual")
+    result = _run("browse", str(quicksort_copy), "--serve", "--host", host, "--port", "18767")
+    assert result.exit_code == exits.USAGE, result.output
+    assert f"Invalid value for --host: {said}" in result.output
