@@ -392,3 +392,20 @@ def test_browse_serve_on_a_host_that_is_not_one(quicksort_copy, host, said):
     result = _run("browse", str(quicksort_copy), "--serve", "--host", host, "--port", "18767")
     assert result.exit_code == exits.USAGE, result.output
     assert f"Invalid value for --host: {said}" in result.output
+
+
+# -- trace buffers --------------------------------------------------------------------------------
+
+
+def test_a_leon_header_giving_a_setting_twice(tmp_path):
+    """`# leon-trace kind=itb cpu=0 itbc0=0x2000000e itbc0=0x0`: the last value was taken in
+    silence, the control-flow filter (TFILT 2) of the first lost, and the 32 traced lines were
+    ingested as the whole trace (32 instructions, not the 87 the image rebuilds; exit 0)."""
+    listing = tmp_path / "cf.txt"
+    header, body = (ROOT / "examples" / "leon-cf.txt").read_text().split("\n", 1)
+    listing.write_text(f"{header} itbc0=0x0\n{body}")
+    image = ROOT / "tests" / "data" / "leon" / "itb_demo.elf"
+    result = _run("ingest", str(listing), "--image", str(image))
+    assert result.exit_code == exits.BAD_INPUT, result.output
+    assert f"{listing}:line 1: expected itbc0= once in a header, got '{header} itbc0=0x0'" in result.output
+    assert not (tmp_path / "cf.txt.ctrace").exists()
