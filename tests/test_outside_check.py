@@ -409,3 +409,24 @@ def test_a_leon_header_giving_a_setting_twice(tmp_path):
     assert result.exit_code == exits.BAD_INPUT, result.output
     assert f"{listing}:line 1: expected itbc0= once in a header, got '{header} itbc0=0x0'" in result.output
     assert not (tmp_path / "cf.txt.ctrace").exists()
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("ETMCR(id:0x0)=0x00000001", ":42: expected etmcr(id:0x0)= once in [regs] (line 7 has it)"),
+        ("ETMCR=0x00000001", ":42: expected ETMCR once in [regs], got 'etmcr(id:0x0)'"),
+    ],
+)
+def test_a_trace_unit_register_given_twice(tmp_path, line, said):
+    """A trace unit's device file with ETMCR twice (0x1 first, the snapshot's 0x20000400 below) was
+    decoded with the last value in silence: no value of the two can be told right, the second's
+    line is named."""
+    snapshot = tmp_path / "snapshot"
+    shutil.copytree(shared("opencsd-snapshots", "trace_cov_a15"), snapshot)
+    device = snapshot / "device5.ini"  # PTM_0_2's, whose trace the buffer holds
+    device.write_text(device.read_text().replace("[regs]\n", f"[regs]\n{line}\n", 1))
+    for command in (("etm", "packets", str(snapshot), "--limit", "3"), ("ingest", str(snapshot))):
+        result = _run(*command)
+        assert result.exit_code == exits.BAD_INPUT, result.output
+        assert f"{device}{said}" in result.output

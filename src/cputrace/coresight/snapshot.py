@@ -157,7 +157,10 @@ def read_device(path: Path) -> Device:
     for name, _, keys in sections:
         if name == "regs":
             for key, (number, value) in keys.items():
-                registers[key.split("(")[0].strip().upper()] = _register_value(path, number, key, value)
+                register = key.split("(")[0].strip().upper()
+                if register in registers:  # `ETMCR(id:0x0)=` and `ETMCR=`, or two [regs] sections
+                    raise TraceFormatError(str(path), str(number), f"{register} once in [regs]", key)
+                registers[register] = _register_value(path, number, key, value)
     return Device(
         device.get("name", path.stem), device.get("class", ""), device.get("type", ""), path, registers
     )
