@@ -430,3 +430,17 @@ def test_a_trace_unit_register_given_twice(tmp_path, line, said):
         result = _run(*command)
         assert result.exit_code == exits.BAD_INPUT, result.output
         assert f"{device}{said}" in result.output
+
+
+def test_a_state_index_whose_meta_json_is_junk_of_its_size(quicksort_copy, tmp_path):
+    """meta.json overwritten by bytes of its own size (the sizes recorded still match) was
+    'internal error: UnicodeDecodeError' (or JSONDecodeError): a damaged index, named, with what
+    to do (exit 1)."""
+    store, _ = _store_copy(quicksort_copy, tmp_path)
+    assert _run("state", str(store), "--at", "5").exit_code == exits.OK
+    (meta,) = store.glob("v-*/index/state-*/meta.json")
+    meta.write_bytes(bytes((37 * i + 11) & 0xFF for i in range(meta.stat().st_size)))
+    result = _run("state", str(store), "--at", "5")
+    assert result.exit_code == exits.BAD_INPUT, result.output
+    assert f"damaged index: {meta}: not the JSON the index was built with" in result.output
+    assert f"remove {meta.parent} and it is built again" in result.output

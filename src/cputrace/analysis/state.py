@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import CputraceError, UsageError
+from ..errors import CputraceError, StoreError, UsageError
 from ..store.indexes import index_dir
 from ..store.sql import connect
 
@@ -124,11 +124,18 @@ class StateIndex:
     def __init__(self, trace: Trace, directory: Path) -> None:
         self.trace = trace
         self.directory = directory
-        meta = json.loads((directory / "meta.json").read_text())
-        self.checkpoint: int = meta["checkpoint"]
-        self.instructions: int = meta["instructions"]
-        self.widest_write: int = meta["widest_write"]
-        self.widths: dict[str, int] = meta["register_widths"]
+        file = directory / "meta.json"
+        try:
+            meta = json.loads(file.read_bytes())
+            self.checkpoint: int = meta["checkpoint"]
+            self.instructions: int = meta["instructions"]
+            self.widest_write: int = meta["widest_write"]
+            self.widths: dict[str, int] = meta["register_widths"]
+        except (ValueError, TypeError, KeyError) as exc:  # its size is right (indexes.py), its bytes not
+            raise StoreError(
+                f"damaged index: {file}: not the JSON the index was built with ({exc}); "
+                f"remove {directory} and it is built again"
+            ) from None
         self._db = connect()
         self._db.execute("SET threads TO 2")
         views = (
