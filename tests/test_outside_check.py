@@ -444,3 +444,20 @@ def test_a_state_index_whose_meta_json_is_junk_of_its_size(quicksort_copy, tmp_p
     assert result.exit_code == exits.BAD_INPUT, result.output
     assert f"damaged index: {meta}: not the JSON the index was built with" in result.output
     assert f"remove {meta.parent} and it is built again" in result.output
+
+
+def test_a_state_index_parquet_file_damaged_in_place(quicksort_copy, tmp_path):
+    """registers.parquet of the index with its footer's bytes changed in place (its size kept)
+    was 'error: SQL: TProtocolException: Invalid data', exit 2, as if the user's SQL were bad:
+    a damaged index, named, with what to do (exit 1)."""
+    store, _ = _store_copy(quicksort_copy, tmp_path)
+    assert _run("state", str(store), "--at", "5").exit_code == exits.OK
+    (snapshots,) = store.glob("v-*/index/state-*/registers.parquet")
+    damaged = bytearray(snapshots.read_bytes())
+    for at in range(len(damaged) - 200, len(damaged) - 8, 3):  # within the footer
+        damaged[at] ^= 0x55
+    snapshots.write_bytes(bytes(damaged))
+    result = _run("state", str(store), "--at", "5")
+    assert result.exit_code == exits.BAD_INPUT, result.output
+    assert f"damaged index: {snapshots}: " in result.output
+    assert f"remove {snapshots.parent} and it is built again" in result.output
