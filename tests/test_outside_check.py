@@ -12,8 +12,10 @@ import shutil
 from pathlib import Path
 
 import duckdb
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from paths import shared
 
 from cputrace.cli import cli, exits
 
@@ -255,3 +257,207 @@ def test_a_window_the_wrong_way_round_is_bad_usage(quicksort_copy, command, wind
     result = _run(*command, str(quicksort_copy), *window)
     assert result.exit_code == exits.USAGE, result.output
     assert f"{said}: the window holds nothing" in result.output
+
+
+# -- a store whose manifest does not match its tables ---------------------------------------------
+
+
+def _store_copy(quicksort_copy: Path, tmp_path: Path) -> tuple[Path, dict]:
+    """A copy of the example's store (to damage), and its manifest."""
+    store = tmp_path / "copy.ctrace"
+    shutil.copytree(quicksort_copy.parent / "quicksort.tarmac.ctrace", store)
+    for index in store.glob("v-*/index"):
+        shutil.rmtree(index)
+    return store, json.loads((store / "manifest.json").read_text())
+
+
+@pytest.mark.parametrize(("table", "count"), [("instructions", 2**70), ("instructions", 2045), ("memory", 0)])
+def test_a_manifest_whose_counts_are_not_its_tables(quicksort_copy, tmp_path, table, count):
+    """A manifest whose row counts were not those of its tables (a digit changed) was believed:
+    `info` printed them, and `state` sized its index by them: with 2**70 instructions it wrote
+    DuckDB spill files until the disk was full. The Parquet footers' row counts are checked on
+    opening (exit 1, naming the table's file)."""
+    store, manifest = _store_copy(quicksort_copy, tmp_path)
+    file = store / manifest["data"] / f"{table}.parquet"
+    rows = pq.ParquetFile(file).metadata.num_rows
+    manifest["counts"][table] = count
+    (store / "manifest.json").write_text(json.dumps(manifest))
+    said = f"damaged store: {file}: {rows:,} rows, the manifest says {count:,}"
+    for command in (("info",), ("verify",), ("state", "--at", "5")):
+        result = _run(command[0], str(store), *command[1:])
+        assert result.exit_code == exits.BAD_INPUT, result.output
+        assert said in result.output
+    assert not list(store.glob("v-*/index/*"))
+
+
+def test_a_manifest_naming_a_core_no_column_can_hold(quicksort_copy, tmp_path):
+    """`"cpus": [2**80]` passed as a list of core numbers, and `export --to tarmac` sized an array
+    by it: 'internal error: ValueError: Maximum allowed dimension exceeded'. The cpu columns are
+    uint16: a core past 65535 is a damaged manifest."""
+    store, manifest = _store_copy(quicksort_copy, tmp_path)
+    manifest["cpus"] = [2**80]
+    (store / "manifest.json").write_text(json.dumps(manifest))
+    output = tmp_path / "out.tarmac"
+    result = _run("export", str(store), "--to", "tarmac", "-o", str(output))
+    assert result.exit_code == exits.BAD_INPUT, result.output
+    said = f"damaged store: {store / 'manifest.json'}: 'cpus' is not a list of core numbers from 0 to 65535"
+    assert said in result.output and not output.exists()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "emptied", "removed"])
+def test_a_damaged_state_index_is_built_again(quicksort_copy, tmp_path, damage):
+    """An index folder of the store's with a file truncated, emptied or removed (a failing disk,
+    a tidy-up by hand) was read as it was: `state` ended in 'SQL: Invalid Input Error: ...' (exit
+    2) or 'internal error: JSONDecodeError'. It is our own: built again, the answer the same."""
+    store, _ = _store_copy(quicksort_copy, tmp_path)
+    first = _run("state", str(store), "--at", "700", "--mem", "0xfffc0", "0x40")
+    assert first.exit_code == exits.OK, first.output
+    (index,) = store.glob("v-*/index/state-*")
+    for name in ("meta.json", "registers.parquet", "writes.parquet"):
+        file = index / name
+        if damage == "removed":
+            file.unlink()
+        else:
+            file.write_bytes(file.read_bytes()[: len(file.read_bytes()) // 2 if damage == "truncated" else 0])
+        again = _run("state", str(store), "--at", "700", "--mem", "0xfffc0", "0x40")
+        assert again.exit_code == exits.OK, again.output
+        assert again.output == first.output
+
+
+# -- standard streams -----------------------------------------------------------------------------
+
+
+def test_a_closed_standard_output(tmp_path):
+    """`cputrace ingest run.tarmac >&-` ingested, then printed a traceback three exceptions deep
+    ('NoneType' object has no attribute 'write', then 'flush'), exit 1. What it prints is
+    dropped; the store is written."""
+    import subprocess
+    import sys
+
+    trace = tmp_path / "run.tarmac"
+    shutil.copy(QUICKSORT, trace)
+    command = [sys.executable, "-m", "cputrace", "ingest", str(trace)]
+    closed = subprocess.run(
+        command, stderr=subprocess.PIPE, text=True, timeout=300, preexec_fn=lambda: os.close(1)
+    )
+    assert closed.returncode == exits.OK, closed.stderr
+    assert closed.stderr == f"{trace}: format tarmac (sniffed)\n"
+    assert json.loads(_run("info", str(trace), "--json").output)["counts"]["instructions"] == 2044
+
+
+# -- CoreSight snapshots --------------------------------------------------------------------------
+
+
+def test_a_source_mapped_to_a_buffer_the_snapshot_does_not_have(tmp_path):
+    """trace_cov_a15's trace.ini with `PTM_0_2=NOPE` under [source_buffers]: the PTM then counted
+    as a source the snapshot does not map, the one buffer went to the first source left, an
+    ETMv3.5 on another core, and `etm packets` listed the PTM's bytes as ETMv3 packets (exit 0);
+    ingest said that source had no memory dump. The line is named (exit 1)."""
+    snapshot = tmp_path / "snapshot"
+    shutil.copytree(shared("opencsd-snapshots", "trace_cov_a15"), snapshot)
+    trace_ini = snapshot / "trace.ini"
+    text = trace_ini.read_text()
+    trace_ini.write_text(text.replace("PTM_0_2=PTM_0_2", "PTM_0_2=NOPE"))
+    line = text[: text.index("PTM_0_2=PTM_0_2")].count("\n") + 1
+    said = f"{trace_ini}:{line}: expected ptm_0_2= one of the buffers [trace_buffers] lists (PTM_0_2)"
+    for command in (("etm", "packets", str(snapshot), "--limit", "3"), ("ingest", str(snapshot))):
+        result = _run(*command)
+        assert result.exit_code == exits.BAD_INPUT, result.output
+        assert said + ", got 'NOPE'" in result.output
+
+
+def test_ingest_of_a_format_no_decoder_has(tmp_path):
+    """`cputrace.ingest(path, out, format="tarmak")` raised KeyError, an exception that says a
+    lookup failed inside cputrace: it is a UsageError like a bad option, and nothing is written."""
+    import cputrace
+    from cputrace.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"unknown format 'tarmak' \(known: armulator, etmv3, "):
+        cputrace.ingest(QUICKSORT, tmp_path / "out.ctrace", format="tarmak")
+    assert not list(tmp_path.iterdir())
+
+
+# -- the browser ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("host", "said"),
+    [("a..b", "'a..b' is not a host name"), ("no-such-host.invalid", "'no-such-host.invalid': ")],
+)
+def test_browse_serve_on_a_host_that_is_not_one(quicksort_copy, host, said):
+    """--host a..b was 'internal error: UnicodeError: encoding with 'idna' codec failed', after the
+    indexes were built; a name no resolver knows said only 'error: Name or service not known'.
+    Both are bad usage naming the host, before anything is built or served."""
+    pytest.importorskip("textual")
+    result = _run("browse", str(quicksort_copy), "--serve", "--host", host, "--port", "18767")
+    assert result.exit_code == exits.USAGE, result.output
+    assert f"Invalid value for --host: {said}" in result.output
+
+
+# -- trace buffers --------------------------------------------------------------------------------
+
+
+def test_a_leon_header_giving_a_setting_twice(tmp_path):
+    """`# leon-trace kind=itb cpu=0 itbc0=0x2000000e itbc0=0x0`: the last value was taken in
+    silence, the control-flow filter (TFILT 2) of the first lost, and the 32 traced lines were
+    ingested as the whole trace (32 instructions, not the 87 the image rebuilds; exit 0)."""
+    listing = tmp_path / "cf.txt"
+    header, body = (ROOT / "examples" / "leon-cf.txt").read_text().split("\n", 1)
+    listing.write_text(f"{header} itbc0=0x0\n{body}")
+    image = ROOT / "tests" / "data" / "leon" / "itb_demo.elf"
+    result = _run("ingest", str(listing), "--image", str(image))
+    assert result.exit_code == exits.BAD_INPUT, result.output
+    assert f"{listing}:line 1: expected itbc0= once in a header, got '{header} itbc0=0x0'" in result.output
+    assert not (tmp_path / "cf.txt.ctrace").exists()
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("ETMCR(id:0x0)=0x00000001", ":42: expected etmcr(id:0x0)= once in [regs] (line 7 has it)"),
+        ("ETMCR=0x00000001", ":42: expected ETMCR once in [regs], got 'etmcr(id:0x0)'"),
+    ],
+)
+def test_a_trace_unit_register_given_twice(tmp_path, line, said):
+    """A trace unit's device file with ETMCR twice (0x1 first, the snapshot's 0x20000400 below) was
+    decoded with the last value in silence: no value of the two can be told right, the second's
+    line is named."""
+    snapshot = tmp_path / "snapshot"
+    shutil.copytree(shared("opencsd-snapshots", "trace_cov_a15"), snapshot)
+    device = snapshot / "device5.ini"  # PTM_0_2's, whose trace the buffer holds
+    device.write_text(device.read_text().replace("[regs]\n", f"[regs]\n{line}\n", 1))
+    for command in (("etm", "packets", str(snapshot), "--limit", "3"), ("ingest", str(snapshot))):
+        result = _run(*command)
+        assert result.exit_code == exits.BAD_INPUT, result.output
+        assert f"{device}{said}" in result.output
+
+
+def test_a_state_index_whose_meta_json_is_junk_of_its_size(quicksort_copy, tmp_path):
+    """meta.json overwritten by bytes of its own size (the sizes recorded still match) was
+    'internal error: UnicodeDecodeError' (or JSONDecodeError): a damaged index, named, with what
+    to do (exit 1)."""
+    store, _ = _store_copy(quicksort_copy, tmp_path)
+    assert _run("state", str(store), "--at", "5").exit_code == exits.OK
+    (meta,) = store.glob("v-*/index/state-*/meta.json")
+    meta.write_bytes(bytes((37 * i + 11) & 0xFF for i in range(meta.stat().st_size)))
+    result = _run("state", str(store), "--at", "5")
+    assert result.exit_code == exits.BAD_INPUT, result.output
+    assert f"damaged index: {meta}: not the JSON the index was built with" in result.output
+    assert f"remove {meta.parent} and it is built again" in result.output
+
+
+def test_a_state_index_parquet_file_damaged_in_place(quicksort_copy, tmp_path):
+    """registers.parquet of the index with its footer's bytes changed in place (its size kept)
+    was 'error: SQL: TProtocolException: Invalid data', exit 2, as if the user's SQL were bad:
+    a damaged index, named, with what to do (exit 1)."""
+    store, _ = _store_copy(quicksort_copy, tmp_path)
+    assert _run("state", str(store), "--at", "5").exit_code == exits.OK
+    (snapshots,) = store.glob("v-*/index/state-*/registers.parquet")
+    damaged = bytearray(snapshots.read_bytes())
+    for at in range(len(damaged) - 200, len(damaged) - 8, 3):  # within the footer
+        damaged[at] ^= 0x55
+    snapshots.write_bytes(bytes(damaged))
+    result = _run("state", str(store), "--at", "5")
+    assert result.exit_code == exits.BAD_INPUT, result.output
+    assert f"damaged index: {snapshots}: " in result.output
+    assert f"remove {snapshots.parent} and it is built again" in result.output

@@ -291,8 +291,9 @@ def ingest(
     `options` are decoder options (`cputrace formats` lists each format's), `images` the
     program images (`PATH[@ADDR]`, as `--image` takes them) that decoders of flow-only
     traces walk. The store replaces an existing store at `output` atomically; anything else
-    there (or an output holding an input), an option the inputs' formats do not take or a
-    value it cannot take, is refused with UsageError before decoding starts."""
+    there (or an output holding an input), a `format` no decoder has, an option the inputs'
+    formats do not take or a value it cannot take, is refused with UsageError before decoding
+    starts."""
     if isinstance(inputs, str | os.PathLike):  # one path, not the characters of one
         inputs = [inputs]
     if not inputs:

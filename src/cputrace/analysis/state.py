@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import CputraceError, UsageError
+from ..errors import CputraceError, StoreError, UsageError
 from ..store.indexes import index_dir
 from ..store.sql import connect
 
@@ -124,11 +124,17 @@ class StateIndex:
     def __init__(self, trace: Trace, directory: Path) -> None:
         self.trace = trace
         self.directory = directory
-        meta = json.loads((directory / "meta.json").read_text())
-        self.checkpoint: int = meta["checkpoint"]
-        self.instructions: int = meta["instructions"]
-        self.widest_write: int = meta["widest_write"]
-        self.widths: dict[str, int] = meta["register_widths"]
+        import duckdb
+
+        meta_file = directory / "meta.json"
+        try:
+            meta = json.loads(meta_file.read_bytes())
+            self.checkpoint: int = meta["checkpoint"]
+            self.instructions: int = meta["instructions"]
+            self.widest_write: int = meta["widest_write"]
+            self.widths: dict[str, int] = meta["register_widths"]
+        except (ValueError, TypeError, KeyError) as exc:  # its size is right (indexes.py), its bytes not
+            raise _damaged(meta_file, f"not the JSON the index was built with ({exc})") from None
         self._db = connect()
         self._db.execute("SET threads TO 2")
         views = (
@@ -138,8 +144,12 @@ class StateIndex:
             ("initial", "initial"),
         )
         for view, file in views:
-            path = _quote(directory / f"{file}.parquet")
-            self._db.execute(f"CREATE VIEW {view} AS SELECT * FROM read_parquet('{path}')")
+            path = directory / f"{file}.parquet"
+            try:  # reads the file's footer
+                self._db.execute(f"CREATE VIEW {view} AS SELECT * FROM read_parquet('{_quote(path)}')")
+            except duckdb.Error as exc:
+                self._db.close()
+                raise _damaged(path, str(exc).splitlines()[0]) from None
         trace.add_views(self._db, ("instructions", "registers"))
 
     @classmethod
@@ -237,6 +247,11 @@ class StateIndex:
         if image is not None:
             fill_from_image(image, address, data, origin)
         return MemoryBytes(address, data.tobytes(), origin)
+
+
+def _damaged(file: Path, problem: str) -> StoreError:
+    """A file of the state index that cannot be read as written: named, with what to do."""
+    return StoreError(f"damaged index: {file}: {problem}; remove {file.parent} and it is built again")
 
 
 def _quote(path: Path) -> str:

@@ -27,12 +27,28 @@ the process exits anyway: a worker thread in the middle of a compilation does no
 def main() -> None:
     """The `cputrace` console script and `python -m cputrace`."""
     signal.signal(signal.SIGINT, _interrupted)
+    _open_standard_streams()
     try:
         from .common import run
 
         run()
     except KeyboardInterrupt:
         sys.exit(exits.INTERRUPTED)
+
+
+def _open_standard_streams() -> None:
+    """Standard streams the caller closed (`cputrace ... >&-`) on the null device: Python has
+    them as None, which no writer expects, and the first file the command opened would take
+    their descriptor (and a worker process's output with it). What is written there is dropped."""
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            opened = os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: this one
+            if opened != fd:
+                os.dup2(opened, fd)
+                os.close(opened)
+            setattr(sys, name, open(fd, mode, closefd=False))  # noqa: SIM115 (for the process's life)
 
 
 _interrupts = 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import shlex
+import socket
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -72,6 +73,8 @@ def browse_cmd(
         raise click.UsageError("give at most one of --at SEQ and --time T")
     if serve and screenshot:
         raise click.UsageError("--screenshot writes one screen here; it cannot go with --serve")
+    if serve:
+        _check_host(host, port)
     from ..browse.session import Session
 
     opened = open_trace_arg(trace)
@@ -158,6 +161,17 @@ def _serve(
         command += ["--source-dir", str(Path(directory).resolve())]
     server = Server(shlex.join(command), host=host, port=port, title=f"cputrace browse {store.name}")
     server.serve()
+
+
+def _check_host(host: str, port: int) -> None:
+    """Bad usage for a --host that names no address, said before the indexes are built (the
+    server's own error, 'Name or service not known', names no host)."""
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise click.BadParameter(f"{host!r}: {exc.strerror}", param_hint="--host") from None
+    except UnicodeError:  # a label empty or past 63 characters
+        raise click.BadParameter(f"{host!r} is not a host name", param_hint="--host") from None
 
 
 def _absolute_image(spec: str) -> str:

@@ -25,7 +25,12 @@ def read_ini_sections(ini: Path) -> list[Section]:
             sections.append((line[1:-1].strip().lower(), number, {}))
         elif "=" in line and sections:
             key, value = line.split("=", 1)
-            sections[-1][2][key.strip().lower()] = (number, value.strip())
+            name, _, keys = sections[-1]
+            key = key.strip().lower()
+            if key in keys:  # which of the two values is meant cannot be told
+                first = keys[key][0]
+                raise ImageError(f"{ini}:{number}: expected {key}= once in [{name}] (line {first} has it)")
+            keys[key] = (number, value.strip())
         else:
             raise ImageError(f"{ini}:{number}: expected [section] or key=value")
     return sections

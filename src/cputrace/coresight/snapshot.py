@@ -157,7 +157,10 @@ def read_device(path: Path) -> Device:
     for name, _, keys in sections:
         if name == "regs":
             for key, (number, value) in keys.items():
-                registers[key.split("(")[0].strip().upper()] = _register_value(path, number, key, value)
+                register = key.split("(")[0].strip().upper()
+                if register in registers:  # `ETMCR(id:0x0)=` and `ETMCR=`, or two [regs] sections
+                    raise TraceFormatError(str(path), str(number), f"{register} once in [regs]", key)
+                registers[register] = _register_value(path, number, key, value)
     return Device(
         device.get("name", path.stem), device.get("class", ""), device.get("type", ""), path, registers
     )
@@ -213,8 +216,22 @@ def read_snapshot(path: str | os.PathLike[str]) -> Snapshot:
         path,
         devices,
         tuple(buffers),
-        {k: v.lower() for k, v in _section(trace, "source_buffers").items()},
+        _source_buffers(trace_ini, trace, buffers),
         {k: v.lower() for k, v in _section(trace, "core_trace_sources").items()},
     )
+
+
+def _source_buffers(trace_ini: Path, trace: Sections, buffers: list[TraceBuffer]) -> dict[str, str]:
+    """[source_buffers], each naming one of the buffers: a source whose buffer is not there
+    would be taken for one the snapshot does not list, and given the only buffer."""
+    names = {buffer.name.lower() for buffer in buffers}
+    mapped = {}
+    for source, (line, name) in _numbered_section(trace, "source_buffers")[1].items():
+        if name.lower() not in names:
+            listed = ", ".join(buffer.name for buffer in buffers)
+            expected = f"{source}= one of the buffers [trace_buffers] lists ({listed})"
+            raise TraceFormatError(str(trace_ini), str(line), expected, name)
+        mapped[source] = name.lower()
+    return mapped
 
 

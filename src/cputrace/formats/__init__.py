@@ -71,10 +71,11 @@ _loaded: dict[str, Decoder] = {}
 
 
 def get_decoder(name: str) -> Decoder:
-    """The decoder of the format called `name`, imported on first use."""
+    """The decoder of the format called `name`, imported on first use (UsageError for a name
+    no format has: the caller's to change)."""
     if name not in FORMATS:
         known = ", ".join(sorted(FORMATS))
-        raise KeyError(f"unknown format {name!r} (known: {known})")
+        raise UsageError(f"unknown format {name!r} (known: {known})")
     if name not in _loaded:
         _loaded[name] = FORMATS[name].load()()
     return _loaded[name]

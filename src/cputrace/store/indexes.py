@@ -5,8 +5,10 @@ from (folder.py): it is read with the tables of that version, and removed with t
 hashes the index's version and the store's manifest and table files, so a stale index is never
 read (a changed index format, or a store of model version 1, whose tables are replaced in
 place). A directory is built under a temporary name and renamed into place when complete, so
-a crash leaves nothing that looks finished. A store in a read-only place keeps its indexes in
-the cache directory instead.
+a crash leaves nothing that looks finished; the sizes of its files are recorded in it
+(`SIZES`), and an index whose files are not those sizes (truncated, emptied, removed by hand
+or by a failing disk) is built again rather than read. A store in a read-only place keeps its
+indexes in the cache directory instead.
 """
 
 from __future__ import annotations
@@ -56,12 +58,15 @@ def index_dir(trace: Trace, name: str, version: int, build: Callable[[Path], Non
     root = _index_root(trace)
     final = root / f"{name}-{store_key(trace, version)}"
     if final.is_dir():
-        return final
+        if _whole(final):
+            return final
+        _discard(final, root / f".{name}.damaged-{uuid.uuid4().hex[:8]}")
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".{name}.tmp-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     try:
         build(tmp)
+        _record_sizes(tmp)
         try:
             os.rename(tmp, final)
         except OSError:
@@ -74,3 +79,37 @@ def index_dir(trace: Trace, name: str, version: int, build: Callable[[Path], Non
             with contextlib.suppress(OSError):
                 shutil.rmtree(old)
     return final
+
+
+SIZES = ".sizes.json"
+"""The file of an index folder that records the size of each of its other files."""
+
+
+def _file_sizes(directory: Path) -> dict[str, int]:
+    return {
+        str(path.relative_to(directory)): path.stat().st_size
+        for path in directory.rglob("*") if path.is_file() and path.name != SIZES
+    }  # fmt: skip
+
+
+def _record_sizes(directory: Path) -> None:
+    (directory / SIZES).write_text(json.dumps(_file_sizes(directory), sort_keys=True))
+
+
+def _whole(directory: Path) -> bool:
+    """Whether an index folder holds the files it was built with, of their sizes (a few stats)."""
+    try:
+        recorded = json.loads((directory / SIZES).read_bytes())
+        return isinstance(recorded, dict) and recorded == _file_sizes(directory)
+    except (OSError, ValueError):
+        return False
+
+
+def _discard(directory: Path, aside: Path) -> None:
+    """Remove a damaged index folder: renamed aside first, so that no reader takes it for whole
+    while it goes (one that has opened its files keeps reading them)."""
+    try:
+        os.rename(directory, aside)
+    except FileNotFoundError:  # another process discarded it first
+        return
+    shutil.rmtree(aside, ignore_errors=True)

@@ -139,6 +139,14 @@ def _dict_of(check: Any) -> Any:
     return lambda value: isinstance(value, dict) and all(check(item) for item in value.values())
 
 
+CORES = 1 << 16
+"""Core numbers a store can hold: its `cpu` columns are uint16."""
+
+
+def _is_core(value: Any) -> bool:
+    return _is_count(value) and value < CORES
+
+
 def _is_str(value: Any) -> bool:
     return isinstance(value, str)
 
@@ -179,7 +187,7 @@ _FIELDS = {
     "inputs": (_list_of(_is_input), "a list of inputs with path and size"),
     "counts": (_is_counts, "a row count per table"),
     "time": (_is_time, "an object with integer min and max (or null) and a unit"),
-    "cpus": (_list_of(_is_count), "a list of core numbers"),
+    "cpus": (_list_of(_is_core), f"a list of core numbers from 0 to {CORES - 1}"),
     "isas": (_list_of(_is_str), "a list of names"),
     "modes": (_list_of(_is_str), "a list of names"),
     "event_kinds": (_dict_of(_is_count), "a count per event kind"),

@@ -140,12 +140,15 @@ def read_raw(source: InputFile, settings: dict[str, Any]) -> Buffer:
     return Buffer(settings["kind"], settings["cpu"], settings["control"], words, src, "byte")
 
 
-def _header_settings(text: str) -> dict[str, str]:
-    """The `key=value` words of a `#` line (split, not a pattern: time linear in the line)."""
-    found = {}
+def _header_settings(text: str, path: str, where: str) -> dict[str, str]:
+    """The `key=value` words of a `#` line (split, not a pattern: time linear in the line); a key
+    given twice is an error, as no value of the two can be told right."""
+    found: dict[str, str] = {}
     for word in text.lstrip("#").split():
         key, equals, value = word.partition("=")
         if equals and key and value:
+            if key.lower() in found:
+                raise TraceFormatError(path, where, f"{key}= once in a header", text.strip())
             found[key.lower()] = value
     return found
 
@@ -179,7 +182,7 @@ def read_text(source: InputFile, base: dict[str, Any], ctx: DecodeContext) -> li
         if not stripped:
             continue
         if stripped.startswith(b"#"):
-            found = _header_settings(stripped.decode("latin-1"))
+            found = _header_settings(stripped.decode("latin-1"), source.path, f"line {number}")
             if found.keys() & {"kind", "cpu"}:
                 close()
             settings = _settings(found, settings, source.path, f"line {number}")
