@@ -1,5 +1,5 @@
 """The seq of every ARMulator row, and the opcode fetches that go to a later instruction
-(formats/armulator.py's docstring): column-wise over the rows of a chunk of lines.
+(decoder.py's docstring): column-wise over the rows of a chunk of lines.
 
 The rows come without seq, each with its line (`src`). A record belongs to the instruction
 before it (instruction 0 before the first); a core opcode fetch is pending from its line on,
