@@ -17,6 +17,8 @@ from .common import err
 
 PARTS = (
     ("cputrace.formats.tarmac", "the Tarmac decoder"),
+    ("cputrace.formats.armulator", "the ARMulator decoder"),
+    ("cputrace.formats.linescan", "the text trace scanner"),
     ("cputrace.formats.etmv3", "the ETMv3 decoder"),
     ("cputrace.formats.ptm", "the PTM decoder"),
     ("cputrace.formats.etmv4", "the ETMv4 decoder"),
