@@ -8,9 +8,10 @@ carry, runs its `batches`, then reads its `end` and `facts`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import BinaryIO, Generic, TypeVar
 
 from ..inputs import InputFile
 from .base import Batch, DecodeContext
@@ -19,8 +20,24 @@ CarryT = TypeVar("CarryT")
 FactsT = TypeVar("FactsT")
 
 
+def moved_starts(
+    source: InputFile, nominal: list[int], found_at: Callable[[BinaryIO, int, int], int | None]
+) -> list[int]:
+    """Where the ranges start, 0 first: each offset of `nominal` (increasing) moved on to the
+    place `found_at(file, offset, size)` finds at or after it (the format's next place a range
+    can start; None: none near); offsets that find none, or the place the one before found,
+    are dropped."""
+    starts = [0]
+    with open(source.path, "rb") as file:
+        for offset in nominal:
+            found = found_at(file, max(offset, starts[-1] + 1), source.size)
+            if found is not None and found > starts[-1]:
+                starts.append(found)
+    return starts
+
+
 @dataclass(eq=False)
-class SplitRange(Generic[CarryT, FactsT]):
+class SplitRange(ABC, Generic[CarryT, FactsT]):
     """A byte range of an input decoded from the carry `start`: `batches`, then `end` (the
     carry after its last line) and `facts` (what its decoding found beyond its rows), which a
     format's subclass declares with their starting values. The last range (`final`) decodes
@@ -32,5 +49,6 @@ class SplitRange(Generic[CarryT, FactsT]):
     byte_range: tuple[int, int]
     final: bool
 
+    @abstractmethod
     def batches(self) -> Iterator[Batch]:
-        raise NotImplementedError
+        """The range's rows; `end` and `facts` are known once they are all taken."""

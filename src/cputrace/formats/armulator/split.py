@@ -38,7 +38,7 @@ import pyarrow as pa
 from ...inputs import InputFile
 from ...model import SCHEMAS
 from ..base import Batch, DecodeContext
-from ..splitrange import SplitRange
+from ..splitrange import SplitRange, moved_starts
 from .decoder import LineParser, fed
 from .fetch import FETCH_WINDOW, PendingFetch, Sequencer
 
@@ -75,13 +75,7 @@ def whole(_source: InputFile, _options: dict[str, Any], images: Sequence[str]) -
 def split_points(source: InputFile, nominal: list[int]) -> list[int]:
     """Where the ranges start, 0 first: each offset of `nominal` (increasing) moved on to the
     start of the next line; offsets at the same line as the one before are dropped."""
-    starts = [0]
-    with open(source.path, "rb") as file:
-        for offset in nominal:
-            found = _line_start_at(file, max(offset, starts[-1] + 1), source.size)
-            if found is not None and found > starts[-1]:
-                starts.append(found)
-    return starts
+    return moved_starts(source, nominal, _line_start_at)
 
 
 def _line_start_at(file: BinaryIO, offset: int, size: int) -> int | None:

@@ -47,7 +47,7 @@ from ...flow.program import Program
 from ...inputs import InputFile
 from ..base import Batch, DecodeContext
 from ..etmv4.config import Etmv4Config
-from ..splitrange import SplitRange
+from ..splitrange import SplitRange, moved_starts
 from .capture import CHUNK_BYTES, EtmSource, is_snapshot, open_captures, packet_decoder
 from .decoder import PROTOCOLS, Unsynced, packet_error, source_program
 from .instructions import SourceWalk
@@ -89,13 +89,7 @@ def whole(source: InputFile, options: dict[str, Any], _images: Any) -> str | Non
 def split_points(source: InputFile, nominal: list[int]) -> list[int]:
     """Where the ranges start, 0 first: each offset of `nominal` (increasing) moved on to the
     first A-sync at or after it; offsets with none after them before the next are dropped."""
-    starts = [0]
-    with open(source.path, "rb") as file:
-        for offset in nominal:
-            found = _a_sync_at(file, max(offset, starts[-1] + 1), source.size)
-            if found is not None and found > starts[-1]:
-                starts.append(found)
-    return starts
+    return moved_starts(source, nominal, _a_sync_at)
 
 
 def _a_sync_at(file: BinaryIO, offset: int, size: int) -> int | None:

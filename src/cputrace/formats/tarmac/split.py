@@ -30,6 +30,7 @@ import numpy as np
 from ...inputs import InputFile
 from ...model import Isa
 from ..base import DecodeContext
+from ..splitrange import moved_starts
 from .decoder import Carry, RangeDecode, RangeFacts, _big_endian, note_flow_only
 from .grammar import LineError, Rows, TarmacLineParser
 from .options import DEFAULT_ISA
@@ -61,14 +62,7 @@ def split_points(source: InputFile, nominal: list[int]) -> list[int]:
     """Where the ranges start, 0 first: each offset of `nominal` (increasing) moved on to the
     start of the first instruction line at or after it; offsets with none after them before
     the next are dropped."""
-    size = source.size
-    starts = [0]
-    with open(source.path, "rb") as file:
-        for offset in nominal:
-            found = _instruction_line_at(file, max(offset, starts[-1] + 1), size)
-            if found is not None and found > starts[-1]:
-                starts.append(found)
-    return starts
+    return moved_starts(source, nominal, _instruction_line_at)
 
 
 def _instruction_line_at(file: BinaryIO, offset: int, size: int) -> int | None:
