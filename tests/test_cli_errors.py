@@ -112,12 +112,25 @@ def _namespaces() -> bool:
 needs_namespaces = pytest.mark.skipif(not _namespaces(), reason="no private mount namespaces (unshare -rm)")
 
 
+FILL_DISK = """
+def fill_disk(path):
+    \"\"\"Write zeros to the file `path` until the file system has no space left.\"\"\"
+    with open(path, "wb", buffering=0) as filler:
+        try:
+            while True:
+                filler.write(bytes(512))
+        except OSError:
+            pass
+"""
+
+
 def in_tmpfs(folder: Path, options: str, code: str, *args: str) -> subprocess.CompletedProcess:
     """Python `code` run where `folder` is a fresh tmpfs mounted with `options`, in a mount
-    namespace of its own: nothing outside it sees the file system, which goes with it."""
+    namespace of its own: nothing outside it sees the file system, which goes with it. The
+    code may call `fill_disk(path)` (FILL_DISK)."""
     folder.mkdir()
     script = f'mount -t tmpfs -o {options} tmpfs "$1" && shift && exec "$@"'
-    command = [sys.executable, "-c", textwrap.dedent(code), str(folder), *args]
+    command = [sys.executable, "-c", FILL_DISK + textwrap.dedent(code), str(folder), *args]
     return subprocess.run(["unshare", "-rm", "sh", "-c", script, "sh", str(folder), *command],
                           capture_output=True, text=True)  # fmt: skip
 
@@ -139,12 +152,7 @@ def test_ingest_on_a_full_disk_names_the_store(tmp_path):
         disk, trace = Path(sys.argv[1]), sys.argv[2]
         old = CliRunner().invoke(cli, ["ingest", trace, "-o", str(disk / "old.ctrace")])
         manifest = (disk / "old.ctrace" / "manifest.json").read_bytes()
-        with open(disk / "filler", "wb", buffering=0) as filler:
-            try:
-                while True:
-                    filler.write(b"\\0" * 512)
-            except OSError:
-                pass
+        fill_disk(disk / "filler")
         results = {}
         for store in (disk / "old.ctrace", disk / "new.ctrace"):
             result = CliRunner().invoke(cli, ["ingest", trace, "-o", str(store)])
@@ -184,12 +192,7 @@ def test_every_export_on_a_full_disk(tmp_path):
         disk, store, elf = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
         for name in EXPORTERS:
             (disk / f"old.{name}").write_text("old\\n")
-        with open(disk / "filler", "wb", buffering=0) as filler:
-            try:
-                while True:
-                    filler.write(b"\\0" * 512)
-            except OSError:
-                pass
+        fill_disk(disk / "filler")
         results = {}
         for name in EXPORTERS:
             for target in (disk / f"old.{name}", disk / f"new.{name}"):
