@@ -49,8 +49,8 @@ import pyarrow as pa
 from cputrace.coresight.frames import deformat
 from cputrace.flow.program import Program
 from cputrace.formats.base import DecodeContext
-from cputrace.formats.etmv3.capture import Capture, PacketReader, open_captures, packet_decoder
-from cputrace.formats.etmv3.decoder import decode_captures
+from cputrace.formats.coresight.capture import Capture, PacketReader, open_captures, packet_decoder
+from cputrace.formats.coresight.decoder import decode_captures
 from cputrace.ingest import ROW_GROUP_ROWS, ingest
 from cputrace.model import TABLES
 from cputrace.store.write import StoreWriter

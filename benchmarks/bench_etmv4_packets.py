@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from cputrace.coresight.frames import Deformatter
-from cputrace.formats.etmv3.capture import Capture, open_captures
+from cputrace.formats.coresight.capture import Capture, open_captures
 from cputrace.formats.etmv4.config import Etmv4Config
 from cputrace.formats.etmv4.packets import PacketDecoder
 

@@ -24,7 +24,7 @@ from cputrace.coresight.frames import Deformatter, deformat
 from cputrace.coresight.snapshot import read_snapshot
 from cputrace.coresight.sniff import is_snapshot_ini, sniff_layout
 from cputrace.errors import CputraceError
-from cputrace.formats.etmv3.capture import open_captures
+from cputrace.formats.coresight.capture import open_captures
 from cputrace.model import SCHEMAS
 
 TC2 = DATA / "etmv3" / "tc2"  # a copy of ../shared/data/tc2-etmv3 (see its NOTICE)

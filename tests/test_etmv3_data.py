@@ -25,10 +25,10 @@ import cputrace
 from cputrace.errors import CputraceError
 from cputrace.flow.program import Program
 from cputrace.formats.base import DecodeContext
-from cputrace.formats.etmv3 import capture
-from cputrace.formats.etmv3.capture import EtmSource, open_captures
+from cputrace.formats.coresight import capture
+from cputrace.formats.coresight.capture import EtmSource, open_captures
+from cputrace.formats.coresight.decoder import decode_captures
 from cputrace.formats.etmv3.config import EtmConfig
-from cputrace.formats.etmv3.decoder import decode_captures
 from cputrace.formats.etmv3.instructions import SourceWalk
 from cputrace.formats.etmv3.packets import Packets, decode_packets
 from cputrace.formats.etmv3.protocol import Kind

@@ -27,10 +27,10 @@ from cputrace.cli import cli
 from cputrace.errors import TraceFormatError, UsageError
 from cputrace.flow.ops import Op
 from cputrace.formats.base import DecodeContext
-from cputrace.formats.etmv3 import capture
-from cputrace.formats.etmv3.capture import open_captures
+from cputrace.formats.coresight import capture
+from cputrace.formats.coresight.capture import open_captures
+from cputrace.formats.coresight.decoder import decode_captures
 from cputrace.formats.etmv3.config import EtmConfig
-from cputrace.formats.etmv3.decoder import decode_captures
 from cputrace.formats.etmv3.ops import new_state, packet_ops
 from cputrace.formats.etmv3.packets import HEADER_KINDS, Packets, decode_packets
 from cputrace.formats.etmv3.protocol import Flag as PacketFlag

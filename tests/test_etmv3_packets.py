@@ -22,7 +22,7 @@ from paths import DATA
 from cputrace.cli import cli
 from cputrace.errors import CputraceError, TraceFormatError, UsageError
 from cputrace.formats import sniff
-from cputrace.formats.etmv3.capture import PacketReader, open_captures
+from cputrace.formats.coresight.capture import PacketReader, open_captures
 from cputrace.formats.etmv3.config import EtmConfig, bare_buffer_settings
 from cputrace.formats.etmv3.packets import PacketDecoder, Packets, decode_packets
 from cputrace.formats.etmv3.protocol import ErrorReason, Flag, Kind

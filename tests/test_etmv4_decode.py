@@ -27,7 +27,7 @@ import cputrace
 from cputrace.coresight.packets import PACKET, Packets
 from cputrace.flow.ops import EXCEPTION_NO_VECTOR, NO_TIME, WAYPOINT_BEFORE_ADDRESS, WAYPOINT_TAKEN, Op
 from cputrace.flow.program import Program
-from cputrace.formats.etmv3.capture import open_captures, source_packets
+from cputrace.formats.coresight.capture import open_captures, source_packets
 from cputrace.formats.etmv4.instructions import Etmv4SourceWalk
 from cputrace.formats.etmv4.ops import new_state, packet_ops
 from cputrace.formats.etmv4.protocol import Flag, Kind

@@ -30,7 +30,7 @@ from cputrace.coresight.listing import FIELDS
 from cputrace.coresight.packets import PACKET, Packets
 from cputrace.coresight.snapshot import Device, read_device, read_snapshot
 from cputrace.errors import CputraceError
-from cputrace.formats.etmv3.capture import EtmSource, open_captures, source_packets
+from cputrace.formats.coresight.capture import EtmSource, open_captures, source_packets
 from cputrace.formats.etmv4.config import Etmv4Config
 from cputrace.formats.etmv4.listing import atom_text, packet_fields
 from cputrace.formats.etmv4.packets import PacketDecoder, decode_packets

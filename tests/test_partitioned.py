@@ -908,7 +908,7 @@ def test_an_etmv3_range_whose_warm_up_missed_the_timestamp_is_decoded_from_the_r
     not join up with the one before; decoded again from that one's end, its rows are those
     of the single-process ingest."""
     from cputrace.formats import DecodeContext, check_options
-    from cputrace.formats.etmv3 import split
+    from cputrace.formats.coresight import split
     from cputrace.image import load_image_specs
     from cputrace.inputs import InputFile
 

@@ -25,7 +25,7 @@ import cputrace
 from cputrace.coresight.packets import Packets
 from cputrace.coresight.snapshot import read_snapshot
 from cputrace.flow.ops import LOSS_NAMES
-from cputrace.formats.etmv3.capture import open_captures, source_packets
+from cputrace.formats.coresight.capture import open_captures, source_packets
 from cputrace.formats.ptm.config import PtmConfig
 from cputrace.formats.ptm.protocol import KIND_NAMES, Kind
 from cputrace.ingest import ingest

@@ -20,7 +20,7 @@ import cputrace
 from cputrace.cli import cli
 from cputrace.coresight.packets import Packets
 from cputrace.errors import CputraceError
-from cputrace.formats.etmv3.capture import open_captures, source_packets
+from cputrace.formats.coresight.capture import open_captures, source_packets
 from cputrace.formats.ptm.config import PtmConfig
 from cputrace.formats.ptm.packets import PacketDecoder, decode_packets
 from cputrace.formats.ptm.protocol import ErrorReason, Flag, Kind

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 SPLITS = {
     "tarmac": "cputrace.formats.tarmac.split",
     "armulator": "cputrace.formats.armulator.split",
-    "etmv3": "cputrace.formats.etmv3.split",
+    "etmv3": "cputrace.formats.coresight.split",
 }
 """The formats whose inputs split, and the module of each with the steps of a split: `whole`
 (why an input is decoded whole, None: it splits), `split_points`, `count_range` (a task; none

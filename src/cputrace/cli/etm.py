@@ -11,9 +11,9 @@ import click
 
 from ..coresight.frames import FrameStats
 from ..coresight.listing import FIELDS, packet_text
+from ..formats.coresight.capture import Capture, EtmSource, PacketReader, open_captures, split_sources
+from ..formats.coresight.options import OPTIONS as ETMV3_OPTIONS
 from ..formats.etmv3 import listing as etmv3_listing
-from ..formats.etmv3.capture import Capture, EtmSource, PacketReader, open_captures, split_sources
-from ..formats.etmv3.options import OPTIONS as ETMV3_OPTIONS
 from ..formats.etmv3.packets import Packets
 from ..formats.etmv3.protocol import KIND_NAMES
 from ..formats.etmv4 import listing as etmv4_listing

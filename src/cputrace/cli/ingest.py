@@ -12,7 +12,7 @@ import click
 from ..batch.tasks import PART_BYTES, SHARED_STORAGE
 from ..coresight.sniff import SNAPSHOT_INI
 from ..formats import FORMATS
-from ..formats.etmv3.options import OPTIONS as ETMV3_OPTIONS
+from ..formats.coresight.options import OPTIONS as ETMV3_OPTIONS
 from ..formats.tarmac.options import DEFAULT_ISA
 from ..ingest import IngestResult, ingest
 from ..inputs import Fingerprint

@@ -16,8 +16,8 @@ from ..errors import TraceFormatError, UsageError
 from ..plugins import Plugin, registry
 from .armulator import sniff as armulator_sniff
 from .base import Batch, DecodeContext, Decoder, Option
-from .etmv3 import options as etmv3_options
-from .etmv3 import sniff as etmv3_sniff
+from .coresight import options as coresight_options
+from .coresight import sniff as coresight_sniff
 from .leon import buffers as leon_buffers
 from .leon import options as leon_options
 from .tarmac import options as tarmac_options
@@ -45,7 +45,7 @@ FORMATS: dict[str, Format] = registry(
     ),
     Format(
         "etmv3", "Arm CoreSight ETMv3, PTM and ETMv4 trace: snapshots (snapshot.ini) and trace buffers",
-        "cputrace.formats.etmv3.decoder:Etmv3Decoder", etmv3_sniff.sniff, etmv3_options.OPTIONS,
+        "cputrace.formats.coresight.decoder:Etmv3Decoder", coresight_sniff.sniff, coresight_options.OPTIONS,
     ),
     Format(
         "xscale", "Intel XScale trace buffers (raw, text, OpenOCD xscale dump_trace); needs --image",

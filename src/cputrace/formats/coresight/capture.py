@@ -1,7 +1,7 @@
 """Where ETMv3, PTM and ETMv4 trace comes from, and reading its packets source by source.
 
 An input is a CoreSight snapshot (its snapshot.ini, or the directory holding it) or a bare
-buffer with its ETM registers given as options or a device file (see `config`). Either way
+buffer with its ETM registers given as options or a device file (see `etmv3.config`). Either way
 it becomes one `Capture` per trace buffer: the buffer file, its layout, and the sources in it,
 each with its registers (an `EtmConfig`, a `ptm.config.PtmConfig` or an
 `etmv4.config.Etmv4Config`) and a core number
@@ -29,14 +29,14 @@ from ...coresight.snapshot import SNAPSHOT_INI, Device, Snapshot, read_snapshot
 from ...coresight.sniff import is_snapshot_ini, sniff_layout
 from ...errors import CputraceError, UsageError
 from ...inputs import InputFile, read_exactly
+from ..etmv3.config import EtmConfig, bare_buffer_settings
+from ..etmv3.packets import PacketDecoder, Packets
 from ..etmv4 import packets as etmv4_packets
 from ..etmv4.config import PROTOCOLS as ETMV4_PROTOCOLS
 from ..etmv4.config import Etmv4Config
 from ..ptm import packets as ptm_packets
 from ..ptm.config import PtmConfig
-from .config import EtmConfig, bare_buffer_settings
 from .options import BARE_BUFFER_OPTIONS, SOURCE, TRACE_IDS
-from .packets import PacketDecoder, Packets
 
 CHUNK_BYTES = 4 << 20
 ETMV3_PROTOCOL = "ETM3"

@@ -3,7 +3,7 @@ trace buffers.
 
 Sniffing knows a snapshot.ini, a trace port capture (frame syncs) and a raw ETMv3 stream that
 starts with an A-sync; memory buffers (ETB, ETR) need `--format etmv3`.
-Packets become instructions by walking the program image (`instructions`): a snapshot's
+Packets become instructions by walking the program image (`etmv3.instructions`): a snapshot's
 core memory dumps, or the images given with `--image` (which then replace the dumps).
 A reserved or malformed packet fails a `--strict` decode (naming the buffer file, the offset
 and what was expected); otherwise it is a warning and a `trace_gap` event, and the decode
@@ -25,6 +25,10 @@ from ...flow.program import Program
 from ...image import Image
 from ...inputs import InputFile
 from ..base import Batch, DecodeContext
+from ..etmv3.config import EtmConfig
+from ..etmv3.instructions import SourceWalk
+from ..etmv3.packets import Packets
+from ..etmv3.protocol import EXPECTED
 from ..etmv4.config import Etmv4Config
 from ..etmv4.instructions import Etmv4SourceWalk
 from ..etmv4.protocol import EXPECTED as ETMV4_EXPECTED
@@ -32,10 +36,6 @@ from ..ptm.config import PtmConfig
 from ..ptm.instructions import PtmSourceWalk
 from ..ptm.protocol import EXPECTED as PTM_EXPECTED
 from .capture import Capture, EtmSource, open_captures, source_packets
-from .config import EtmConfig
-from .instructions import SourceWalk
-from .packets import Packets
-from .protocol import EXPECTED
 
 RAW_SHOWN = 16  # bytes of a bad packet an error message shows
 PROTOCOLS: dict[type, tuple[type[SourceWalk], dict[int, str]]] = {

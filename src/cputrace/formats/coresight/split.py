@@ -46,13 +46,13 @@ from ...errors import CputraceError
 from ...flow.program import Program
 from ...inputs import InputFile
 from ..base import Batch, DecodeContext
+from ..etmv3.instructions import SourceWalk
+from ..etmv3.packets import Packets
+from ..etmv3.protocol import Kind
 from ..etmv4.config import Etmv4Config
 from ..splitrange import SplitRange, moved_starts
 from .capture import CHUNK_BYTES, EtmSource, is_snapshot, open_captures, packet_decoder
 from .decoder import PROTOCOLS, Unsynced, packet_error, source_program
-from .instructions import SourceWalk
-from .packets import Packets
-from .protocol import Kind
 
 __all__ = [
     "NUMBERED_AFTER", "Carry", "RangeDecode", "RangeFacts", "finish", "first_carries",

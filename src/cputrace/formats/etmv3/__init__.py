@@ -1,1 +1,1 @@
-"""Arm ETMv3 trace: configuration, packets, and the inputs that carry them."""
+"""The Arm ETMv3 protocol: its registers, packets, ops, data trace and instruction walk."""

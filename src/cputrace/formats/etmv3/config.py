@@ -36,10 +36,10 @@ from ...coresight.snapshot import read_device
 from ...coresight.sniff import LAYOUTS
 from ...errors import CputraceError, TraceFormatError, UsageError
 from ..base import Option, parse_int
+from ..coresight.options import BUFFER_FORMAT, ETM_CONFIG, ETMCCER, ETMCR, ETMIDR, SOURCE, TRACE_IDS
 from ..etmv4.config import PROTOCOLS as ETMV4_PROTOCOLS
 from ..etmv4.config import Etmv4Config
 from ..ptm.config import PTM_MAJOR, PtmConfig, is_ptm
-from .options import BUFFER_FORMAT, ETM_CONFIG, ETMCCER, ETMCR, ETMIDR, SOURCE, TRACE_IDS
 
 DEFAULT_ETMIDR = 0x4100F250
 DEFAULT_ETMCCER = 0x10000000

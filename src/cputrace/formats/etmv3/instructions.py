@@ -53,7 +53,7 @@ from ...coresight.packets import I_SYNC_PERIODIC
 from ...flow.program import Program
 from ...flow.walker import Walker
 from ..base import Batch
-from .capture import EtmSource
+from ..coresight.capture import EtmSource
 from .data import DataMatcher
 from .ops import new_state, packet_ops
 from .packets import Packets

@@ -50,7 +50,7 @@ from ...coresight.packet_ops import PacketOps
 from ...coresight.packets import I_SYNC_OVERFLOW, I_SYNC_REASONS, Packets
 from ...flow.program import Program
 from ..base import Batch
-from ..etmv3.capture import EtmSource
+from ..coresight.capture import EtmSource
 from ..etmv3.instructions import SourceWalk
 from .ops import ADDRESS_KINDS, new_state, packet_ops
 from .protocol import ERROR_TEXT, KIND_NAMES, Flag, Kind, exception_name

@@ -33,7 +33,7 @@ from ...coresight.events import (
 )
 from ...coresight.packet_ops import PacketOps
 from ...flow.program import Program
-from ..etmv3.capture import EtmSource
+from ..coresight.capture import EtmSource
 from ..etmv3.instructions import SourceWalk
 from .ops import new_state, packet_ops
 from .packets import Packets
