@@ -22,8 +22,9 @@ from paths import DATA
 from cputrace.cli import cli
 from cputrace.errors import CputraceError, TraceFormatError, UsageError
 from cputrace.formats import sniff
+from cputrace.formats.coresight.bare import bare_buffer_settings
 from cputrace.formats.coresight.capture import PacketReader, open_captures
-from cputrace.formats.etmv3.config import EtmConfig, bare_buffer_settings
+from cputrace.formats.etmv3.config import EtmConfig
 from cputrace.formats.etmv3.packets import PacketDecoder, Packets, decode_packets
 from cputrace.formats.etmv3.protocol import ErrorReason, Flag, Kind
 from cputrace.model import Isa

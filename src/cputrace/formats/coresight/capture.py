@@ -1,7 +1,7 @@
 """Where ETMv3, PTM and ETMv4 trace comes from, and reading its packets source by source.
 
 An input is a CoreSight snapshot (its snapshot.ini, or the directory holding it) or a bare
-buffer with its ETM registers given as options or a device file (see `etmv3.config`). Either way
+buffer with its ETM registers given as options or a device file (see `bare`). Either way
 it becomes one `Capture` per trace buffer: the buffer file, its layout, and the sources in it,
 each with its registers (an `EtmConfig`, a `ptm.config.PtmConfig` or an
 `etmv4.config.Etmv4Config`) and a core number
@@ -24,18 +24,19 @@ from typing import Any
 import numpy as np
 
 from ...coresight.frames import Deformatter, FrameStats
-from ...coresight.packets import PacketScanner
+from ...coresight.packets import Packets, PacketScanner
 from ...coresight.snapshot import SNAPSHOT_INI, Device, Snapshot, read_snapshot
 from ...coresight.sniff import is_snapshot_ini, sniff_layout
 from ...errors import CputraceError, UsageError
 from ...inputs import InputFile, read_exactly
-from ..etmv3.config import EtmConfig, bare_buffer_settings
-from ..etmv3.packets import PacketDecoder, Packets
+from ..etmv3.config import EtmConfig
+from ..etmv3.packets import PacketDecoder
 from ..etmv4 import packets as etmv4_packets
 from ..etmv4.config import PROTOCOLS as ETMV4_PROTOCOLS
 from ..etmv4.config import Etmv4Config
 from ..ptm import packets as ptm_packets
 from ..ptm.config import PtmConfig
+from .bare import bare_buffer_settings
 from .options import BARE_BUFFER_OPTIONS, SOURCE, TRACE_IDS
 
 CHUNK_BYTES = 4 << 20

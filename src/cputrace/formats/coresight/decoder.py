@@ -19,7 +19,7 @@ from typing import ClassVar
 
 from ...coresight.dumps import DumpEntry, read_dump_entries
 from ...coresight.frames import FrameStats
-from ...coresight.packets import K_UNSYNCED
+from ...coresight.packets import K_UNSYNCED, Packets
 from ...errors import CputraceError
 from ...flow.program import Program
 from ...image import Image
@@ -27,7 +27,6 @@ from ...inputs import InputFile
 from ..base import Batch, DecodeContext
 from ..etmv3.config import EtmConfig
 from ..etmv3.instructions import SourceWalk
-from ..etmv3.packets import Packets
 from ..etmv3.protocol import EXPECTED
 from ..etmv4.config import Etmv4Config
 from ..etmv4.instructions import Etmv4SourceWalk

@@ -1,5 +1,5 @@
 """The decoder options of the `etmv3` format: which source to decode and, for a buffer that
-comes without a snapshot, the ETM registers and layout that shape it (see `etmv3.config`)."""
+comes without a snapshot, the ETM registers and layout that shape it (see `bare`)."""
 
 from __future__ import annotations
 

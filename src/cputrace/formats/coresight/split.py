@@ -41,14 +41,12 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from ...coresight.packets import PacketScanner
+from ...coresight.packets import K_A_SYNC, Packets, PacketScanner
 from ...errors import CputraceError
 from ...flow.program import Program
 from ...inputs import InputFile
 from ..base import Batch, DecodeContext
 from ..etmv3.instructions import SourceWalk
-from ..etmv3.packets import Packets
-from ..etmv3.protocol import Kind
 from ..etmv4.config import Etmv4Config
 from ..splitrange import SplitRange, moved_starts
 from .capture import CHUNK_BYTES, EtmSource, is_snapshot, open_captures, packet_decoder
@@ -70,7 +68,6 @@ WARM_SYNCS = 4
 LOOK_BYTES = 64 << 10
 """How far to look for A-syncs from a split, at first (doubled up to `MAX_LOOK_BYTES`)."""
 MAX_LOOK_BYTES = 64 << 20
-_K_A_SYNC = int(Kind.A_SYNC)
 
 
 def whole(source: InputFile, options: dict[str, Any], _images: Any) -> str | None:
@@ -248,7 +245,7 @@ class _Stream:
         scout = self.decoder.copy()
         for data, offsets in _chunks(self.file, self.position, self.size):
             for packets in scout.feed(data, offsets):
-                hits = np.flatnonzero((packets["kind"] == _K_A_SYNC) & (packets["offset"] >= at))
+                hits = np.flatnonzero((packets["kind"] == K_A_SYNC) & (packets["offset"] >= at))
                 if len(hits):
                     return int(packets["offset"][hits[0]])
         return None
