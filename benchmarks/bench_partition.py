@@ -2,7 +2,7 @@
 process and split across local clusters of 1 and 2 workers (`cputrace ingest --workers N`);
 wall and CPU time, peak memory.
 
-    python benchmarks/bench_partition.py [--format tarmac|armulator|etmv3] [--lines 20000000]
+    python benchmarks/bench_partition.py [--format tarmac|armulator|coresight] [--lines 20000000]
         [--etm-mib 64] [--workers 1 2] [--runs 2] [--part-mib 256]
 
 The ETMv3 stream is source 0x10 of the TC2 snapshot's ETB buffer (../shared/data/tc2-etmv3),
@@ -85,12 +85,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--part-mib", type=int, default=256)
     args = parser.parse_args()
-    etm = args.format == "etmv3"
+    etm = args.format == "coresight"
     trace = etm_stream(args.etm_mib) if etm else generated_trace(args.lines, args.format)
     small = etm_stream(1) if etm else generated_trace(100_000, args.format)
-    given: dict = {"format": "etmv3", "options": ETM_OPTIONS, "images": ETM_IMAGES} if etm else {}
-    flags = ["--format", "etmv3", "--buffer-format", "source_data", "--etm-config", ETM_OPTIONS["etm_config"],
-             "--image", ETM_IMAGES[0]] if etm else []  # fmt: skip
+    given: dict = {"format": "coresight", "options": ETM_OPTIONS, "images": ETM_IMAGES} if etm else {}
+    flags = ["--format", "coresight", "--buffer-format", "source_data",
+             "--etm-config", ETM_OPTIONS["etm_config"], "--image", ETM_IMAGES[0]] if etm else []  # fmt: skip
     store = OUT / "bench-partition.ctrace"
     size = trace.stat().st_size
     length = f"{args.etm_mib} MiB raw ETMv3 stream" if etm else f"{args.lines:,} lines"

@@ -162,7 +162,7 @@ def _etmv3_targets() -> Iterator[Target]:
     registers = {"etmcr": "0x10001860", "etmidr": "0x410CF250", "etmccer": "0x344008F2", "source": "0x10"}
     yield Target(
         "etmv3-tc2-bare-buffer", "etmv3", "cstrace.bin",
-        (Seed("cstrace.bin", tc2 / "cstrace.bin", "binary", 8 << 10), dump), "etmv3",
+        (Seed("cstrace.bin", tc2 / "cstrace.bin", "binary", 8 << 10), dump), "coresight",
         options=registers, images=("kernel_dump.bin@0xC0008000",), option_keys=ETM_OPTIONS, sniffable=False,
     )  # fmt: skip
 

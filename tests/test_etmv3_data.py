@@ -61,7 +61,7 @@ def decoded_memory(
     stream = tmp_path / "etm.bin"
     stream.write_bytes(enc.data)
     opts = options(enc)
-    result = ingest([stream], tmp_path / "etm.ctrace", format="etmv3", strict=strict, options=opts,
+    result = ingest([stream], tmp_path / "etm.ctrace", format="coresight", strict=strict, options=opts,
                     images=[CORPUS / program])  # fmt: skip
     t = cputrace.Trace(result.store)
     rows = t.sql("SELECT seq, op, addr, size, value FROM memory ORDER BY seq, src").to_pylist()
@@ -413,7 +413,7 @@ def test_a_data_only_trace_gives_its_transfers_without_instructions(tmp_path: Pa
     stream.write_bytes(enc.data)
     etmcr = (1 << 20) | (1 << 3) | (1 << 2)
     options = {"etmcr": etmcr, "buffer_format": "source_data"}
-    result = ingest([stream], tmp_path / "d.ctrace", format="etmv3", strict=True, options=options)
+    result = ingest([stream], tmp_path / "d.ctrace", format="coresight", strict=True, options=options)
     t = cputrace.Trace(result.store)
     rows = t.sql("SELECT seq, op, size, addr, value, attrs FROM memory ORDER BY src").to_pylist()
     assert [tuple(r.values()) for r in rows] == [
@@ -458,14 +458,14 @@ def test_a_malformed_packet_in_a_data_only_trace_is_a_gap(tmp_path: Path) -> Non
     stream = tmp_path / "etm.bin"
     stream.write_bytes(enc.data)
     opts = {"etmcr": (1 << 20) | (1 << 3) | (1 << 2), "buffer_format": "source_data"}
-    result = ingest([stream], tmp_path / "d.ctrace", format="etmv3", options=opts)
+    result = ingest([stream], tmp_path / "d.ctrace", format="coresight", options=opts)
     t = cputrace.Trace(result.store)
     gaps = t.sql("SELECT name, src FROM events WHERE kind = 'trace_gap'").to_pylist()
     assert gaps == [{"name": "error", "src": 8}]  # the first zero byte after the info byte
     assert result.manifest["warnings"]["count"] == 1
     assert t.sql("SELECT addr, value FROM memory").to_pylist() == [{"addr": 0x9004, "value": 0x55}]
     with pytest.raises(CputraceError, match=r"etm\.bin:offset 0x8: expected an A-sync"):
-        ingest([stream], tmp_path / "s.ctrace", format="etmv3", strict=True, options=opts)
+        ingest([stream], tmp_path / "s.ctrace", format="coresight", strict=True, options=opts)
 
 
 # --- swaps and exclusives, through a small image -------------------------------------------------
@@ -485,7 +485,7 @@ def decoded_image_memory(enc: EtmEncoder, tmp_path: Path, batch: int | None = No
     etmcr = (enc.data_value << 2) | (enc.data_address << 3)
     if batch is None:
         opts = {"etmcr": etmcr, "buffer_format": "source_data"}
-        result = ingest([stream], tmp_path / "etm.ctrace", format="etmv3", strict=True, options=opts,
+        result = ingest([stream], tmp_path / "etm.ctrace", format="coresight", strict=True, options=opts,
                         images=[f"{code}@0x8000"])  # fmt: skip
         query = "SELECT seq, op, addr, size, value, attrs FROM memory ORDER BY seq, src"
         return [tuple(r.values()) for r in cputrace.Trace(result.store).sql(query).to_pylist()]
@@ -561,7 +561,7 @@ def test_two_sources_with_data_trace_keep_every_table_in_seq_order(
     buffer = tmp_path / "etb.bin"
     buffer.write_bytes(format_frames([(i, piece) for i, piece in chunks if piece]))
     opts = {**options(first), "buffer_format": "coresight"}
-    etm = {"format": "etmv3", "images": [CORPUS / "calls-a32.elf"]}
+    etm = {"format": "coresight", "images": [CORPUS / "calls-a32.elf"]}
     both = cputrace.Trace(ingest([buffer], tmp_path / "both.ctrace", options=opts, **etm).store)
     for table in ("instructions", "memory", "events"):
         seq = both.sql(f"SELECT seq FROM {table}").column("seq").to_numpy()  # stored order

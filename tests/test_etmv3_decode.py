@@ -234,7 +234,7 @@ def test_a_bare_buffer_decodes_every_source_in_one_seq_order(
     buffer.write_bytes((tc2 / "cstrace.bin").read_bytes()[:cut])
     options = {"etmcr": "0x10001860", "etmidr": "0x410CF250", "etmccer": "0x344008F2"}
     images = [f"{tc2 / 'kernel_dump.bin'}@0xC0008000"]
-    store = ingest([buffer], tmp_path / "s.ctrace", format="etmv3", options=options, images=images).store
+    store = ingest([buffer], tmp_path / "s.ctrace", format="coresight", options=options, images=images).store
     seq = pq.read_table(table_path(store, "instructions"), columns=["seq"]).column("seq").to_numpy()
     assert np.array_equal(seq, np.arange(len(seq))) and len(seq) > 1000
     for table in ("registers", "memory", "events"):  # at most the seq the next instruction would have
@@ -281,7 +281,7 @@ def decoded(
     stream = tmp_path / "etm.bin"
     stream.write_bytes(enc.data)
     options = {**registers(enc), "buffer_format": "source_data"}
-    result = ingest([stream], tmp_path / "etm.ctrace", format="etmv3", strict=strict, options=options,
+    result = ingest([stream], tmp_path / "etm.ctrace", format="coresight", strict=strict, options=options,
                     images=[CORPUS / program])  # fmt: skip
     t = cputrace.Trace(result.store)
     rows = t.sql("SELECT pc, isa, executed, flags, cycles, time FROM instructions ORDER BY seq").to_pylist()
@@ -333,7 +333,7 @@ def test_context_id_and_vmid_changes_are_events(tmp_path: Path) -> None:
     stream.write_bytes(enc.data)
     options = {**registers(enc), "buffer_format": "source_data"}
     options["etmcr"] |= (2 << 14) | (1 << 30)  # 2-byte context IDs, VMID
-    result = ingest([stream], tmp_path / "c.ctrace", format="etmv3", strict=True, options=options,
+    result = ingest([stream], tmp_path / "c.ctrace", format="coresight", strict=True, options=options,
                     images=[CORPUS / "calls-a32.elf"])  # fmt: skip
     t = cputrace.Trace(result.store)
     rows = t.sql("SELECT name, value, seq FROM events WHERE kind = 'context' ORDER BY seq, src").to_pylist()
@@ -474,13 +474,13 @@ def test_strict_stops_at_the_first_packet_error(tmp_path: Path) -> None:
     enc.raw(b"\x3e\x00\x00").a_sync().i_sync(0x8000, "A32", 1).atoms("EE")
     stream = tmp_path / "etm.bin"
     stream.write_bytes(enc.data)
-    args = ["ingest", str(stream), "--format", "etmv3", "--etmcr", "0", "--buffer-format", "source_data",
+    args = ["ingest", str(stream), "--format", "coresight", "--etmcr", "0", "--buffer-format", "source_data",
             "--image", str(CORPUS / "calls-a32.elf")]  # fmt: skip
     strict = CliRunner().invoke(cli, [*args, "--strict", "-o", str(tmp_path / "strict.ctrace")])
     assert strict.exit_code == 1
     assert f"{stream}:offset 0x{bad:x}: expected an ETMv3 packet header, got '3e'" in strict.stderr
     assert not (tmp_path / "strict.ctrace").exists()
-    lenient = ingest([stream], tmp_path / "lenient.ctrace", format="etmv3", options={
+    lenient = ingest([stream], tmp_path / "lenient.ctrace", format="coresight", options={
         "etmcr": 0, "buffer_format": "source_data"}, images=[CORPUS / "calls-a32.elf"])  # fmt: skip
     assert lenient.manifest["warnings"]["count"] == 1
     assert f"offset 0x{bad:x}" in lenient.manifest["warnings"]["samples"][0]
@@ -496,7 +496,7 @@ def test_a_formatted_source_error_names_its_trace_id(tmp_path: Path) -> None:
     buffer.write_bytes(format_frames([(0x21, enc.data)]))
     options = {"etmcr": 0, "buffer_format": "coresight"}
     with pytest.raises(TraceFormatError, match=r"etb\.bin:offset 0x[0-9a-f]+ \(source 0x21\): expected an "):
-        ingest([buffer], tmp_path / "s.ctrace", format="etmv3", strict=True, options=options,
+        ingest([buffer], tmp_path / "s.ctrace", format="coresight", strict=True, options=options,
                images=[CORPUS / "calls-a32.elf"])  # fmt: skip
 
 
@@ -521,7 +521,7 @@ def test_triggers_and_cycle_counts_are_events(tmp_path: Path) -> None:
     stream = tmp_path / "etm.bin"
     stream.write_bytes(enc.data)
     options = {"etmcr": 1 << 12, "buffer_format": "source_data"}
-    result = ingest([stream], tmp_path / "s.ctrace", format="etmv3", strict=True, options=options,
+    result = ingest([stream], tmp_path / "s.ctrace", format="coresight", strict=True, options=options,
                     images=[nops(tmp_path)])  # fmt: skip
     t = cputrace.Trace(result.store)
     cycles = t.sql("SELECT cycles FROM instructions ORDER BY seq").column("cycles").to_pylist()

@@ -538,9 +538,9 @@ def test_any_config_file_is_read_or_refused_clearly(
 
 
 def test_sniffing() -> None:
-    assert sniff((TC2 / "snapshot.ini").read_bytes(), "snapshot.ini").name == "etmv3"
-    assert sniff(b"\x00" * 5 + b"\x80\x08\x00", "raw.bin").name == "etmv3"
-    assert sniff(b"\xff\xff\xff\x7f\x21\x00", "tpiu.bin").name == "etmv3"
+    assert sniff((TC2 / "snapshot.ini").read_bytes(), "snapshot.ini").name == "coresight"
+    assert sniff(b"\x00" * 5 + b"\x80\x08\x00", "raw.bin").name == "coresight"
+    assert sniff(b"\xff\xff\xff\x7f\x21\x00", "tpiu.bin").name == "coresight"
 
 
 # --- inputs and the command line --------------------------------------------------------------

@@ -88,7 +88,7 @@ def test_the_library_checks_a_plain_dict_the_same_way(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=r"^option byte_order: expected one of little, big, got 'middle'$"):
         ingest([QUICKSORT], tmp_path / "b", options={"byte_order": "middle"})
     with pytest.raises(UsageError, match=r"^unknown option 'etmcr': format tarmac takes options "):
-        ingest([QUICKSORT], tmp_path / "c", options={"etmcr": 0x1000})  # an etmv3 option
+        ingest([QUICKSORT], tmp_path / "c", options={"etmcr": 0x1000})  # a coresight option
     assert not any(tmp_path.iterdir())
 
 
@@ -96,8 +96,8 @@ def test_the_library_checks_a_plain_dict_the_same_way(tmp_path: Path) -> None:
 def test_a_file_option_naming_no_file_is_bad_usage(tmp_path: Path, name: str) -> None:
     """Not an OSError (a name too long for the file system) or a ValueError (a NUL byte)."""
     with pytest.raises(UsageError, match=r"^option etm_config: expected an ETM configuration file"):
-        ingest([ROOT / "tests" / "data" / "etmv3" / "tc2" / "cstrace.bin"], tmp_path / "s", format="etmv3",
-               options={"etm_config": name})  # fmt: skip
+        ingest([ROOT / "tests" / "data" / "etmv3" / "tc2" / "cstrace.bin"], tmp_path / "s",
+               format="coresight", options={"etm_config": name})  # fmt: skip
 
 
 def test_option_values_keep_what_was_given_in_the_manifest(tmp_path: Path) -> None:
@@ -168,7 +168,8 @@ def test_formats_lists_every_format_with_its_declared_options() -> None:
     assert list(listed) == list(FORMATS)
     for name, entry in FORMATS.items():
         head, *lines = listed[name]
-        assert head.startswith(f"{name} ({'sniffed' if entry.sniff else f'--format {name}'}): ")
+        aliases = "".join(f", alias {alias}" for alias in entry.aliases)
+        assert head.startswith(f"{name} ({'sniffed' if entry.sniff else f'--format {name}'}{aliases}): ")
         assert entry.description in head
         if not entry.options:
             assert lines == ["(no options)"]

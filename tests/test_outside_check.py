@@ -372,7 +372,7 @@ def test_ingest_of_a_format_no_decoder_has(tmp_path):
     import cputrace
     from cputrace.errors import UsageError
 
-    with pytest.raises(UsageError, match=r"unknown format 'tarmak' \(known: armulator, etmv3, "):
+    with pytest.raises(UsageError, match=r"unknown format 'tarmak' \(known: armulator, coresight, "):
         cputrace.ingest(QUICKSORT, tmp_path / "out.ctrace", format="tarmak")
     assert not list(tmp_path.iterdir())
 

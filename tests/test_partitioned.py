@@ -753,8 +753,8 @@ def test_a_raw_etmv3_stream_split_around_every_a_sync_equals_the_single_ingest(
     source = sources[trace_id]
     splits = around_every_a_sync(source.read_bytes())
     options = {"buffer_format": "source_data", "etm_config": str(TC2 / TC2_SOURCES[trace_id])}
-    single = ingest([source], tmp_path / "one.ctrace", format="etmv3", options=options, images=[image])
-    result = ingest_split(client, source, tmp_path / "split.ctrace", format="etmv3", options=options,
+    single = ingest([source], tmp_path / "one.ctrace", format="coresight", options=options, images=[image])
+    result = ingest_split(client, source, tmp_path / "split.ctrace", format="coresight", options=options,
                           images=[image], splits=splits)  # fmt: skip
     assert result.manifest["parts"] == len(A_SYNC.findall(source.read_bytes())) + 1  # one from each A-sync
     assert_same_store(single.store, result.store)
@@ -770,11 +770,29 @@ def test_a_raw_etmv3_stream_without_an_a_sync_warns_as_the_single_ingest_does(
     source = tmp_path / "unsynced.bin"
     source.write_bytes(data[: A_SYNC.search(data).start()])
     options = {"buffer_format": "source_data", "etm_config": str(TC2 / TC2_SOURCES[0x10])}
-    single = ingest([source], tmp_path / "one.ctrace", format="etmv3", options=options, images=[image])
-    result = ingest_split(client, source, tmp_path / "split.ctrace", format="etmv3", options=options,
+    single = ingest([source], tmp_path / "one.ctrace", format="coresight", options=options, images=[image])
+    result = ingest_split(client, source, tmp_path / "split.ctrace", format="coresight", options=options,
                           images=[image], splits=[len(data) // 7])  # fmt: skip
     warnings = result.manifest["warnings"]
     assert warnings["count"] == 1 and "no sync in its" in warnings["samples"][0]
+    assert_same_store(single.store, result.store)
+
+
+def test_a_raw_stream_given_the_coresight_formats_former_name_splits_as_coresight(
+    client, tmp_path: Path, tc2_streams
+) -> None:
+    """`format="etmv3"`, as scripts written before the format was called `coresight` give it,
+    finds the format's split module: the stream splits at its A-syncs and the store records
+    the format's name now."""
+    sources, image = tc2_streams
+    source = sources[0x10]
+    size = source.stat().st_size
+    options = {"buffer_format": "source_data", "etm_config": str(TC2 / TC2_SOURCES[0x10])}
+    single = ingest([source], tmp_path / "one.ctrace", format="coresight", options=options, images=[image])
+    result = ingest_split(client, source, tmp_path / "split.ctrace", format="etmv3", options=options,
+                          images=[image], splits=[size // 3, 2 * size // 3])  # fmt: skip
+    assert result.manifest["parts"] == 3
+    assert result.manifest["format"] == "coresight"
     assert_same_store(single.store, result.store)
 
 
@@ -800,7 +818,7 @@ class EncodedRun:
 
     def ingested(self, store: Path) -> Path:
         """The store of its single-process ingest."""
-        return ingest([self.path], store, format="etmv3", options=self.options, images=[self.image]).store
+        return ingest([self.path], store, format="coresight", options=self.options, images=[self.image]).store
 
 
 def encoded_calls(
@@ -861,8 +879,9 @@ def test_an_etmv3_stream_with_data_trace_split_everywhere_equals_the_single_inge
     single = run.ingested(tmp_path / "one.ctrace")
     with Trace(single) as whole:
         assert whole.manifest["counts"]["memory"] > 1000
-    result = ingest_split(client, run.path, tmp_path / "split.ctrace", format="etmv3", options=run.options,
-                          images=[run.image], splits=around_every_a_sync(data, taken))  # fmt: skip
+    result = ingest_split(client, run.path, tmp_path / "split.ctrace", format="coresight",
+                          options=run.options, images=[run.image],
+                          splits=around_every_a_sync(data, taken))  # fmt: skip
     assert result.manifest["parts"] > 20
     assert_same_store(single, result.store)
 
@@ -892,8 +911,8 @@ def test_a_thumb_stream_split_inside_its_it_blocks_equals_the_single_ingest(clie
                         a_sync_every=len(steps))  # fmt: skip
     single = run.ingested(tmp_path / "one.ctrace")
     cuts = sorted(random.Random(3).sample(run.a_syncs[1:], 12))
-    result = ingest_split(client, run.path, tmp_path / "split.ctrace", format="etmv3", options=run.options,
-                          images=[run.image], splits=cuts)  # fmt: skip
+    result = ingest_split(client, run.path, tmp_path / "split.ctrace", format="coresight",
+                          options=run.options, images=[run.image], splits=cuts)  # fmt: skip
     assert result.manifest["parts"] == len(cuts) + 1
     assert_same_store(single, result.store)
     with Trace(single) as whole:
@@ -917,7 +936,7 @@ def test_an_etmv3_range_whose_warm_up_missed_the_timestamp_is_decoded_from_the_r
     file = InputFile(run.path)
 
     def context() -> DecodeContext:
-        ctx = DecodeContext(options=check_options(dict(run.options), {"etmv3"}))
+        ctx = DecodeContext(options=check_options(dict(run.options), {"coresight"}))
         ctx.image = load_image_specs([run.image])
         return ctx
 

@@ -295,7 +295,7 @@ def test_encoded_runs_decode_to_the_recording(program: str, mode: str, tmp_path:
     etmcr = (settings.get("cycle_accurate", False) << 12) | (settings.get("return_stack", False) << 29)
     etmcr |= settings.get("broadcast", False) << 8
     options = {"etmcr": etmcr, "etmidr": 0x411CF312, "etmccer": 0, "buffer_format": "source_data"}
-    result = ingest([stream], tmp_path / "ptm.ctrace", format="etmv3", strict=True, options=options,
+    result = ingest([stream], tmp_path / "ptm.ctrace", format="coresight", strict=True, options=options,
                     images=[CORPUS / program])  # fmt: skip
     query = "SELECT pc, isa, executed, cycles FROM instructions ORDER BY seq"
     assert rows(cputrace.Trace(result.store), query) == expected.rows

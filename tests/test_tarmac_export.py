@@ -131,7 +131,7 @@ def _etm_data(folder: Path) -> tuple[list[Path], dict]:
     stream = folder / "etm.bin"
     stream.write_bytes(encoder.data)
     images = [CORPUS / "calls-t32.elf"]
-    return [stream], {"format": "etmv3", "options": data.options(encoder), "images": images}
+    return [stream], {"format": "coresight", "options": data.options(encoder), "images": images}
 
 
 ARMV5TE = {"images": [CORPUS / "calls-armv5te.elf"]}

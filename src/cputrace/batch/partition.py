@@ -14,7 +14,7 @@ An input that cannot be split (compressed, a format without a split module, or o
 module decodes whole: see docs/formats.md) is ingested whole by one worker, into a plain store.
 
 Numbering: where a range's instructions can be counted before it is decoded (Tarmac,
-ARMulator), each range is decoded with the seq it starts at. Where they cannot (ETMv3: a
+ARMulator), each range is decoded with the seq it starts at. Where they cannot (CoreSight: a
 range's instructions are known once walked; its module says `NUMBERED_AFTER`), each range is
 numbered from its start carry's `seq_base`, and each part whose numbering is off the end of
 the part before it is written again with its seqs shifted (`_shifted_part`), on the workers.
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 SPLITS = {
     "tarmac": "cputrace.formats.tarmac.split",
     "armulator": "cputrace.formats.armulator.split",
-    "etmv3": "cputrace.formats.coresight.split",
+    "coresight": "cputrace.formats.coresight.split",
 }
 """The formats whose inputs split, and the module of each with the steps of a split: `whole`
 (why an input is decoded whole, None: it splits), `split_points`, `count_range` (a task; none

@@ -11,10 +11,10 @@ import click
 
 from ..coresight.frames import FrameStats
 from ..coresight.listing import FIELDS, packet_text
+from ..coresight.packets import Packets
 from ..formats.coresight.capture import Capture, EtmSource, PacketReader, open_captures, split_sources
-from ..formats.coresight.options import OPTIONS as ETMV3_OPTIONS
+from ..formats.coresight.options import OPTIONS as CORESIGHT_OPTIONS
 from ..formats.etmv3 import listing as etmv3_listing
-from ..formats.etmv3.packets import Packets
 from ..formats.etmv3.protocol import KIND_NAMES
 from ..formats.etmv4 import listing as etmv4_listing
 from ..formats.etmv4.config import Etmv4Config
@@ -36,7 +36,7 @@ def etm_group() -> None:
 
 @etm_group.command("packets")
 @click.argument("input_path", metavar="INPUT", type=click.Path(exists=True))
-@option_flags(*ETMV3_OPTIONS)
+@option_flags(*CORESIGHT_OPTIONS)
 @click.option("--limit", type=click.IntRange(min=0), default=None, help="At most N packets.")
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "csv", "jsonl"]), default="text", show_default=True

@@ -11,14 +11,25 @@ import click
 
 from ..batch.tasks import PART_BYTES, SHARED_STORAGE
 from ..coresight.sniff import SNAPSHOT_INI
-from ..formats import FORMATS
-from ..formats.coresight.options import OPTIONS as ETMV3_OPTIONS
+from ..formats import ALIASES, FORMATS
+from ..formats.coresight.options import OPTIONS as CORESIGHT_OPTIONS
 from ..formats.tarmac.options import DEFAULT_ISA
 from ..ingest import IngestResult, ingest
 from ..inputs import Fingerprint
 from .common import cli, err, progress
 from .compiling import explain_compiling
 from .params import cluster_options, image_option, option_flags
+
+
+class FormatName(click.Choice):
+    """--format: a format's name, or a former name of one (`ALIASES`), taken for its name now so
+    that scripts written with it go on working; the help lists the names now."""
+
+    def __init__(self) -> None:
+        super().__init__(sorted(FORMATS))
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        return super().convert(ALIASES.get(value, value), param, ctx)
 
 
 def decoder_params(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -40,7 +51,7 @@ def decoder_params(command: Callable[..., Any]) -> Callable[..., Any]:
 
     decorators = (
         click.option(
-            "--format", "fmt", type=click.Choice(sorted(FORMATS)), help="Input format (default: sniffed)."
+            "--format", "fmt", type=FormatName(), help="Input format (default: sniffed)."
         ),
         click.option("--strict", is_flag=True, help="Stop at the first record that does not parse."),
         image_option(
@@ -52,7 +63,7 @@ def decoder_params(command: Callable[..., Any]) -> Callable[..., Any]:
             help="A decoder option (`cputrace formats` lists them), e.g. high_vectors=true, "
             "vector_base=0x8000, xscale_pc=0x8040; repeatable.",
         ),
-        option_flags(DEFAULT_ISA, *ETMV3_OPTIONS),
+        option_flags(DEFAULT_ISA, *CORESIGHT_OPTIONS),
     )  # fmt: skip
     for decorate in reversed(decorators):
         wrapper = decorate(wrapper)
@@ -198,6 +209,7 @@ def formats_cmd() -> None:
     """List the input formats and the decoder options each takes (--option NAME=VALUE)."""
     for name, entry in FORMATS.items():
         how = "sniffed" if entry.sniff else f"--format {name}"
+        how += "".join(f", alias {alias}" for alias in entry.aliases)
         click.echo(f"{name} ({how}): {entry.description}")
         width = max((len(option.name) for option in entry.options), default=0)
         for option in entry.options:

@@ -32,6 +32,7 @@ class Format(Plugin):
 
     sniff: Callable[[bytes], int] | None = None  # how sure (0-100); None: never sniffed, name it
     options: tuple[Option, ...] = ()  # what `--option NAME=VALUE` may give its decoder
+    aliases: tuple[str, ...] = ()  # former names, still taken: scripts and old stores give them
 
 
 FORMATS: dict[str, Format] = registry(
@@ -44,8 +45,9 @@ FORMATS: dict[str, Format] = registry(
         "cputrace.formats.armulator.decoder:ArmulatorDecoder", armulator_sniff.sniff,
     ),
     Format(
-        "etmv3", "Arm CoreSight ETMv3, PTM and ETMv4 trace: snapshots (snapshot.ini) and trace buffers",
-        "cputrace.formats.coresight.decoder:Etmv3Decoder", coresight_sniff.sniff, coresight_options.OPTIONS,
+        "coresight", "Arm CoreSight ETMv3, PTM and ETMv4 trace: snapshots (snapshot.ini) and trace buffers",
+        "cputrace.formats.coresight.decoder:CoresightDecoder", coresight_sniff.sniff,
+        coresight_options.OPTIONS, aliases=("etmv3",),
     ),
     Format(
         "xscale", "Intel XScale trace buffers (raw, text, OpenOCD xscale dump_trace); needs --image",
@@ -65,17 +67,28 @@ FORMATS: dict[str, Format] = registry(
     ),
 )  # fmt: skip
 
+ALIASES: dict[str, str] = {alias: entry.name for entry in FORMATS.values() for alias in entry.aliases}
+"""Each former name of a format, and the format's name now."""
+
 SNIFF_THRESHOLD = 30
 
 _loaded: dict[str, Decoder] = {}
 
 
-def get_decoder(name: str) -> Decoder:
-    """The decoder of the format called `name`, imported on first use (UsageError for a name
-    no format has: the caller's to change)."""
+def format_name(name: str) -> str:
+    """The name of the format `name` names, a former name taken for the name now (UsageError
+    for a name no format has: the caller's to change)."""
+    name = ALIASES.get(name, name)
     if name not in FORMATS:
         known = ", ".join(sorted(FORMATS))
         raise UsageError(f"unknown format {name!r} (known: {known})")
+    return name
+
+
+def get_decoder(name: str) -> Decoder:
+    """The decoder of the format called `name` (or a former name of it), imported on first use
+    (UsageError for a name no format has)."""
+    name = format_name(name)
     if name not in _loaded:
         _loaded[name] = FORMATS[name].load()()
     return _loaded[name]
@@ -100,6 +113,7 @@ def check_options(options: Mapping[str, Any], formats: Collection[str]) -> dict[
     """`options` as the decoders of `formats` take them, each value read by its `Option` (None:
     not given). A key none of these formats takes, or a value its option cannot take, is bad
     usage (UsageError) naming what is allowed: checked before anything is decoded."""
+    formats = list(dict.fromkeys(format_name(name) for name in formats))
     declared = {option.name: option for name in formats for option in FORMATS[name].options}
     checked = {}
     for key, value in options.items():
@@ -120,6 +134,6 @@ def _unknown_option(key: str, formats: Collection[str], declared: Mapping[str, O
 
 
 __all__ = [
-    "FORMATS", "Batch", "DecodeContext", "Decoder", "Format", "Option",
-    "check_options", "get_decoder", "sniff",
+    "ALIASES", "FORMATS", "Batch", "DecodeContext", "Decoder", "Format", "Option",
+    "check_options", "format_name", "get_decoder", "sniff",
 ]  # fmt: skip

@@ -1,8 +1,8 @@
-"""The `etmv3` input format: CoreSight snapshots (their ETMv3, PTM and ETMv4 sources) and ETMv3
-trace buffers.
+"""The `coresight` input format (`etmv3` names it too): CoreSight snapshots (their ETMv3, PTM and
+ETMv4 sources) and trace buffers.
 
 Sniffing knows a snapshot.ini, a trace port capture (frame syncs) and a raw ETMv3 stream that
-starts with an A-sync; memory buffers (ETB, ETR) need `--format etmv3`.
+starts with an A-sync; memory buffers (ETB, ETR) need `--format coresight`.
 Packets become instructions by walking the program image (`etmv3.instructions`): a snapshot's
 core memory dumps, or the images given with `--image` (which then replace the dumps).
 A reserved or malformed packet fails a `--strict` decode (naming the buffer file, the offset
@@ -46,8 +46,8 @@ PROTOCOLS: dict[type, tuple[type[SourceWalk], dict[int, str]]] = {
 its sources' registers."""
 
 
-class Etmv3Decoder:
-    name: ClassVar[str] = "etmv3"
+class CoresightDecoder:
+    name: ClassVar[str] = "coresight"
 
     def decode(self, source: InputFile, ctx: DecodeContext) -> Iterator[Batch]:
         yield from decode_captures(open_captures(source.path, ctx.options), ctx)

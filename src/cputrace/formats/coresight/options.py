@@ -1,4 +1,4 @@
-"""The decoder options of the `etmv3` format: which source to decode and, for a buffer that
+"""The decoder options of the `coresight` format: which source to decode and, for a buffer that
 comes without a snapshot, the ETM registers and layout that shape it (see `bare`)."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Recognising ETMv3 inputs: a snapshot.ini, a trace port capture, or a stream that starts with an A-sync."""
+"""Recognising CoreSight inputs: a snapshot.ini, a trace port capture, or a stream that starts
+with an A-sync."""
 
 from __future__ import annotations
 
