@@ -107,9 +107,11 @@ class Program:
         self._count = np.zeros(1, np.int64)  # records in use, in an array compiled code updates
         self.insns = np.zeros(capacity, INSN)
         self.index = AddressIndex(2 * (BLOCK_ROWS + 1))  # a whole block's keys at half load from the start
-        self._failures: dict[int, str] = {}
-        self._outside = np.zeros(OUTSIDE_NOTES, np.int64)  # keys `found` marked NO_CODE, not yet in failures
+        self._failures: dict[int, str] = {}  # decoding's failures, by address, at none of the walk's notes
+        self._outside = np.zeros(OUTSIDE_NOTES, np.int64)  # keys `found` marked NO_CODE, not yet read
         self._outside_count = np.zeros(1, np.int64)
+        self._noted = np.zeros(0, np.uint64)  # the addresses of the notes read, sorted, each with the
+        self._noted_isas = np.zeros(0, np.int64)  # ISA of its first note: its no_instruction_text
         self._leftovers: dict[int, np.ndarray] = {}  # see decode_columns
         self._rows = block_rows()  # flow_block's rows
         self._code: Code | None = None
@@ -122,13 +124,54 @@ class Program:
     @property
     def failures(self) -> dict[int, str]:
         """Why decoding failed, by address (the first failure there, whatever the ISA)."""
-        if self._outside_count[0]:  # the walk's notes first, in the order it made them
-            for key in self._outside[: self._outside_count[0]].tolist():
-                address = key_address(key)
-                if address not in self._failures:
-                    self._failures[address] = no_instruction_text(address, _ISA_NAMES[key & 7], False)
-            self._outside_count[0] = 0
-        return self._failures
+        self._read_notes()
+        noted = zip(self._noted.tolist(), self._noted_isas.tolist(), strict=True)
+        return {address: no_instruction_text(address, _ISA_NAMES[isa], False) for address, isa in noted} | (
+            self._failures
+        )
+
+    def failure_kinds(self, addresses: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """How the failure at each of `addresses` (uint64) reads, without a string per address
+        (a walk that leaves the image names thousands of them): the ISA of the walk's note there
+        (its text is `no_instruction_text`'s) or -1; else an index into the texts of decoding's
+        failures, which follow, or -1 (no failure there)."""
+        self._read_notes()
+        noted_isa = np.full(len(addresses), -1, np.int64)
+        if len(self._noted):
+            at = np.minimum(np.searchsorted(self._noted, addresses), len(self._noted) - 1)
+            hit = self._noted[at] == addresses
+            noted_isa[hit] = self._noted_isas[at[hit]]
+        text = np.full(len(addresses), -1, np.int64)
+        if self._failures:
+            failed = np.fromiter(self._failures, np.uint64, len(self._failures))
+            order = np.argsort(failed)
+            at = np.minimum(np.searchsorted(failed, addresses, sorter=order), len(failed) - 1)
+            hit = failed[order[at]] == addresses
+            text[hit] = order[at[hit]]
+        return noted_isa, text, list(self._failures.values())
+
+    def _read_notes(self) -> None:
+        """Take the walk's notes of addresses outside the image (`found`) into the sorted ones,
+        in the order it made them: an address's first failure, a note or decoding's, wins."""
+        count = int(self._outside_count[0])
+        if not count:
+            return
+        keys = self._outside[:count]
+        if self._failures:  # decoding failed there first (the notes read before are not among them)
+            keys = keys[[key_address(key) not in self._failures for key in keys.tolist()]]
+        addresses = np.concatenate((self._noted, (keys >> 3).view(np.uint64)))
+        addresses, first = np.unique(addresses, return_index=True)
+        self._noted, self._noted_isas = addresses, np.concatenate((self._noted_isas, keys & 7))[first]
+        self._outside_count[0] = 0
+
+    def _fail(self, address: int, text: str) -> None:
+        """Decoding failed at `address`: noted unless a failure there came first."""
+        self._read_notes()
+        if len(self._noted):
+            at = min(int(np.searchsorted(self._noted, np.uint64(address))), len(self._noted) - 1)
+            if int(self._noted[at]) == address:
+                return
+        self._failures.setdefault(address, text)
 
     @property
     def code(self) -> Code:
@@ -164,7 +207,7 @@ class Program:
             columns = decode_columns(self.image, address, isa, self.index, self._leftovers)
         except (ImageError, ValueError) as exc:  # ValueError: an instruction set isa/ cannot decode
             self.index.add(np.array([key], np.int64), np.array([NO_CODE], np.int64))
-            self.failures.setdefault(address, str(exc))  # after the walk's notes: the first failure wins
+            self._fail(address, str(exc))
             return
         start = self.count
         self.insns = grown(self.insns, start + len(columns) - 1)
