@@ -112,6 +112,8 @@ class Program:
         self._outside_count = np.zeros(1, np.int64)
         self._noted = np.zeros(0, np.uint64)  # the addresses of the notes read, sorted, each with the
         self._noted_isas = np.zeros(0, np.int64)  # ISA of its first note: its no_instruction_text
+        self._failed = np.zeros(0, np.uint64)  # the addresses of _failures, sorted, each with
+        self._failed_texts = np.zeros(0, np.int64)  # the index of its text among _failures' values
         self._leftovers: dict[int, np.ndarray] = {}  # see decode_columns
         self._rows = block_rows()  # flow_block's rows
         self._code: Code | None = None
@@ -136,18 +138,11 @@ class Program:
         (its text is `no_instruction_text`'s) or -1; else an index into the texts of decoding's
         failures, which follow, or -1 (no failure there)."""
         self._read_notes()
-        noted_isa = np.full(len(addresses), -1, np.int64)
-        if len(self._noted):
-            at = np.minimum(np.searchsorted(self._noted, addresses), len(self._noted) - 1)
-            hit = self._noted[at] == addresses
-            noted_isa[hit] = self._noted_isas[at[hit]]
-        text = np.full(len(addresses), -1, np.int64)
-        if self._failures:
-            failed = np.fromiter(self._failures, np.uint64, len(self._failures))
-            order = np.argsort(failed)
-            at = np.minimum(np.searchsorted(failed, addresses, sorter=order), len(failed) - 1)
-            hit = failed[order[at]] == addresses
-            text[hit] = order[at[hit]]
+        noted_isa, text = np.full(len(addresses), -1, np.int64), np.full(len(addresses), -1, np.int64)
+        at, hit = _found_in(self._noted, addresses)
+        noted_isa[hit] = self._noted_isas[at[hit]]
+        at, hit = _found_in(self._failed, addresses)
+        text[hit] = self._failed_texts[at[hit]]
         return noted_isa, text, list(self._failures.values())
 
     def _read_notes(self) -> None:
@@ -157,8 +152,7 @@ class Program:
         if not count:
             return
         keys = self._outside[:count]
-        if self._failures:  # decoding failed there first (the notes read before are not among them)
-            keys = keys[[key_address(key) not in self._failures for key in keys.tolist()]]
+        keys = keys[~_found_in(self._failed, (keys >> 3).view(np.uint64))[1]]  # decoding's failure came first
         addresses = np.concatenate((self._noted, (keys >> 3).view(np.uint64)))
         addresses, first = np.unique(addresses, return_index=True)
         self._noted, self._noted_isas = addresses, np.concatenate((self._noted_isas, keys & 7))[first]
@@ -167,11 +161,11 @@ class Program:
     def _fail(self, address: int, text: str) -> None:
         """Decoding failed at `address`: noted unless a failure there came first."""
         self._read_notes()
-        if len(self._noted):
-            at = min(int(np.searchsorted(self._noted, np.uint64(address))), len(self._noted) - 1)
-            if int(self._noted[at]) == address:
-                return
-        self._failures.setdefault(address, text)
+        if address not in self._failures and not _found_in(self._noted, np.array([address], np.uint64))[1][0]:
+            at = int(np.searchsorted(self._failed, np.uint64(address)))
+            self._failed = np.insert(self._failed, at, np.uint64(address))
+            self._failed_texts = np.insert(self._failed_texts, at, len(self._failures))
+            self._failures[address] = text
 
     @property
     def code(self) -> Code:
@@ -250,6 +244,15 @@ OUTSIDE_NOTES = 1024
 """Keys outside the image the walk can mark NO_CODE between two looks at `Program.failures`;
 past them it returns to Python (`Program.decode`), which notes them first."""
 _SIGN = np.int64(-(1 << 63))
+
+
+def _found_in(sorted_values: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each of `values` is in `sorted_values`, and whether it is there (np.isin took
+    milliseconds over uint64 addresses near the top of the address space)."""
+    if not len(sorted_values):
+        return np.zeros(len(values), np.int64), np.zeros(len(values), np.bool_)
+    at = np.minimum(np.searchsorted(sorted_values, values), len(sorted_values) - 1)
+    return at, sorted_values[at] == values
 
 
 def _ordered(address: int) -> int:
