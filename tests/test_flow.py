@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from paths import open_input, shared
 
+from cputrace.flow.gaptexts import gap_texts
 from cputrace.flow.ops import (
     ATOM_EXECUTED,
     EXCEPTION_CANCELS,
@@ -26,7 +27,7 @@ from cputrace.flow.ops import (
     OpBuffer,
     Ops,
 )
-from cputrace.flow.program import BLOCK_END, Program
+from cputrace.flow.program import BLOCK_END, NO_CODE, Program, found
 from cputrace.flow.walker import Walker
 from cputrace.image import Image, Region, load_elf
 from cputrace.model import Flag, Isa
@@ -225,6 +226,45 @@ def test_thousands_of_gaps_come_out_with_their_rows_in_one_batch() -> None:
         for a in outside
     ]
     assert pa.concat_tables([b["instructions"] for b in batches]).column("pc").to_pylist() == [0x1004] * 1000
+
+
+def test_gap_texts_name_each_reason_address_and_first_failure() -> None:
+    """The texts compiled code writes for trace gaps, written out here by hand: each reason's
+    words, the address in hex (0 and the top of the address space alike), and at a NO_CODE
+    address the first failure there: the walk's note of an address outside the image, or
+    decoding's own text, whichever came first."""
+    program = a32_program(NOP, NOP)
+    p = program
+
+    def note(address: int) -> None:  # the walk meets an address outside the image
+        assert found((address << 3) | Isa.A32, p.insns, p.index.table, p.index.counts, p.code) == NO_CODE
+
+    note(0x9000)
+    program.decode((0x9000 << 3) | 7)  # an ISA the trace never gave: a failure after the note
+    program.decode((0xA000 << 3) | 7)
+    note(0xA000)  # after decoding's failure there
+    gaps = [
+        (GapReason.NO_CODE, 0x9000), (GapReason.NO_CODE, 0xA000), (GapReason.NO_CODE, 0xB000),
+        (GapReason.UNDEFINED, 0x10), (GapReason.MISMATCH, 0), (GapReason.NO_TARGET, (1 << 64) - 1),
+        (GapReason.VECTOR, 0), (GapReason.NO_CODE, 0x9000),
+    ]  # fmt: skip
+    reasons, addresses = np.array([r for r, _ in gaps], np.int64), np.array([a for _, a in gaps], np.uint64)
+    texts = gap_texts(reasons, addresses, program)
+    nothing = "no instruction in the program image at this address at"
+    assert texts.to_pylist() == [
+        f"{nothing} 0x9000 (0x9000: no A32 instruction in the program image there)",
+        f"{nothing} 0xa000 (0xa000: the trace has not said which instruction set runs there)",
+        f"{nothing} 0xb000",
+        "undecodable or undefined instruction in the image at this address at 0x10",
+        "the trace contradicts the program image here at 0x0",
+        "an indirect branch was taken but the trace gave no target at 0xffffffffffffffff",
+        "an exception entered a handler the trace does not locate",
+        f"{nothing} 0x9000 (0x9000: no A32 instruction in the program image there)",
+    ]
+    assert program.failures == {
+        0x9000: "0x9000: no A32 instruction in the program image there",
+        0xA000: "0xa000: the trace has not said which instruction set runs there",
+    }
 
 
 def test_undecodable_bytes_end_the_walk_with_a_gap_and_nothing_unproven_is_emitted() -> None:

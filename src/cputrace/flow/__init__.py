@@ -10,7 +10,7 @@ follows them through the image and yields `instructions` rows flagged RECONSTRUC
 - `program`: the instructions of an image reached so far, decoded once, as records compiled
   code reads (`Program`).
 - `walker`: the compiled walk over ops (`Walker`).
-- `batches`: the walk's output rows as Arrow tables.
+- `batches`: the walk's output rows as Arrow tables; `gaptexts`: its trace gaps' texts.
 
 What the trace and the image cannot tell is never guessed:
 - a reconstructed instruction with a condition whose outcome the trace does not give has

@@ -3,14 +3,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numba
 import numpy as np
 import pyarrow as pa
 
 from ..model import ISA_NAMES, SCHEMAS, Flag
+from .gaptexts import gap_texts
 from .ops import NO_TIME, GapReason
+
+if TYPE_CHECKING:
+    from .program import Program
 
 ROW = np.dtype(
     [("idx", "<i8"), ("seq", "<i8"), ("cycles", "<i8"), ("time", "<i8"), ("src", "<i8"), ("executed", "i1"),
@@ -27,7 +31,7 @@ GAP = np.dtype([("seq", "<i8"), ("reason", "<i8"), ("address", "<i8"), ("src", "
 address and the `src` of the op where it happened."""
 
 _NO_EVENTS = SCHEMAS["events"].empty_table()
-_GAP_NAMES = {int(reason): reason.name.lower() for reason in GapReason}
+_GAP_NAMES = pa.array(["", *(GapReason(r).name.lower() for r in range(1, max(GapReason) + 1))])  # by value
 _TRACE_GAP = pa.array(["trace_gap"])
 # The `isa` dictionary; columns index it unchecked (their indices are Isa values): checking
 # a batch's 64 k indices took 15 times longer than building the column.
@@ -91,30 +95,31 @@ def _nullable(values: np.ndarray, present: np.ndarray, type_: pa.DataType) -> pa
     return pa.Array.from_buffers(type_, len(values), [validity, pa.py_buffer(data)], null_count=nulls)
 
 
-def gap_events(gaps: np.ndarray, cpu: int, text: Callable[[int, int], str]) -> pa.Table:
-    """`trace_gap` events of core `cpu` from GAP records; `text(reason, address)` says what happened."""
+def gap_events(gaps: np.ndarray, cpu: int, program: Program) -> pa.Table:
+    """`trace_gap` events of core `cpu` from GAP records of a walk through `program`."""
     count = len(gaps)
     if count == 0:  # most batches: building an empty table column by column costs as much as a full one
         return _NO_EVENTS
-    # Names and texts once per distinct (reason, address): a walk that leaves the image loses
-    # its place at the same few addresses again and again (thousands of times in a kernel).
-    reasons, addresses, codes = _distinct(gaps["reason"], gaps["address"])
+    addresses = gaps["address"].view(np.uint64)
+    # Texts once per distinct (reason, address): a walk that leaves the image loses its place
+    # at the same few addresses again and again (thousands of times in a kernel).
+    reasons, distinct_addresses, codes = _distinct(gaps["reason"], addresses)
     columns = [
         pa.array(gaps["seq"]),
         pa.nulls(count, pa.int64()),
         pa.array(np.full(count, cpu, np.uint16)),
         pa.DictionaryArray.from_arrays(pa.array(np.zeros(count, np.int32)), _TRACE_GAP),
         pa.array(gaps["reason"]),
-        pa.array([_GAP_NAMES[reason] for reason in reasons], pa.string()).take(codes),
-        pa.array(gaps["address"].view(np.uint64)),
+        _GAP_NAMES.take(pa.array(gaps["reason"])),
+        pa.array(addresses),
         pa.nulls(count, pa.uint64()),
-        pa.array([text(r, a) for r, a in zip(reasons, addresses, strict=True)], pa.string()).take(codes),
+        gap_texts(reasons, distinct_addresses, program).take(codes),
         pa.array(gaps["src"]),
     ]
     return pa.Table.from_arrays(columns, schema=SCHEMAS["events"])
 
 
-def _distinct(reasons: np.ndarray, addresses: np.ndarray) -> tuple[list[int], list[int], pa.Array]:
+def _distinct(reasons: np.ndarray, addresses: np.ndarray) -> tuple[np.ndarray, np.ndarray, pa.Array]:
     """The distinct (reason, address) pairs, and for each gap the index of its pair: a sort of
     the pairs and a pass over it (np.unique of the stacked pairs took 7 times as long)."""
     order = np.lexsort((addresses, reasons))
@@ -123,4 +128,4 @@ def _distinct(reasons: np.ndarray, addresses: np.ndarray) -> tuple[list[int], li
     first[1:] = (reasons[1:] != reasons[:-1]) | (addresses[1:] != addresses[:-1])
     codes = np.empty(len(order), np.int64)
     codes[order] = np.cumsum(first) - 1
-    return reasons[first].tolist(), addresses[first].tolist(), pa.array(codes)
+    return reasons[first], addresses[first], pa.array(codes)

@@ -107,9 +107,13 @@ class Program:
         self._count = np.zeros(1, np.int64)  # records in use, in an array compiled code updates
         self.insns = np.zeros(capacity, INSN)
         self.index = AddressIndex(2 * (BLOCK_ROWS + 1))  # a whole block's keys at half load from the start
-        self._failures: dict[int, str] = {}
-        self._outside = np.zeros(OUTSIDE_NOTES, np.int64)  # keys `found` marked NO_CODE, not yet in failures
+        self._failures: dict[int, str] = {}  # decoding's failures, by address, at none of the walk's notes
+        self._outside = np.zeros(OUTSIDE_NOTES, np.int64)  # keys `found` marked NO_CODE, not yet read
         self._outside_count = np.zeros(1, np.int64)
+        self._noted = np.zeros(0, np.uint64)  # the addresses of the notes read, sorted, each with the
+        self._noted_isas = np.zeros(0, np.int64)  # ISA of its first note: its no_instruction_text
+        self._failed = np.zeros(0, np.uint64)  # the addresses of _failures, sorted, each with
+        self._failed_texts = np.zeros(0, np.int64)  # the index of its text among _failures' values
         self._leftovers: dict[int, np.ndarray] = {}  # see decode_columns
         self._rows = block_rows()  # flow_block's rows
         self._code: Code | None = None
@@ -122,13 +126,46 @@ class Program:
     @property
     def failures(self) -> dict[int, str]:
         """Why decoding failed, by address (the first failure there, whatever the ISA)."""
-        if self._outside_count[0]:  # the walk's notes first, in the order it made them
-            for key in self._outside[: self._outside_count[0]].tolist():
-                address = key_address(key)
-                if address not in self._failures:
-                    self._failures[address] = no_instruction_text(address, _ISA_NAMES[key & 7], False)
-            self._outside_count[0] = 0
-        return self._failures
+        self._read_notes()
+        noted = zip(self._noted.tolist(), self._noted_isas.tolist(), strict=True)
+        return {address: no_instruction_text(address, _ISA_NAMES[isa], False) for address, isa in noted} | (
+            self._failures
+        )
+
+    def failure_kinds(self, addresses: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """How the failure at each of `addresses` (uint64) reads, without a string per address
+        (a walk that leaves the image names thousands of them): the ISA of the walk's note there
+        (its text is `no_instruction_text`'s) or -1; else an index into the texts of decoding's
+        failures, which follow, or -1 (no failure there)."""
+        self._read_notes()
+        noted_isa, text = np.full(len(addresses), -1, np.int64), np.full(len(addresses), -1, np.int64)
+        at, hit = _found_in(self._noted, addresses)
+        noted_isa[hit] = self._noted_isas[at[hit]]
+        at, hit = _found_in(self._failed, addresses)
+        text[hit] = self._failed_texts[at[hit]]
+        return noted_isa, text, list(self._failures.values())
+
+    def _read_notes(self) -> None:
+        """Take the walk's notes of addresses outside the image (`found`) into the sorted ones,
+        in the order it made them: an address's first failure, a note or decoding's, wins."""
+        count = int(self._outside_count[0])
+        if not count:
+            return
+        keys = self._outside[:count]
+        keys = keys[~_found_in(self._failed, (keys >> 3).view(np.uint64))[1]]  # decoding's failure came first
+        addresses = np.concatenate((self._noted, (keys >> 3).view(np.uint64)))
+        addresses, first = np.unique(addresses, return_index=True)
+        self._noted, self._noted_isas = addresses, np.concatenate((self._noted_isas, keys & 7))[first]
+        self._outside_count[0] = 0
+
+    def _fail(self, address: int, text: str) -> None:
+        """Decoding failed at `address`: noted unless a failure there came first."""
+        self._read_notes()
+        if address not in self._failures and not _found_in(self._noted, np.array([address], np.uint64))[1][0]:
+            at = int(np.searchsorted(self._failed, np.uint64(address)))
+            self._failed = np.insert(self._failed, at, np.uint64(address))
+            self._failed_texts = np.insert(self._failed_texts, at, len(self._failures))
+            self._failures[address] = text
 
     @property
     def code(self) -> Code:
@@ -164,7 +201,7 @@ class Program:
             columns = decode_columns(self.image, address, isa, self.index, self._leftovers)
         except (ImageError, ValueError) as exc:  # ValueError: an instruction set isa/ cannot decode
             self.index.add(np.array([key], np.int64), np.array([NO_CODE], np.int64))
-            self.failures.setdefault(address, str(exc))  # after the walk's notes: the first failure wins
+            self._fail(address, str(exc))
             return
         start = self.count
         self.insns = grown(self.insns, start + len(columns) - 1)
@@ -207,6 +244,15 @@ OUTSIDE_NOTES = 1024
 """Keys outside the image the walk can mark NO_CODE between two looks at `Program.failures`;
 past them it returns to Python (`Program.decode`), which notes them first."""
 _SIGN = np.int64(-(1 << 63))
+
+
+def _found_in(sorted_values: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each of `values` is in `sorted_values`, and whether it is there (np.isin took
+    milliseconds over uint64 addresses near the top of the address space)."""
+    if not len(sorted_values):
+        return np.zeros(len(values), np.int64), np.zeros(len(values), np.bool_)
+    at = np.minimum(np.searchsorted(sorted_values, values), len(sorted_values) - 1)
+    return at, sorted_values[at] == values
 
 
 def _ordered(address: int) -> int:

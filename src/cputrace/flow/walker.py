@@ -20,7 +20,6 @@ from .ops import (
     ATOM_EXECUTED,
     EXCEPTION_CANCELS,
     EXCEPTION_NO_VECTOR,
-    GAP_TEXT,
     NO_TIME,
     RETURN_STACK_DEPTH,
     RUN_TAKEN,
@@ -624,7 +623,6 @@ class Walker:
         # thousands of times, and a smaller buffer cut its rows into as many small batches.
         self._out = np.empty(batch, ROW)
         self._gaps = np.empty(batch, GAP)
-        self._gap_texts: dict[tuple[int, int], str] = {}  # (reason, address) -> text, once it is final
         self.op_first = np.zeros(0, np.int64)
         self.op_end = np.zeros(0, np.int64)
 
@@ -719,32 +717,10 @@ class Walker:
         gaps = int(self._st["gaps"])
         batch = {
             "instructions": batches.instructions(self._out[:n], self.program.insns, self.cpu),
-            "events": batches.gap_events(self._gaps[:gaps].copy(), self.cpu, self._gap_text),
+            "events": batches.gap_events(self._gaps[:gaps].copy(), self.cpu, self.program),
         }
         self._st["gaps"] = 0
         if n < rows:
             self._out[0] = self._out[rows - 1]
         self._st["rows"] = rows - n
         return batch
-
-    def _gap_text(self, reason: int, address: int) -> str:
-        """The text of a GAP record's (reason, address), made once: a walk that leaves the image
-        loses its place at the same few addresses in batch after batch."""
-        text = self._gap_texts.get((reason, address))
-        if text is None:
-            text, final = self._describe_gap(reason, address)
-            if final:
-                self._gap_texts[reason, address] = text
-        return text
-
-    def _describe_gap(self, reason: int, address: int) -> tuple[str, bool]:
-        """A gap's text, and whether it is final: a NO_CODE gap names the failure there, which a
-        later decode may yet record."""
-        if reason == GapReason.VECTOR:
-            return GAP_TEXT[reason], True
-        address = address & ADDRESS_MASK  # the GAP record's int64
-        if reason != GapReason.NO_CODE:
-            return f"{GAP_TEXT[reason]} at 0x{address:x}", True
-        failure = self.program.failures.get(address)
-        detail = f" ({failure})" if failure else ""
-        return f"{GAP_TEXT[reason]} at 0x{address:x}{detail}", failure is not None

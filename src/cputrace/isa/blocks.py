@@ -207,7 +207,13 @@ def no_instruction(address: int, isa: Isa, code: bytes) -> ImageError:
 def no_instruction_text(address: int, isa_name: str, past_end: bool) -> str:
     """`no_instruction`'s text, for callers that name thousands of addresses outside the image
     (an error object and an Isa each took 10 times as long as the text)."""
-    return f"0x{address:x}: no {isa_name} instruction in the program image there" + (
+    return f"0x{address:x}{no_instruction_words(isa_name, past_end)}"
+
+
+def no_instruction_words(isa_name: str, past_end: bool) -> str:
+    """What follows the address in `no_instruction_text` (flow/gaptexts writes the address
+    itself)."""
+    return f": no {isa_name} instruction in the program image there" + (
         " (it runs past the end of the image)" if past_end else ""
     )
 
