@@ -461,3 +461,33 @@ def test_a_state_index_parquet_file_damaged_in_place(quicksort_copy, tmp_path):
     assert result.exit_code == exits.BAD_INPUT, result.output
     assert f"damaged index: {snapshots}: " in result.output
     assert f"remove {snapshots.parent} and it is built again" in result.output
+
+
+def _parquet_data_pages(path: Path) -> range:
+    """The byte offsets of a Parquet file's pages: after the magic, before the footer."""
+    data = path.read_bytes()
+    footer = int.from_bytes(data[-8:-4], "little")
+    return range(4, len(data) - 8 - footer)
+
+
+@pytest.mark.parametrize("file", ["writes", "initial"])
+def test_a_state_index_damaged_in_its_data_pages(quicksort_copy, tmp_path, file):
+    """A state index file whose data pages were overwritten in place (its size and footer kept)
+    failed a memory query with 'error: SQL: don't know what type', exit 2, as if the user's SQL
+    were bad: a damaged index, named, with what to do (exit 1); removed as told, it is built again
+    and answers as before."""
+    store, _ = _store_copy(quicksort_copy, tmp_path)
+    command = ("state", str(store), "--at", "1500", "--mem", "0x80f0", "0x20", "--mem", "0xffe00", "0x200")
+    before = _run(*command)
+    assert before.exit_code == exits.OK, before.output
+    (damaged,) = store.glob(f"v-*/index/state-*/{file}.parquet")
+    data = bytearray(damaged.read_bytes())
+    for at in _parquet_data_pages(damaged):
+        data[at] = 0xFF
+    damaged.write_bytes(bytes(data))
+    result = _run(*command)
+    assert result.exit_code == exits.BAD_INPUT, result.output
+    assert f"damaged index: {damaged}: " in result.output
+    assert f"remove {damaged.parent} and it is built again" in result.output
+    shutil.rmtree(damaged.parent)
+    assert _run(*command).output == before.output
