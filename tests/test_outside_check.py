@@ -491,3 +491,17 @@ def test_a_state_index_damaged_in_its_data_pages(quicksort_copy, tmp_path, file)
     assert f"remove {damaged.parent} and it is built again" in result.output
     shutil.rmtree(damaged.parent)
     assert _run(*command).output == before.output
+
+
+@pytest.mark.parametrize("version", [0, -1, -(2**70)])
+def test_a_manifest_of_a_model_version_below_the_first(quicksort_copy, tmp_path, version):
+    """A manifest whose model_version was 0 or below was read as a store of version 1 (whose
+    tables are not checked against recorded hashes): `info` answered, exit 0."""
+    store, manifest = _store_copy(quicksort_copy, tmp_path)
+    manifest["model_version"] = version
+    (store / "manifest.json").write_text(json.dumps(manifest))
+    said = f"damaged store: {store / 'manifest.json'}: model_version {version} is not a model version"
+    for command in ("info", "verify"):
+        result = _run(command, str(store))
+        assert result.exit_code == exits.BAD_INPUT, result.output
+        assert said in result.output
