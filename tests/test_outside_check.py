@@ -505,3 +505,32 @@ def test_a_manifest_of_a_model_version_below_the_first(quicksort_copy, tmp_path,
         result = _run(command, str(store))
         assert result.exit_code == exits.BAD_INPUT, result.output
         assert said in result.output
+
+
+TC2 = ROOT / "tests" / "data" / "etmv3" / "tc2"
+
+
+@pytest.mark.parametrize(
+    ("ini", "section"),
+    [
+        ("trace.ini", "[buffer0]\nname=ETB_0\nfile=cpu_0.ini\n"),
+        ("trace.ini", "[source_buffers]\nETM_0=ETB_0\n"),
+        ("snapshot.ini", "[device_list]\ndevice0=cpu_0.ini\n"),
+        ("device_5.ini", "[device]\nname=other\n"),
+    ],
+)
+def test_a_snapshot_section_given_twice(tmp_path, ini, section):
+    """TC2's trace.ini with a second [buffer0] whose file= is another file: the first was taken
+    in silence (and any other section of one name given twice likewise). Which one is meant
+    cannot be told: the second section's line is named (exit 1)."""
+    snapshot = tmp_path / "tc2"
+    shutil.copytree(TC2, snapshot, ignore=shutil.ignore_patterns("*.xz", "ds5-dumps"))
+    file = snapshot / ini
+    text = file.read_text().rstrip("\n") + "\n\n"
+    file.write_text(text + section)
+    name = section.split("]")[0] + "]"
+    said = f"{file}:{text.count(chr(10)) + 1}: expected {name} once (line "
+    for command in (("etm", "packets", str(snapshot), "--limit", "3"), ("ingest", str(snapshot))):
+        result = _run(*command)
+        assert result.exit_code == exits.BAD_INPUT, result.output
+        assert said in result.output
