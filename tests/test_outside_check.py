@@ -534,3 +534,19 @@ def test_a_snapshot_section_given_twice(tmp_path, ini, section):
         result = _run(*command)
         assert result.exit_code == exits.BAD_INPUT, result.output
         assert said in result.output
+
+
+def test_a_trace_source_of_a_type_no_decoder_knows(tmp_path):
+    """trace_cov_a15 with its PTM's type=PFT9.9: the source was passed over in silence and the
+    snapshot refused as 'no trace buffer is listed for any trace source (ETM_0_4, ETM_1_5,
+    ETM_2_6)', which blamed the other sources. The device file, the type and the types known
+    are named (exit 1)."""
+    snapshot = tmp_path / "snapshot"
+    shutil.copytree(shared("opencsd-snapshots", "trace_cov_a15"), snapshot)
+    device = snapshot / "device5.ini"
+    device.write_text(device.read_text().replace("type=PFT1.1", "type=PFT9.9"))
+    said = f"{device}: trace source PTM_0_2 of type PFT9.9: expected ETM3.x, PTM1.x or PFT1.x, ETM4.x"
+    for command in (("etm", "packets", str(snapshot), "--limit", "3"), ("ingest", str(snapshot))):
+        result = _run(*command)
+        assert result.exit_code == exits.BAD_INPUT, result.output
+        assert said in result.output
