@@ -550,3 +550,33 @@ def test_a_trace_source_of_a_type_no_decoder_knows(tmp_path):
         result = _run(*command)
         assert result.exit_code == exits.BAD_INPUT, result.output
         assert said in result.output
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("export", "{store}", "--to", "lcov", "--image", "{elf}", "-o", ""),
+        ("export", "{store}", "--to", "vcd", "-o", ""),
+        ("coverage", "{store}", "--image", "{elf}", "--lcov", ""),
+        ("coverage", "{store}", "--image", "{elf}", "--cobertura", ""),
+        ("coverage", "{store}", "--image", "{elf}", "--lcov", "report.info", "--listing", ""),
+        ("profile", "{store}", "--plot", ""),
+        ("record", "{elf}", "-o", ""),
+    ],
+)
+def test_an_output_file_named_by_the_empty_string(quicksort_copy, tmp_path, monkeypatch, command):
+    """An output given as '' (a variable that was not set) names no file: `profile --plot ''`
+    wrote a hidden '.png' and said 'wrote ', `coverage --lcov ''` wrote no report and said
+    nothing (exit 0), `export --to lcov -o ''` left '..lst' behind and failed as '.: Is a
+    directory' (exit 1). Bad usage, and nothing written."""
+    folder = tmp_path / "here"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    values = {
+        "store": str(quicksort_copy.parent / "quicksort.tarmac.ctrace"),
+        "elf": str(ROOT / "examples" / "quicksort.elf"),
+    }
+    result = _run(*(part.format(**values) for part in command))
+    assert result.exit_code == exits.USAGE, result.output
+    assert "'': an empty name names no file" in result.output
+    assert list(folder.iterdir()) == []

@@ -21,7 +21,7 @@ from ..analysis.profile import Profile, profile, share
 from ..export.output import output_path
 from .common import cli, json_value, open_trace_arg, plain_table, reading_bar, write_batches, write_rows
 from .options import resolve_window, window_options
-from .params import image_files, image_option, load_images
+from .params import OUTPUT_FILE, image_files, image_option, load_images
 
 _METHOD_HELP = (
     "Call detection: from lr/sp register writes, from instruction semantics, or auto "
@@ -228,7 +228,7 @@ def profile_table_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @profile_table_options
 @click.option(
     "--plot",
-    type=click.Path(dir_okay=False),
+    type=OUTPUT_FILE,
     callback=_plot_file,
     help="Also draw time per function and execution over time to this file (.png, .svg, .pdf); "
     "needs matplotlib, the plot extra: pip install 'cputrace[plot]'.",
