@@ -580,3 +580,31 @@ def test_an_output_file_named_by_the_empty_string(quicksort_copy, tmp_path, monk
     assert result.exit_code == exits.USAGE, result.output
     assert "'': an empty name names no file" in result.output
     assert list(folder.iterdir()) == []
+
+
+CALCULATOR = ROOT / "examples" / "calculator-aarch64-fastmodel.tarmac.xz"
+
+
+def test_diff_with_a_window_past_both_traces(tmp_path):
+    """Two traces that never resynchronise (quicksort against the calculator) with `--window
+    1000000`: the search for resynchronisation tried every distance up to twice the window,
+    the positions past both traces' ends too, and ran for minutes on 2,044 against 4,783
+    instructions (over 300 s of wall time at 400,000; 2 s at the default). A window past the
+    traces' ends answers as one that reaches them."""
+    a, b = tmp_path / "a.tarmac", tmp_path / "b.tarmac.xz"
+    shutil.copy(QUICKSORT, a)
+    shutil.copy(CALCULATOR, b)
+    reaching = _run("diff", str(a), str(b), "--window", "4783", "--format", "json")
+    assert reaching.exit_code == exits.OK, reaching.output
+    assert json.loads(reaching.output)["divergences"]
+    wide = _run("diff", str(a), str(b), "--window", "1000000", "--format", "json")
+    assert wide.exit_code == exits.OK, wide.output
+    assert json.loads(wide.output) == json.loads(reaching.output)
+
+
+def test_diff_with_a_window_no_integer_holds(quicksort_copy):
+    """`diff --window 99999999999999999999` was 'internal error: OverflowError: int too big
+    to convert' (exit 70): bad usage naming the range."""
+    result = _run("diff", str(quicksort_copy), str(quicksort_copy), "--window", "99999999999999999999")
+    assert result.exit_code == exits.USAGE, result.output
+    assert "--window" in result.output and "1<=x<=4294967296" in result.output
