@@ -608,3 +608,20 @@ def test_diff_with_a_window_no_integer_holds(quicksort_copy):
     result = _run("diff", str(quicksort_copy), str(quicksort_copy), "--window", "99999999999999999999")
     assert result.exit_code == exits.USAGE, result.output
     assert "--window" in result.output and "1<=x<=4294967296" in result.output
+
+
+@pytest.mark.parametrize("command", ["ingest", "batch ingest"])
+def test_a_local_cluster_of_more_processes_than_the_machine_holds(tmp_path, command):
+    """`ingest --workers 99999999999999999999` made distributed build the specs of that many
+    worker processes: it took every byte of memory and was killed (or, under a memory limit,
+    'internal error: MemoryError'). Bad usage naming the bound, before any process starts."""
+    from cputrace.batch.cluster import most_local_workers
+
+    trace = tmp_path / "q.tarmac"
+    shutil.copy(QUICKSORT, trace)
+    for workers in (str(most_local_workers() + 1), "99999999999999999999"):
+        result = _run(*command.split(), str(trace), "--workers", workers)
+        assert result.exit_code == exits.USAGE, result.output
+        assert f"a local cluster of 1 to {most_local_workers()} processes on this machine" in result.output
+        assert f"got {workers}" in result.output
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["q.tarmac"]
