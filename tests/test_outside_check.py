@@ -625,3 +625,28 @@ def test_a_local_cluster_of_more_processes_than_the_machine_holds(tmp_path, comm
         assert f"a local cluster of 1 to {most_local_workers()} processes on this machine" in result.output
         assert f"got {workers}" in result.output
     assert sorted(path.name for path in tmp_path.iterdir()) == ["q.tarmac"]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("coverage", "{store}", "--image", "{elf}", "--cpu", "3"),
+        ("coverage", "{store}", "--image", "{elf}", "--cpu", "0", "--cpu", "3", "--lcov", "{tmp}/r.info"),
+        ("calls", "{store}", "--cpu", "3"),
+        ("calls", "{store}", "--cpu", "3", "--tree"),
+    ],
+)
+def test_a_core_the_trace_does_not_have(quicksort_copy, tmp_path, command):
+    """`coverage --cpu 3` of the one-core quicksort trace reported every function never
+    executed, and `calls --cpu 3` 'calls detected from no instructions' (exit 0), as `state`
+    did before it refused: a typo for a core was a report of nothing run. Bad usage naming the
+    cores there are, and no report written."""
+    values = {
+        "store": str(quicksort_copy.parent / "quicksort.tarmac.ctrace"),
+        "elf": str(ROOT / "examples" / "quicksort.elf"),
+        "tmp": str(tmp_path),
+    }
+    result = _run(*(part.format(**values) for part in command))
+    assert result.exit_code == exits.USAGE, result.output
+    assert "--cpu 3: the trace has no such core (its cores: 0)" in result.output
+    assert list(tmp_path.iterdir()) == []

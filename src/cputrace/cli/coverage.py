@@ -19,7 +19,7 @@ from ..export.output import check_output_file, output_file
 from ..image import parse_image_spec
 from ..model import Isa
 from .common import cli, err, open_trace_arg, reading_bar
-from .options import resolve_window, window_options
+from .options import check_cores, resolve_window, window_options
 from .params import NUMBER, OUTPUT_FILE, image_files, image_option, load_images
 
 
@@ -146,6 +146,7 @@ def coverage_cmd(
     assert image is not None  # required=True
     listing = listing_for(lcov_path, cobertura_path, listing_path)
     t = open_trace_arg(trace)
+    check_cores(t, cpus)
     window = resolve_window(t, window_spec)
     with reading_bar([t], window):
         coverage = compute_coverage(
