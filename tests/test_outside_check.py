@@ -650,3 +650,42 @@ def test_a_core_the_trace_does_not_have(quicksort_copy, tmp_path, command):
     assert result.exit_code == exits.USAGE, result.output
     assert "--cpu 3: the trace has no such core (its cores: 0)" in result.output
     assert list(tmp_path.iterdir()) == []
+
+
+CORPUS = ROOT / "tests" / "corpus"
+
+
+@pytest.mark.parametrize(
+    ("program", "ram", "said"),
+    [
+        ("calls-a64.elf", "0xffffffffffffff00:0x1000", "RAM 0xffffffffffffff00+0x1000 ends past the 64-bit"),
+        ("calls-a64.elf", "0x0:0xffffffffffffffff", "no room for the stack"),
+        ("calls-t32.elf", "0x100000:0x100000000", "RAM 0x100000+0x100000000 ends past the 32-bit"),
+        ("calls-t32.elf", "0xfff00000:0x100000", "no room for the stack"),
+    ],
+)
+def test_record_with_ram_past_the_address_space(tmp_path, program, ram, said):
+    """`record --ram` past the end of the address space was 'internal error: UcError: Invalid
+    argument (UC_ERR_ARG)' (exit 70), and the trace named by -o had been opened first: an
+    earlier recording there was left empty. (RAM at the top of the 32-bit space put the stack
+    above 4 GiB, where an ARM program's SP cannot point.) Bad usage naming the area; the file
+    there is kept."""
+    trace = tmp_path / "run.tarmac"
+    trace.write_text("an earlier recording\n")
+    result = _run("record", str(CORPUS / program), "-o", str(trace), "--ram", ram)
+    assert result.exit_code == exits.USAGE, result.output
+    assert said in result.output
+    assert trace.read_text() == "an earlier recording\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["run.tarmac"]
+
+
+def test_record_keeps_the_trace_up_to_a_fault(tmp_path):
+    """The quicksort example run without the RAM its stack needs faults at its fourth
+    instruction: the trace up to the fault is still written (exit 1), over an earlier one."""
+    trace = tmp_path / "run.tarmac"
+    trace.write_text("an earlier recording\n")
+    result = _run("record", str(ROOT / "examples" / "quicksort.elf"), "-o", str(trace))
+    assert result.exit_code == exits.BAD_INPUT, result.output
+    assert "stopped at pc 0x800c after 4 instructions: write of 8 bytes at unmapped address" in result.output
+    assert trace.read_text().count(" IT ") == 4
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["run.tarmac"]
