@@ -689,3 +689,38 @@ def test_record_keeps_the_trace_up_to_a_fault(tmp_path):
     assert "stopped at pc 0x800c after 4 instructions: write of 8 bytes at unmapped address" in result.output
     assert trace.read_text().count(" IT ") == 4
     assert sorted(path.name for path in tmp_path.iterdir()) == ["run.tarmac"]
+
+
+@pytest.mark.parametrize(
+    ("file", "where"),
+    [
+        ("browse-*/meta.json", "all"),  # 'internal error: UnicodeDecodeError'
+        ("browse-*/instructions.keys.npy", "middle"),  # 'internal error: TokenError'
+        ("browse-*/timeline.parquet", "all"),  # 'internal error: ArrowInvalid'
+        ("browse-*/instructions.arrow", "middle"),  # read while drawing: Textual's traceback, exit 70
+        ("calls-*/meta.json", "all"),  # 'internal error: UnicodeDecodeError'
+        ("calls-*/tree.parquet", "all"),  # 'internal error: ArrowInvalid'
+    ],
+)
+def test_a_browse_index_file_damaged_in_place(quicksort_copy, tmp_path, file, where):
+    """A browse or calls index file overwritten in place, its size kept (which the recorded
+    sizes do not catch): internal errors, and data found damaged while the screen was drawn
+    printed Textual's traceback then 'internal error: RuntimeError: the browser failed before
+    its screenshot'. A damaged index, named, with what to do (exit 1); removed as told, it is
+    built again."""
+    store, _ = _store_copy(quicksort_copy, tmp_path)
+    shot = tmp_path / "screen.svg"
+    assert _run("browse", str(store), "--screenshot", str(shot)).exit_code == exits.OK
+    (damaged,) = store.glob(f"v-*/index/{file}")
+    data = bytearray(damaged.read_bytes())
+    span = range(len(data)) if where == "all" else range(len(data) // 3, 2 * len(data) // 3)
+    for at in span:
+        data[at] = 0xFF
+    damaged.write_bytes(bytes(data))
+    result = _run("browse", str(store), "--screenshot", str(shot))
+    assert result.exit_code == exits.BAD_INPUT, result.output
+    assert f"damaged index: {damaged}: " in result.output
+    assert f"remove {damaged.parent} and it is built again" in result.output
+    assert "Traceback" not in result.output and "internal error" not in result.output
+    shutil.rmtree(damaged.parent)
+    assert _run("browse", str(store), "--screenshot", str(shot)).exit_code == exits.OK

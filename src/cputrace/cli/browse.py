@@ -108,6 +108,8 @@ def browse_cmd(
     try:
         if screenshot is None:
             app.run()
+            if app.failure is not None:
+                raise app.failure
             return
         with output_path(screenshot, sources) as staged:  # whole or not at all, never an input
             app.screenshot(staged)

@@ -21,6 +21,7 @@ import json
 import os
 import re
 import shutil
+import tokenize
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -123,6 +124,19 @@ def damaged_index(file: Path, problem: str) -> StoreError:
     """A file of an index folder that cannot be read as written: named, with what to do."""
     folder = file if file.is_dir() else file.parent
     return StoreError(f"damaged index: {file}: {problem}; remove {folder} and it is built again")
+
+
+@contextlib.contextmanager
+def reading_index_file(file: Path) -> Iterator[None]:
+    """Errors reading `file` of an index folder as a damaged index naming it: its size was
+    right (`_whole`), its bytes not (a meta.json of other bytes, a NumPy header, Arrow or
+    Parquet data overwritten in place). Kept to the lines that read the file and the fields
+    taken from it, so that no error of ours is taken for damage."""
+    try:
+        yield
+    except (OSError, ValueError, KeyError, TypeError, SyntaxError, tokenize.TokenError) as exc:
+        problem = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        raise damaged_index(file, problem) from None
 
 
 @contextlib.contextmanager
