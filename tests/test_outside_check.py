@@ -724,3 +724,17 @@ def test_a_browse_index_file_damaged_in_place(quicksort_copy, tmp_path, file, wh
     assert "Traceback" not in result.output and "internal error" not in result.output
     shutil.rmtree(damaged.parent)
     assert _run("browse", str(store), "--screenshot", str(shot)).exit_code == exits.OK
+
+
+@pytest.mark.parametrize(
+    ("start", "length"), [("0xffffffffffffff00", "0x200"), ("99999999999999999999", "4")]
+)
+def test_coverage_of_a_range_past_the_address_space(quicksort_copy, start, length):
+    """`coverage --range` past the end of the 64-bit address space printed an empty report
+    (exit 0), as if the range held no code: bad usage naming the range."""
+    store = quicksort_copy.parent / "quicksort.tarmac.ctrace"
+    elf = ROOT / "examples" / "quicksort.elf"
+    result = _run("coverage", str(store), "--image", str(elf), "--range", start, length)
+    assert result.exit_code == exits.USAGE, result.output
+    said = f"range 0x{int(start, 0):x}+{int(length, 0)}: expected a range within the 64-bit address space"
+    assert said in result.output
