@@ -461,3 +461,280 @@ def test_a_state_index_parquet_file_damaged_in_place(quicksort_copy, tmp_path):
     assert result.exit_code == exits.BAD_INPUT, result.output
     assert f"damaged index: {snapshots}: " in result.output
     assert f"remove {snapshots.parent} and it is built again" in result.output
+
+
+def _parquet_data_pages(path: Path) -> range:
+    """The byte offsets of a Parquet file's pages: after the magic, before the footer."""
+    data = path.read_bytes()
+    footer = int.from_bytes(data[-8:-4], "little")
+    return range(4, len(data) - 8 - footer)
+
+
+@pytest.mark.parametrize("file", ["writes", "initial"])
+def test_a_state_index_damaged_in_its_data_pages(quicksort_copy, tmp_path, file):
+    """A state index file whose data pages were overwritten in place (its size and footer kept)
+    failed a memory query with 'error: SQL: don't know what type', exit 2, as if the user's SQL
+    were bad: a damaged index, named, with what to do (exit 1); removed as told, it is built again
+    and answers as before."""
+    store, _ = _store_copy(quicksort_copy, tmp_path)
+    command = ("state", str(store), "--at", "1500", "--mem", "0x80f0", "0x20", "--mem", "0xffe00", "0x200")
+    before = _run(*command)
+    assert before.exit_code == exits.OK, before.output
+    (damaged,) = store.glob(f"v-*/index/state-*/{file}.parquet")
+    data = bytearray(damaged.read_bytes())
+    for at in _parquet_data_pages(damaged):
+        data[at] = 0xFF
+    damaged.write_bytes(bytes(data))
+    result = _run(*command)
+    assert result.exit_code == exits.BAD_INPUT, result.output
+    assert f"damaged index: {damaged}: " in result.output
+    assert f"remove {damaged.parent} and it is built again" in result.output
+    shutil.rmtree(damaged.parent)
+    assert _run(*command).output == before.output
+
+
+@pytest.mark.parametrize("version", [0, -1, -(2**70)])
+def test_a_manifest_of_a_model_version_below_the_first(quicksort_copy, tmp_path, version):
+    """A manifest whose model_version was 0 or below was read as a store of version 1 (whose
+    tables are not checked against recorded hashes): `info` answered, exit 0."""
+    store, manifest = _store_copy(quicksort_copy, tmp_path)
+    manifest["model_version"] = version
+    (store / "manifest.json").write_text(json.dumps(manifest))
+    said = f"damaged store: {store / 'manifest.json'}: model_version {version} is not a model version"
+    for command in ("info", "verify"):
+        result = _run(command, str(store))
+        assert result.exit_code == exits.BAD_INPUT, result.output
+        assert said in result.output
+
+
+TC2 = ROOT / "tests" / "data" / "etmv3" / "tc2"
+
+
+@pytest.mark.parametrize(
+    ("ini", "section"),
+    [
+        ("trace.ini", "[buffer0]\nname=ETB_0\nfile=cpu_0.ini\n"),
+        ("trace.ini", "[source_buffers]\nETM_0=ETB_0\n"),
+        ("snapshot.ini", "[device_list]\ndevice0=cpu_0.ini\n"),
+        ("device_5.ini", "[device]\nname=other\n"),
+    ],
+)
+def test_a_snapshot_section_given_twice(tmp_path, ini, section):
+    """TC2's trace.ini with a second [buffer0] whose file= is another file: the first was taken
+    in silence (and any other section of one name given twice likewise). Which one is meant
+    cannot be told: the second section's line is named (exit 1)."""
+    snapshot = tmp_path / "tc2"
+    shutil.copytree(TC2, snapshot, ignore=shutil.ignore_patterns("*.xz", "ds5-dumps"))
+    file = snapshot / ini
+    text = file.read_text().rstrip("\n") + "\n\n"
+    file.write_text(text + section)
+    name = section.split("]")[0] + "]"
+    said = f"{file}:{text.count(chr(10)) + 1}: expected {name} once (line "
+    for command in (("etm", "packets", str(snapshot), "--limit", "3"), ("ingest", str(snapshot))):
+        result = _run(*command)
+        assert result.exit_code == exits.BAD_INPUT, result.output
+        assert said in result.output
+
+
+def test_a_trace_source_of_a_type_no_decoder_knows(tmp_path):
+    """trace_cov_a15 with its PTM's type=PFT9.9: the source was passed over in silence and the
+    snapshot refused as 'no trace buffer is listed for any trace source (ETM_0_4, ETM_1_5,
+    ETM_2_6)', which blamed the other sources. The device file, the type and the types known
+    are named (exit 1)."""
+    snapshot = tmp_path / "snapshot"
+    shutil.copytree(shared("opencsd-snapshots", "trace_cov_a15"), snapshot)
+    device = snapshot / "device5.ini"
+    device.write_text(device.read_text().replace("type=PFT1.1", "type=PFT9.9"))
+    said = f"{device}: trace source PTM_0_2 of type PFT9.9: expected ETM3.x, PTM1.x or PFT1.x, ETM4.x"
+    for command in (("etm", "packets", str(snapshot), "--limit", "3"), ("ingest", str(snapshot))):
+        result = _run(*command)
+        assert result.exit_code == exits.BAD_INPUT, result.output
+        assert said in result.output
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("export", "{store}", "--to", "lcov", "--image", "{elf}", "-o", ""),
+        ("export", "{store}", "--to", "vcd", "-o", ""),
+        ("coverage", "{store}", "--image", "{elf}", "--lcov", ""),
+        ("coverage", "{store}", "--image", "{elf}", "--cobertura", ""),
+        ("coverage", "{store}", "--image", "{elf}", "--lcov", "report.info", "--listing", ""),
+        ("profile", "{store}", "--plot", ""),
+        ("record", "{elf}", "-o", ""),
+    ],
+)
+def test_an_output_file_named_by_the_empty_string(quicksort_copy, tmp_path, monkeypatch, command):
+    """An output given as '' (a variable that was not set) names no file: `profile --plot ''`
+    wrote a hidden '.png' and said 'wrote ', `coverage --lcov ''` wrote no report and said
+    nothing (exit 0), `export --to lcov -o ''` left '..lst' behind and failed as '.: Is a
+    directory' (exit 1). Bad usage, and nothing written."""
+    folder = tmp_path / "here"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    values = {
+        "store": str(quicksort_copy.parent / "quicksort.tarmac.ctrace"),
+        "elf": str(ROOT / "examples" / "quicksort.elf"),
+    }
+    result = _run(*(part.format(**values) for part in command))
+    assert result.exit_code == exits.USAGE, result.output
+    assert "'': an empty name names no file" in result.output
+    assert list(folder.iterdir()) == []
+
+
+CALCULATOR = ROOT / "examples" / "calculator-aarch64-fastmodel.tarmac.xz"
+
+
+def test_diff_with_a_window_past_both_traces(tmp_path):
+    """Two traces that never resynchronise (quicksort against the calculator) with `--window
+    1000000`: the search for resynchronisation tried every distance up to twice the window,
+    the positions past both traces' ends too, and ran for minutes on 2,044 against 4,783
+    instructions (over 300 s of wall time at 400,000; 2 s at the default). A window past the
+    traces' ends answers as one that reaches them."""
+    a, b = tmp_path / "a.tarmac", tmp_path / "b.tarmac.xz"
+    shutil.copy(QUICKSORT, a)
+    shutil.copy(CALCULATOR, b)
+    reaching = _run("diff", str(a), str(b), "--window", "4783", "--format", "json")
+    assert reaching.exit_code == exits.OK, reaching.output
+    assert json.loads(reaching.output)["divergences"]
+    wide = _run("diff", str(a), str(b), "--window", "1000000", "--format", "json")
+    assert wide.exit_code == exits.OK, wide.output
+    assert json.loads(wide.output) == json.loads(reaching.output)
+
+
+def test_diff_with_a_window_no_integer_holds(quicksort_copy):
+    """`diff --window 99999999999999999999` was 'internal error: OverflowError: int too big
+    to convert' (exit 70): bad usage naming the range."""
+    result = _run("diff", str(quicksort_copy), str(quicksort_copy), "--window", "99999999999999999999")
+    assert result.exit_code == exits.USAGE, result.output
+    assert "--window" in result.output and "1<=x<=4294967296" in result.output
+
+
+@pytest.mark.parametrize("command", ["ingest", "batch ingest"])
+def test_a_local_cluster_of_more_processes_than_the_machine_holds(tmp_path, command):
+    """`ingest --workers 99999999999999999999` made distributed build the specs of that many
+    worker processes: it took every byte of memory and was killed (or, under a memory limit,
+    'internal error: MemoryError'). Bad usage naming the bound, before any process starts."""
+    from cputrace.batch.cluster import most_local_workers
+
+    trace = tmp_path / "q.tarmac"
+    shutil.copy(QUICKSORT, trace)
+    for workers in (str(most_local_workers() + 1), "99999999999999999999"):
+        result = _run(*command.split(), str(trace), "--workers", workers)
+        assert result.exit_code == exits.USAGE, result.output
+        assert f"a local cluster of 1 to {most_local_workers()} processes on this machine" in result.output
+        assert f"got {workers}" in result.output
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["q.tarmac"]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("coverage", "{store}", "--image", "{elf}", "--cpu", "3"),
+        ("coverage", "{store}", "--image", "{elf}", "--cpu", "0", "--cpu", "3", "--lcov", "{tmp}/r.info"),
+        ("calls", "{store}", "--cpu", "3"),
+        ("calls", "{store}", "--cpu", "3", "--tree"),
+    ],
+)
+def test_a_core_the_trace_does_not_have(quicksort_copy, tmp_path, command):
+    """`coverage --cpu 3` of the one-core quicksort trace reported every function never
+    executed, and `calls --cpu 3` 'calls detected from no instructions' (exit 0), as `state`
+    did before it refused: a typo for a core was a report of nothing run. Bad usage naming the
+    cores there are, and no report written."""
+    values = {
+        "store": str(quicksort_copy.parent / "quicksort.tarmac.ctrace"),
+        "elf": str(ROOT / "examples" / "quicksort.elf"),
+        "tmp": str(tmp_path),
+    }
+    result = _run(*(part.format(**values) for part in command))
+    assert result.exit_code == exits.USAGE, result.output
+    assert "--cpu 3: the trace has no such core (its cores: 0)" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+CORPUS = ROOT / "tests" / "corpus"
+
+
+@pytest.mark.parametrize(
+    ("program", "ram", "said"),
+    [
+        ("calls-a64.elf", "0xffffffffffffff00:0x1000", "RAM 0xffffffffffffff00+0x1000 ends past the 64-bit"),
+        ("calls-a64.elf", "0x0:0xffffffffffffffff", "no room for the stack"),
+        ("calls-t32.elf", "0x100000:0x100000000", "RAM 0x100000+0x100000000 ends past the 32-bit"),
+        ("calls-t32.elf", "0xfff00000:0x100000", "no room for the stack"),
+    ],
+)
+def test_record_with_ram_past_the_address_space(tmp_path, program, ram, said):
+    """`record --ram` past the end of the address space was 'internal error: UcError: Invalid
+    argument (UC_ERR_ARG)' (exit 70), and the trace named by -o had been opened first: an
+    earlier recording there was left empty. (RAM at the top of the 32-bit space put the stack
+    above 4 GiB, where an ARM program's SP cannot point.) Bad usage naming the area; the file
+    there is kept."""
+    trace = tmp_path / "run.tarmac"
+    trace.write_text("an earlier recording\n")
+    result = _run("record", str(CORPUS / program), "-o", str(trace), "--ram", ram)
+    assert result.exit_code == exits.USAGE, result.output
+    assert said in result.output
+    assert trace.read_text() == "an earlier recording\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["run.tarmac"]
+
+
+def test_record_keeps_the_trace_up_to_a_fault(tmp_path):
+    """The quicksort example run without the RAM its stack needs faults at its fourth
+    instruction: the trace up to the fault is still written (exit 1), over an earlier one."""
+    trace = tmp_path / "run.tarmac"
+    trace.write_text("an earlier recording\n")
+    result = _run("record", str(ROOT / "examples" / "quicksort.elf"), "-o", str(trace))
+    assert result.exit_code == exits.BAD_INPUT, result.output
+    assert "stopped at pc 0x800c after 4 instructions: write of 8 bytes at unmapped address" in result.output
+    assert trace.read_text().count(" IT ") == 4
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["run.tarmac"]
+
+
+@pytest.mark.parametrize(
+    ("file", "where"),
+    [
+        ("browse-*/meta.json", "all"),  # 'internal error: UnicodeDecodeError'
+        ("browse-*/instructions.keys.npy", "middle"),  # 'internal error: TokenError'
+        ("browse-*/timeline.parquet", "all"),  # 'internal error: ArrowInvalid'
+        ("browse-*/instructions.arrow", "middle"),  # read while drawing: Textual's traceback, exit 70
+        ("calls-*/meta.json", "all"),  # 'internal error: UnicodeDecodeError'
+        ("calls-*/tree.parquet", "all"),  # 'internal error: ArrowInvalid'
+    ],
+)
+def test_a_browse_index_file_damaged_in_place(quicksort_copy, tmp_path, file, where):
+    """A browse or calls index file overwritten in place, its size kept (which the recorded
+    sizes do not catch): internal errors, and data found damaged while the screen was drawn
+    printed Textual's traceback then 'internal error: RuntimeError: the browser failed before
+    its screenshot'. A damaged index, named, with what to do (exit 1); removed as told, it is
+    built again."""
+    store, _ = _store_copy(quicksort_copy, tmp_path)
+    shot = tmp_path / "screen.svg"
+    assert _run("browse", str(store), "--screenshot", str(shot)).exit_code == exits.OK
+    (damaged,) = store.glob(f"v-*/index/{file}")
+    data = bytearray(damaged.read_bytes())
+    span = range(len(data)) if where == "all" else range(len(data) // 3, 2 * len(data) // 3)
+    for at in span:
+        data[at] = 0xFF
+    damaged.write_bytes(bytes(data))
+    result = _run("browse", str(store), "--screenshot", str(shot))
+    assert result.exit_code == exits.BAD_INPUT, result.output
+    assert f"damaged index: {damaged}: " in result.output
+    assert f"remove {damaged.parent} and it is built again" in result.output
+    assert "Traceback" not in result.output and "internal error" not in result.output
+    shutil.rmtree(damaged.parent)
+    assert _run("browse", str(store), "--screenshot", str(shot)).exit_code == exits.OK
+
+
+@pytest.mark.parametrize(
+    ("start", "length"), [("0xffffffffffffff00", "0x200"), ("99999999999999999999", "4")]
+)
+def test_coverage_of_a_range_past_the_address_space(quicksort_copy, start, length):
+    """`coverage --range` past the end of the 64-bit address space printed an empty report
+    (exit 0), as if the range held no code: bad usage naming the range."""
+    store = quicksort_copy.parent / "quicksort.tarmac.ctrace"
+    elf = ROOT / "examples" / "quicksort.elf"
+    result = _run("coverage", str(store), "--image", str(elf), "--range", start, length)
+    assert result.exit_code == exits.USAGE, result.output
+    said = f"range 0x{int(start, 0):x}+{int(length, 0)}: expected a range within the 64-bit address space"
+    assert said in result.output

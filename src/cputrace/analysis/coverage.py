@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import CputraceError
+from ..errors import CputraceError, UsageError
 from ..image import Image
 from ..model import Isa
 from ..store.chunks import iter_instructions
@@ -329,6 +329,8 @@ def compute_coverage(
     check_image(trace, image)
     if address_range is not None:
         start, length = address_range
+        if start < 0 or length < 0 or start + length > 1 << 64:  # else a report of nothing
+            raise UsageError(f"range 0x{start:x}+{length}: expected a range within the 64-bit address space")
         code = range_code(image, [(start, start + length)], default_isa)
     elif functions_of(image):
         code = function_code(image)

@@ -107,11 +107,12 @@ def _align_from(
             return out_a[:n], out_b[:n], i, j, False
         found = False
         best_i = best_j = 0
-        for distance in range(1, 2 * window + 1):
-            for di in range(max(0, distance - window), min(distance, window) + 1):
+        ahead_a, ahead_b = min(window, na - 1 - i), min(window, nb - 1 - j)  # keys there are to pair
+        for distance in range(1, ahead_a + ahead_b + 1):
+            for di in range(max(0, distance - ahead_b), min(distance, ahead_a) + 1):
                 dj = distance - di
                 ii, jj = i + di, j + dj
-                if ii >= na or jj >= nb or a[ii] != b[jj]:
+                if a[ii] != b[jj]:
                     continue
                 need = min(sync, na - ii, nb - jj)
                 k = 1

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import CputraceError, StoreError, UsageError
-from ..store.indexes import index_dir
+from ..errors import CputraceError, UsageError
+from ..store.indexes import damaged_index, index_dir, reading_index
 from ..store.sql import connect
 
 if TYPE_CHECKING:
@@ -134,7 +134,7 @@ class StateIndex:
             self.widest_write: int = meta["widest_write"]
             self.widths: dict[str, int] = meta["register_widths"]
         except (ValueError, TypeError, KeyError) as exc:  # its size is right (indexes.py), its bytes not
-            raise _damaged(meta_file, f"not the JSON the index was built with ({exc})") from None
+            raise damaged_index(meta_file, f"not the JSON the index was built with ({exc})") from None
         self._db = connect()
         self._db.execute("SET threads TO 2")
         views = (
@@ -149,7 +149,7 @@ class StateIndex:
                 self._db.execute(f"CREATE VIEW {view} AS SELECT * FROM read_parquet('{_quote(path)}')")
             except duckdb.Error as exc:
                 self._db.close()
-                raise _damaged(path, str(exc).splitlines()[0]) from None
+                raise damaged_index(path, str(exc).splitlines()[0]) from None
         trace.add_views(self._db, ("instructions", "registers"))
 
     @classmethod
@@ -184,8 +184,9 @@ class StateIndex:
         snapshot = (seq + 1) // self.checkpoint
         first = snapshot * self.checkpoint
         where_cpu = f"AND cpu IN ({', '.join(str(int(c)) for c in cpus)})" if cpus else ""
-        rows = self._db.execute(
-            f"""
+        with reading_index(self.directory):
+            rows = self._db.execute(
+                f"""
             SELECT cpu, reg, mask, size, value, wide, seq FROM (
                 SELECT cpu, reg, mask, size, value, wide, seq, src FROM snapshots
                 WHERE checkpoint = $snapshot {where_cpu}
@@ -197,8 +198,8 @@ class StateIndex:
                 PARTITION BY cpu, reg, coalesce(mask, ''::BLOB) ORDER BY seq DESC, src DESC) = 1
             ORDER BY cpu, reg, seq, src
             """,
-            {"snapshot": snapshot, "first": first, "seq": seq},
-        ).fetchall()
+                {"snapshot": snapshot, "first": first, "seq": seq},
+            ).fetchall()
         return merge_registers(rows, self.widths)
 
     # -- memory --------------------------------------------------------------------------
@@ -214,14 +215,28 @@ class StateIndex:
         data = np.zeros(length, dtype=np.uint8)
         origin = np.full(length, UNKNOWN, dtype=np.int64)
         bounds = {"lo": address, "hi": address + length}
-        initial = self._db.execute(
-            "SELECT addr, byte FROM initial WHERE addr >= $lo AND addr < $hi", bounds
-        ).fetchnumpy()
+        with reading_index(self.directory):
+            initial = self._db.execute(
+                "SELECT addr, byte FROM initial WHERE addr >= $lo AND addr < $hi", bounds
+            ).fetchnumpy()
+            last = self._last_writes(address, length, seq)
         at = (initial["addr"] - np.uint64(address)).astype(np.int64)
         data[at] = initial["byte"]
         origin[at] = READ_BEFORE_WRITE
+        writes = sorted(
+            ((addr, size, w["value"], w["wide"], w["seq"], w["src"]) for addr, size, w in last),
+            key=lambda r: (r[4], r[5]),
+        )
+        paint_writes(writes, address, data, origin)
+        if image is not None:
+            fill_from_image(image, address, data, origin)
+        return MemoryBytes(address, data.tobytes(), origin)
+
+    def _last_writes(self, address: int, length: int, seq: int) -> list[tuple]:
+        """The last write up to instruction `seq` of each (address, size) that touches
+        [address, address+length): thinned to one per interval before seq's, every one since."""
         interval = seq // self.checkpoint
-        last = self._db.execute(
+        return self._db.execute(
             """
             SELECT addr, size, arg_max(struct_pack(value, wide, seq, src), (seq, src)) AS w FROM (
                 SELECT addr, size, value, wide, seq, src FROM thinned
@@ -239,19 +254,6 @@ class StateIndex:
                 "seq": seq,
             },
         ).fetchall()
-        writes = sorted(
-            ((addr, size, w["value"], w["wide"], w["seq"], w["src"]) for addr, size, w in last),
-            key=lambda r: (r[4], r[5]),
-        )
-        paint_writes(writes, address, data, origin)
-        if image is not None:
-            fill_from_image(image, address, data, origin)
-        return MemoryBytes(address, data.tobytes(), origin)
-
-
-def _damaged(file: Path, problem: str) -> StoreError:
-    """A file of the state index that cannot be read as written: named, with what to do."""
-    return StoreError(f"damaged index: {file}: {problem}; remove {file.parent} and it is built again")
 
 
 def _quote(path: Path) -> str:

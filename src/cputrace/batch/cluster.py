@@ -43,6 +43,13 @@ def default_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+def most_local_workers() -> int:
+    """The most worker processes a local cluster is started with: 4 a core, at least 16. Each
+    is a Python process of its own memory; a count past what the machine holds took all its
+    memory before any work began (an internal MemoryError, or the process killed)."""
+    return max(16, 4 * default_workers())
+
+
 @contextlib.contextmanager
 def connect(
     workers: int | None = None,
@@ -58,8 +65,11 @@ def connect(
         raise UsageError("give one of workers, scheduler and scheduler file")
     if scheduler is None and scheduler_file is None:
         count = default_workers() if workers is None else workers
-        if count < 1:
-            raise UsageError(f"workers must be 1 or more, got {count}")
+        if not 1 <= count <= most_local_workers():
+            raise UsageError(
+                f"workers: a local cluster of 1 to {most_local_workers()} processes on this machine "
+                f"({default_workers()} cores), got {count}; for more, start a cluster and give its scheduler"
+            )
         with _HeldInterrupt() as held:
             cluster = distributed.LocalCluster(
                 n_workers=count, threads_per_worker=1, processes=True, dashboard_address=None,

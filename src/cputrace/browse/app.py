@@ -130,6 +130,7 @@ class BrowseApp(App[None]):
         self.session = session
         self.start = start
         self.diff = diff
+        self.failure: CputraceError | None = None  # what ended the app, for the command to tell
         """Trace B beside this one (--diff), aligned as `cputrace diff` aligns them."""
         self.top_b: dict[int, int] = {}
         """Trace B's first line on screen, per core."""
@@ -652,6 +653,16 @@ class BrowseApp(App[None]):
         parts.extend(pane.text() for pane in self.memory_panes)
         return "".join(parts)
 
+    def _handle_exception(self, error: Exception) -> None:
+        """An error of ours that no request caused (a damaged index file, found while drawing)
+        ends the app quietly, and the command tells it in one line (`failure`); anything else
+        is a bug, which Textual shows with its traceback."""
+        if isinstance(error, CputraceError) and self.failure is None:
+            self.failure = error
+            self.exit(return_code=1)
+            return
+        super()._handle_exception(error)
+
     # -- without a terminal --------------------------------------------------------------
 
     def screenshot(self, path: Path) -> None:
@@ -664,6 +675,8 @@ class BrowseApp(App[None]):
                 self.exit()
 
         self.run(headless=True, size=SCREENSHOT_SIZE, auto_pilot=shoot)
+        if self.failure is not None:
+            raise self.failure
         if self.return_code:
             raise RuntimeError(f"the browser failed before its screenshot (status {self.return_code})")
 

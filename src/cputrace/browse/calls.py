@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 import xxhash
 
 from ..store.batches import reading_progress
-from ..store.indexes import index_dir
+from ..store.indexes import index_dir, reading_index_file
 from .index import GROUP_ROWS, Progress, read_parquet
 from .keyed import KeyedFile, write_keyed
 
@@ -110,7 +110,8 @@ class CallIndex:
         self._tree: dict[int, list[TreeNode]] = {}
         for row in tree:
             self._tree.setdefault(row["cpu"], []).append(TreeNode(**row))
-        self.has_time = json.loads((directory / "meta.json").read_text())["has_time"]
+        with reading_index_file(directory / "meta.json"):
+            self.has_time = json.loads((directory / "meta.json").read_text())["has_time"]
 
     @classmethod
     def open(cls, trace: Trace, image: Image | None = None, progress: Progress | None = None) -> CallIndex:

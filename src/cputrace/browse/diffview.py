@@ -17,7 +17,7 @@ import pyarrow as pa
 import xxhash
 
 from ..analysis.diff import DiffOptions, Divergence, diff_traces
-from ..store.indexes import index_dir, store_key
+from ..store.indexes import index_dir, reading_index_file, store_key
 from .index import GROUP_ROWS, Progress
 from .keyed import KeyedFile, KeyedWriter
 from .lines import Line
@@ -85,7 +85,8 @@ class DiffView:
         self.directory = directory
         self.pairs = KeyedFile(directory / "pairs.arrow", PAIR_KEY)
         self.divergences = KeyedFile(directory / "divergences.arrow", DIVERGENCE_KEY)
-        self.summary = json.loads((directory / "meta.json").read_text())["summary"]
+        with reading_index_file(directory / "meta.json"):
+            self.summary = json.loads((directory / "meta.json").read_text())["summary"]
 
     @classmethod
     def open(

@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 from ..analysis.state import KNOWN_WRITES, initial_query, register_order, snapshot_query
 from ..model import TABLES
 from ..store.batches import read_batches
-from ..store.indexes import index_dir
+from ..store.indexes import index_dir, reading_index_file
 from ..store.sql import connect, quoted
 from ..store.trace import Trace
 from ..store.write import STORED_SCHEMAS
@@ -128,20 +128,26 @@ class BrowseIndex:
     def __init__(self, trace: Trace, directory: Path) -> None:
         self.trace = trace
         self.directory = directory
-        meta = json.loads((directory / "meta.json").read_text())
-        self.checkpoint: int = meta["checkpoint"]
-        self.widths: dict[str, int] = meta["register_widths"]
-        self.cores: dict[int, Core] = {
-            int(c["cpu"]): Core(
-                int(c["cpu"]),
-                c["count"],
-                c["first_row"],
-                c["first_seq"],
-                c["last_seq"],
-                tuple(c["registers"]),
+        with reading_index_file(directory / "meta.json"):
+            meta = json.loads((directory / "meta.json").read_text())
+            self.checkpoint: int = meta["checkpoint"]
+            self.widths: dict[str, int] = meta["register_widths"]
+            self.cores: dict[int, Core] = {
+                int(c["cpu"]): Core(
+                    int(c["cpu"]),
+                    c["count"],
+                    c["first_row"],
+                    c["first_seq"],
+                    c["last_seq"],
+                    tuple(c["registers"]),
+                )
+                for c in meta["cores"]
+            }
+            self.widest_write: int = meta["widest_write"]
+            timeline = meta["timeline"]  # None for a trace without instructions: nothing to show
+            self.timeline = (
+                Axis(timeline["axis"], timeline["lo"], timeline["hi"]) if timeline else Axis("seq", 0, 1)
             )
-            for c in meta["cores"]
-        }
         self.tables = {name: KeyedFile(directory / f"{name}.arrow", CORE_KEY) for name in TABLES}
         self.snapshots = KeyedFile(directory / "snapshots.arrow", SNAPSHOT_KEY)
         lookups = {
@@ -149,11 +155,6 @@ class BrowseIndex:
         }
         self.visits, self.times, self.marks = lookups["visits"], lookups["times"], lookups["marks"]
         self.writes, self.places, self.initial = lookups["writes"], lookups["places"], lookups["initial"]
-        self.widest_write: int = meta["widest_write"]
-        timeline = meta["timeline"]  # None for a trace without instructions: nothing to show
-        self.timeline = (
-            Axis(timeline["axis"], timeline["lo"], timeline["hi"]) if timeline else Axis("seq", 0, 1)
-        )
         self.timeline_cells = read_parquet(directory / "timeline.parquet") if timeline else _NO_CELLS
         bands = read_parquet(directory / "bands.parquet").to_pydict() if timeline else {"lo": [], "hi": []}
         self.bands: list[tuple[int, int]] = list(zip(bands["lo"], bands["hi"], strict=True))
@@ -172,7 +173,7 @@ class BrowseIndex:
 def read_parquet(path: Path) -> pa.Table:
     """A small Parquet file whole (ParquetFile: `pq.read_table` imports pyarrow.dataset, a
     tenth of a second of the first screen)."""
-    with pq.ParquetFile(path) as file:
+    with reading_index_file(path), pq.ParquetFile(path) as file:
         return file.read()
 
 

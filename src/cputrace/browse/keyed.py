@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from ..errors import StoreError
+from ..store.indexes import damaged_index, reading_index_file
 
 Key = tuple[int, ...]
 
@@ -157,18 +157,19 @@ class KeyedFile:
     def __init__(self, path: Path, key: Sequence[str]) -> None:
         self.path = path
         self.key = tuple(key)
-        try:
+        with reading_index_file(path):
             self._file = ipc.open_file(pa.memory_map(str(path)), options=_ONE_THREAD)
+        with reading_index_file(_keys_path(path)):
             bounds = np.load(_keys_path(path))
-        except (OSError, ValueError, pa.ArrowException) as exc:
-            raise StoreError(f"damaged browse index: {path}: {exc}") from None
         groups = self._file.num_record_batches
         if groups != len(bounds):
-            raise StoreError(f"damaged browse index: {path}: {groups} groups, {len(bounds)} key bounds")
+            raise damaged_index(path, f"{groups} groups, {len(bounds)} key bounds")
         self.schema = self._file.schema
-        self._firsts: list[Key] = list(map(tuple, bounds[:, 0].tolist())) if groups else []
-        self._lasts: list[Key] = list(map(tuple, bounds[:, 1].tolist())) if groups else []
-        sizes = np.load(_sizes_path(path)) if groups else np.zeros(0, np.int64)
+        with reading_index_file(_keys_path(path)):
+            self._firsts: list[Key] = list(map(tuple, bounds[:, 0].tolist())) if groups else []
+            self._lasts: list[Key] = list(map(tuple, bounds[:, 1].tolist())) if groups else []
+        with reading_index_file(_sizes_path(path)):
+            sizes = np.load(_sizes_path(path)) if groups else np.zeros(0, np.int64)
         self.starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
         self.num_rows = int(self.starts[-1])
         self._cache: OrderedDict[int, tuple[pa.RecordBatch, list[np.ndarray]]] = OrderedDict()
@@ -178,10 +179,8 @@ class KeyedFile:
         if entry is not None:
             self._cache.move_to_end(index)
             return entry
-        try:
+        with reading_index_file(self.path):
             batch = self._file.get_batch(index)
-        except (OSError, pa.ArrowException) as exc:
-            raise StoreError(f"damaged browse index: {self.path}: {exc}") from None
         entry = (batch, [batch.column(name).to_numpy(zero_copy_only=False) for name in self.key])
         self._cache[index] = entry
         if len(self._cache) > _CACHED_GROUPS:

@@ -20,8 +20,8 @@ from ..analysis.profile import TABLES as PROFILE_TABLES
 from ..analysis.profile import Profile, profile, share
 from ..export.output import output_path
 from .common import cli, json_value, open_trace_arg, plain_table, reading_bar, write_batches, write_rows
-from .options import resolve_window, window_options
-from .params import image_files, image_option, load_images
+from .options import check_cores, resolve_window, window_options
+from .params import OUTPUT_FILE, image_files, image_option, load_images
 
 _METHOD_HELP = (
     "Call detection: from lr/sp register writes, from instruction semantics, or auto "
@@ -106,6 +106,7 @@ def calls_cmd(
     --image symbols, by address otherwise.
     """
     t = open_trace_arg(trace)
+    check_cores(t, cpus)
     image = load_images(images)
     window = resolve_window(t, window_spec)
     out = sys.stdout
@@ -228,7 +229,7 @@ def profile_table_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @profile_table_options
 @click.option(
     "--plot",
-    type=click.Path(dir_okay=False),
+    type=OUTPUT_FILE,
     callback=_plot_file,
     help="Also draw time per function and execution over time to this file (.png, .svg, .pdf); "
     "needs matplotlib, the plot extra: pip install 'cputrace[plot]'.",

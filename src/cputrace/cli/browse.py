@@ -22,7 +22,7 @@ import click
 from ..errors import MissingExtra
 from ..export.output import check_output_file, output_path
 from .common import cli, err, open_trace_arg
-from .params import image_files, image_option, load_images
+from .params import OUTPUT_FILE, image_files, image_option, load_images
 
 if importlib.util.find_spec("textual") is None:
     raise MissingExtra("the trace browser", "textual", "browse")
@@ -48,7 +48,7 @@ if importlib.util.find_spec("textual") is None:
     help="With --serve: the port to listen on.",
 )  # fmt: skip
 @click.option(
-    "--screenshot", type=click.Path(dir_okay=False), metavar="SVG",
+    "--screenshot", type=OUTPUT_FILE, metavar="SVG",
     help="Write the first screen as SVG to this file and exit, without a terminal.",
 )  # fmt: skip
 def browse_cmd(
@@ -108,6 +108,8 @@ def browse_cmd(
     try:
         if screenshot is None:
             app.run()
+            if app.failure is not None:
+                raise app.failure
             return
         with output_path(screenshot, sources) as staged:  # whole or not at all, never an input
             app.screenshot(staged)

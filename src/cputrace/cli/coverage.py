@@ -19,8 +19,8 @@ from ..export.output import check_output_file, output_file
 from ..image import parse_image_spec
 from ..model import Isa
 from .common import cli, err, open_trace_arg, reading_bar
-from .options import resolve_window, window_options
-from .params import NUMBER, image_files, image_option, load_images
+from .options import check_cores, resolve_window, window_options
+from .params import NUMBER, OUTPUT_FILE, image_files, image_option, load_images
 
 
 def _percent(covered: int, total: int) -> str:
@@ -89,7 +89,7 @@ def write_reports(
 def coverage_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """What to cover and where to report it, as `coverage` and `batch coverage` take it: --range,
     --isa, --cpu, --lcov, --cobertura and --listing."""
-    report = click.Path(dir_okay=False)
+    report = OUTPUT_FILE
     options = (
         click.option(
             "--range", "address_range", type=(NUMBER, NUMBER), metavar="ADDR LEN",
@@ -146,6 +146,7 @@ def coverage_cmd(
     assert image is not None  # required=True
     listing = listing_for(lcov_path, cobertura_path, listing_path)
     t = open_trace_arg(trace)
+    check_cores(t, cpus)
     window = resolve_window(t, window_spec)
     with reading_bar([t], window):
         coverage = compute_coverage(

@@ -14,6 +14,9 @@ from ..analysis.diff import KINDS, DiffOptions, Divergence, diff_traces, explain
 from ..store.trace import Trace
 from .common import cli, open_trace_arg, reading_bar
 
+MAX_WINDOW = 1 << 32
+"""The largest --window: beyond any trace's length, and within the compiled search's integers."""
+
 
 def _instruction_text(row: dict[str, Any] | None) -> str:
     if row is None:
@@ -67,7 +70,7 @@ def diff_options(command: Callable[..., Any]) -> Callable[..., Any]:
         help="Do not compare these registers (canonical names, globs: cpsr, 'sp_*'). Repeatable.",
     )  # fmt: skip
     @click.option("--ignore-time", is_flag=True, help="Do not compare timestamps.")
-    @click.option("--window", type=click.IntRange(min=1), default=4096, show_default=True,
+    @click.option("--window", type=click.IntRange(1, MAX_WINDOW), default=4096, show_default=True,
                   help="Instructions looked ahead on each side to resynchronise.")  # fmt: skip
     @wraps(command)
     def wrapper(*args: Any, ignore_registers: tuple[str, ...], ignore_time: bool, window: int,

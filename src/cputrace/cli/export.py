@@ -12,7 +12,7 @@ from ..export.registry import EXPORTERS, ExportRequest
 from .analysis import method_option
 from .common import cli, open_trace_arg, reading_bar
 from .options import resolve_window, window_options
-from .params import image_files, image_option, load_images
+from .params import OUTPUT_FILE, image_files, image_option, load_images
 
 
 def _formats_epilog() -> str:
@@ -26,7 +26,7 @@ def _formats_epilog() -> str:
 @click.option(
     "--to", "fmt", required=True, type=click.Choice(sorted(EXPORTERS)), help="Output format (see below)."
 )
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="File to write.")
+@click.option("-o", "--output", required=True, type=OUTPUT_FILE, help="File to write.")
 @image_option()
 @method_option
 @window_options

@@ -1,4 +1,4 @@
-"""Options that several analysis commands share: the seq/time window."""
+"""Options that several analysis commands share: the seq/time window, the cores asked for."""
 
 from __future__ import annotations
 
@@ -50,3 +50,12 @@ def resolve_window(trace: Trace, spec: tuple[int | None, int | None, int | None,
     )
     hi = min(x for x in (stop, timed.stop) if x is not None) if (stop, timed.stop) != (None, None) else None
     return Window(lo, hi)
+
+
+def check_cores(trace: Trace, cpus: tuple[int, ...]) -> None:
+    """Bad usage for a --cpu the trace has no core of: what the command shows of it would be
+    left out in silence (no registers, no calls, every function never executed)."""
+    absent = sorted(set(cpus) - set(trace.manifest["cpus"]))
+    if absent:
+        cores = ", ".join(map(str, trace.manifest["cpus"])) or "none"
+        raise click.UsageError(f"--cpu {absent[0]}: the trace has no such core (its cores: {cores})")

@@ -45,6 +45,23 @@ class Number(click.ParamType):
 NUMBER = Number()
 
 
+class OutputFile(click.Path):
+    """A file a command writes: no folder, and never the empty name, which names no file (as a
+    path it is the current folder): a report given as '' was left unwritten in silence, and a
+    plot written as the hidden file '.png'."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value == "":
+            self.fail("'': an empty name names no file", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+OUTPUT_FILE = OutputFile()
+
+
 def image_option(
     help: str = "Program image (ELF: symbols and DWARF lines); repeatable.", *, required: bool = False
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -8,6 +8,7 @@ import click
 
 from ..record import CPU_MODELS, DEFAULT_MAX_INSNS, CpuChoiceError, StopReason, record
 from .common import cli, err
+from .params import OUTPUT_FILE
 
 
 def _console(stream: int, data: bytes) -> None:
@@ -34,9 +35,7 @@ def _ram(_ctx: click.Context, _param: click.Parameter, specs: tuple[str, ...]) -
 
 @cli.command("record")
 @click.argument("program", type=click.Path(exists=True, dir_okay=False))
-@click.option(
-    "-o", "--output", type=click.Path(dir_okay=False), help="Trace to write (default PROGRAM.tarmac)."
-)
+@click.option("-o", "--output", type=OUTPUT_FILE, help="Trace to write (default PROGRAM.tarmac).")
 @click.option(
     "--max-insns",
     type=click.IntRange(min=1),

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..analysis.state import FROM_IMAGE, READ_BEFORE_WRITE, UNKNOWN, MemoryBytes, StateIndex
 from .common import cli, open_trace_arg
+from .options import check_cores
 from .params import NUMBER, image_option, load_images
 
 _ORIGIN_NAMES = {READ_BEFORE_WRITE: "read", FROM_IMAGE: "image", UNKNOWN: "unknown"}
@@ -89,10 +90,7 @@ def state_cmd(
         raise click.UsageError("give exactly one of --at SEQ and --time T")
     image = load_images(images)
     opened = open_trace_arg(trace)
-    absent = sorted(set(cpus) - set(opened.manifest["cpus"]))
-    if absent:  # its registers would be left out in silence
-        cores = ", ".join(map(str, opened.manifest["cpus"])) or "none"
-        raise click.UsageError(f"--cpu {absent[0]}: the trace has no such core (its cores: {cores})")
+    check_cores(opened, cpus)
     index = StateIndex.open(opened)
     point = index.point(seq) if seq is not None else index.point_at_time(time)  # type: ignore[arg-type]
     registers = index.registers(point.seq, list(cpus) or None)

@@ -125,18 +125,19 @@ class Snapshot:
         return load_snapshot_device(core.path, missing)
 
 
-def _section(sections: Sections, name: str) -> dict[str, str]:
-    """The keys of the first section called `name` (values only)."""
-    return {key: value for key, (_, value) in _numbered_section(sections, name)[1].items()}
+def _section(ini: Path, sections: Sections, name: str) -> dict[str, str]:
+    """The keys of the section called `name` (values only)."""
+    return {key: value for key, (_, value) in _numbered_section(ini, sections, name)[1].items()}
 
 
-def _numbered_section(sections: Sections, name: str) -> tuple[int, dict[str, tuple[int, str]]]:
-    """The line and the keys (with their lines) of the first section called `name`; 0 and
-    none when there is no such section."""
-    for found, number, keys in sections:
-        if found == name:
-            return number, keys
-    return 0, {}
+def _numbered_section(ini: Path, sections: Sections, name: str) -> tuple[int, dict[str, tuple[int, str]]]:
+    """The line and the keys (with their lines) of the section called `name`; 0 and none when
+    there is no such section, an error naming the second when there are two (which one is
+    meant cannot be told)."""
+    found = [(number, keys) for section, number, keys in sections if section == name]
+    if len(found) > 1:
+        raise TraceFormatError(str(ini), str(found[1][0]), f"[{name}] once (line {found[0][0]} has it)")
+    return found[0] if found else (0, {})
 
 
 def _register_value(path: Path, number: int, key: str, text: str) -> int:
@@ -152,7 +153,7 @@ def _register_value(path: Path, number: int, key: str, text: str) -> int:
 
 def read_device(path: Path) -> Device:
     sections = read_ini_sections(path)
-    device = _section(sections, "device")
+    device = _section(path, sections, "device")
     registers = {}
     for name, _, keys in sections:
         if name == "regs":
@@ -190,17 +191,17 @@ def read_snapshot(path: str | os.PathLike[str]) -> Snapshot:
         raise CputraceError(f"{path}: no snapshot.ini here")
     sections = read_ini_sections(path)
     folder = path.parent
-    listed = _numbered_section(sections, "device_list")[1]
+    listed = _numbered_section(path, sections, "device_list")[1]
     devices = tuple(read_device(_listed_file(path, key, line, file)) for key, (line, file) in listed.items())
-    metadata = _numbered_section(sections, "trace")[1].get("metadata")
+    metadata = _numbered_section(path, sections, "trace")[1].get("metadata")
     if metadata is None:
         return Snapshot(path, devices, (), {}, {})
     trace_ini = _listed_file(path, "metadata", *metadata)
     trace = read_ini_sections(trace_ini)
-    listed = _need(trace_ini, _section(trace, "trace_buffers"), "buffers", "trace_buffers")
+    listed = _need(trace_ini, _section(trace_ini, trace, "trace_buffers"), "buffers", "trace_buffers")
     buffers = []
     for section in (name.strip().lower() for name in listed.split(",") if name.strip()):
-        line, numbered = _numbered_section(trace, section)
+        line, numbered = _numbered_section(trace_ini, trace, section)
         keys = {key: value for key, (_, value) in numbered.items()}
         buffers.append(
             TraceBuffer(
@@ -217,7 +218,7 @@ def read_snapshot(path: str | os.PathLike[str]) -> Snapshot:
         devices,
         tuple(buffers),
         _source_buffers(trace_ini, trace, buffers),
-        {k: v.lower() for k, v in _section(trace, "core_trace_sources").items()},
+        {k: v.lower() for k, v in _section(trace_ini, trace, "core_trace_sources").items()},
     )
 
 
@@ -226,12 +227,10 @@ def _source_buffers(trace_ini: Path, trace: Sections, buffers: list[TraceBuffer]
     would be taken for one the snapshot does not list, and given the only buffer."""
     names = {buffer.name.lower() for buffer in buffers}
     mapped = {}
-    for source, (line, name) in _numbered_section(trace, "source_buffers")[1].items():
+    for source, (line, name) in _numbered_section(trace_ini, trace, "source_buffers")[1].items():
         if name.lower() not in names:
             listed = ", ".join(buffer.name for buffer in buffers)
             expected = f"{source}= one of the buffers [trace_buffers] lists ({listed})"
             raise TraceFormatError(str(trace_ini), str(line), expected, name)
         mapped[source] = name.lower()
     return mapped
-
-

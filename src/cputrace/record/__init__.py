@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import MissingExtra
-from ..export.output import check_output_file
+from ..errors import CputraceError, MissingExtra
+from ..export.output import output_path
 
 try:
     import unicorn  # noqa: F401  (checked first, so that its absence is said plainly)
@@ -74,14 +74,19 @@ def record(
     loaded = load_program(program)
     model = choose_cpu(loaded.arch, cpu)
     trace = Path(output) if output is not None else Path(program).with_suffix(".tarmac")
-    check_output_file(trace, [program])
     streams = {1: io.BytesIO(), 2: io.BytesIO()}
     sink = console or (lambda stream, data: streams[stream].write(data))
-    with open(trace, "w", buffering=1 << 20) as out:
+    fault = None
+    with output_path(trace, [program]) as staged, open(staged, "w", buffering=1 << 20) as out:
         recorder = Recorder(
             loaded, model, out, flow_only=flow_only, max_insns=max_insns, console=sink, ram=ram
         )
-        run = recorder.run()
+        try:
+            run = recorder.run()
+        except CputraceError as exc:  # the trace up to the fault is written all the same
+            fault = exc
+    if fault is not None:
+        raise fault
     return RecordResult(
         trace,
         model.name,

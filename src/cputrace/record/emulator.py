@@ -15,7 +15,7 @@ from typing import TextIO
 import unicorn
 from unicorn import Uc, UcError
 
-from ..errors import CputraceError
+from ..errors import CputraceError, UsageError
 from ..image import ImageError
 from ..isa import Block, BlockCache, InsnInfo, Kind
 from ..model import Isa
@@ -93,6 +93,11 @@ class Recorder:
     def _map_memory(self, ram: Sequence[tuple[int, int]]) -> None:
         """Map the segments (with .bss) and `ram` page-aligned, load the file bytes, and map
         a stack above everything, with SP at its top."""
+        space = 1 << 8 * self.machine.pointer_size
+        bits = 8 * self.machine.pointer_size
+        for start, size in ram:
+            if start + size > space:
+                raise UsageError(f"RAM 0x{start:x}+0x{size:x} ends past the {bits}-bit address space")
         areas = [*self.program.segments, *ram]
         spans = sorted((start & -PAGE, _round_up(start + size, PAGE)) for start, size in areas)
         merged: list[list[int]] = []
@@ -102,6 +107,11 @@ class Recorder:
             else:
                 merged.append([start, end])
         stack_base = _round_up(merged[-1][1], 0x10000)
+        if stack_base + STACK_SIZE > space:  # where SP cannot point
+            raise UsageError(
+                f"no room for the stack (0x{STACK_SIZE:x} bytes) above the program and its RAM, "
+                f"which end at 0x{merged[-1][1]:x}, within the {bits}-bit address space"
+            )
         merged.append([stack_base, stack_base + STACK_SIZE])
         for start, end in merged:
             self.uc.mem_map(start, end - start)

@@ -7,7 +7,9 @@ read (a changed index format, or a store of model version 1, whose tables are re
 place). A directory is built under a temporary name and renamed into place when complete, so
 a crash leaves nothing that looks finished; the sizes of its files are recorded in it
 (`SIZES`), and an index whose files are not those sizes (truncated, emptied, removed by hand
-or by a failing disk) is built again rather than read. A store in a read-only place keeps its
+or by a failing disk) is built again rather than read. A file damaged in place, its size kept,
+is found when it is read (`reading_index`): the user is told which and to remove the folder,
+rather than every file being hashed on every open. A store in a read-only place keeps its
 indexes in the cache directory instead.
 """
 
@@ -17,14 +19,17 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
+import tokenize
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import xxhash
 
 from ..cachedir import cache_dir
+from ..errors import StoreError
 from ..model import TABLES
 from .trace import Trace
 
@@ -113,3 +118,58 @@ def _discard(directory: Path, aside: Path) -> None:
     except FileNotFoundError:  # another process discarded it first
         return
     shutil.rmtree(aside, ignore_errors=True)
+
+
+def damaged_index(file: Path, problem: str) -> StoreError:
+    """A file of an index folder that cannot be read as written: named, with what to do."""
+    folder = file if file.is_dir() else file.parent
+    return StoreError(f"damaged index: {file}: {problem}; remove {folder} and it is built again")
+
+
+@contextlib.contextmanager
+def reading_index_file(file: Path) -> Iterator[None]:
+    """Errors reading `file` of an index folder as a damaged index naming it: its size was
+    right (`_whole`), its bytes not (a meta.json of other bytes, a NumPy header, Arrow or
+    Parquet data overwritten in place). Kept to the lines that read the file and the fields
+    taken from it, so that no error of ours is taken for damage."""
+    try:
+        yield
+    except (OSError, ValueError, KeyError, TypeError, SyntaxError, tokenize.TokenError) as exc:
+        problem = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        raise damaged_index(file, problem) from None
+
+
+@contextlib.contextmanager
+def reading_index(directory: Path) -> Iterator[None]:
+    """DuckDB's errors while queries of ours read the index in `directory` as a damaged index.
+
+    The queries are ours and the store's tables are checked when the store is opened, so such an
+    error is an index file whose bytes are not those written (its size kept, which `_whole`
+    cannot see): the file DuckDB names, else the first of the folder's Parquet files that does
+    not read whole, else the folder. A user's interrupt stays one.
+    """
+    import duckdb
+
+    try:
+        yield
+    except duckdb.InterruptException:
+        raise
+    except duckdb.Error as exc:
+        problem = str(exc).splitlines()[0]
+        named = re.search(r'"([^"]+)"', problem)
+        if named is not None and Path(named[1]).parent == directory:
+            raise damaged_index(Path(named[1]), problem) from None
+        unreadable = (file for file in sorted(directory.glob("*.parquet")) if not _reads_whole(file))
+        raise damaged_index(next(unreadable, directory), problem) from None
+
+
+def _reads_whole(file: Path) -> bool:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        with pq.ParquetFile(file) as parquet:
+            parquet.read()
+    except (pa.ArrowException, OSError):
+        return False
+    return True

@@ -77,6 +77,8 @@ def load_manifest(store: str | os.PathLike[str]) -> dict[str, Any]:
     version = manifest.get("model_version")
     if not isinstance(version, int) or isinstance(version, bool):
         raise StoreError(f"damaged store: {file}: no model_version")
+    if version < 1:  # versions count from 1: a smaller one is no store cputrace wrote
+        raise StoreError(f"damaged store: {file}: model_version {version} is not a model version (1 or more)")
     if version > MODEL_VERSION:
         raise StoreError(
             f"{store}: store uses model version {version}, this cputrace reads up to "

@@ -43,6 +43,8 @@ CHUNK_BYTES = 4 << 20
 ETMV3_PROTOCOL = "ETM3"
 PTM_PROTOCOLS = frozenset({"PTM", "PTM1", "PFT", "PFT1"})
 """Device types of PTMs without their minor version, as snapshots spell them (PTM1.0, PFT1.1...)."""
+UNDECODED_PROTOCOLS = frozenset({"ITM", "STM"})
+"""Trace sources of software messages, not of instructions: left alone in a snapshot."""
 
 SourceConfig = EtmConfig | PtmConfig | Etmv4Config
 
@@ -115,8 +117,13 @@ def _snapshot_captures(snapshot: Snapshot, wanted: int | None) -> list[Capture]:
             kind = PtmConfig
         elif device.protocol in ETMV4_PROTOCOLS:
             kind = Etmv4Config
-        else:
+        elif device.protocol in UNDECODED_PROTOCOLS:
             continue
+        else:  # its bytes would be left out in silence, or another source's buffer blamed
+            raise CputraceError(
+                f"{device.path}: trace source {device.name} of type {device.type}: expected ETM3.x, "
+                "PTM1.x or PFT1.x, ETM4.x (decoded) or ITM, STM (not decoded)"
+            )
         core = snapshot.core_of(device)
         config = kind.from_device(device, core)
         buffer = snapshot.buffer_of(device)
