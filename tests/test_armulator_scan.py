@@ -6,6 +6,7 @@ warnings and errors must be those of the line parser reading every line.
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 from unittest import mock
 
@@ -16,8 +17,17 @@ from hypothesis import strategies as st
 
 from cputrace import inputs
 from cputrace.errors import TraceFormatError
+from cputrace.formats.armulator import decoder
 from cputrace.formats.armulator.decoder import ArmulatorDecoder
-from cputrace.formats.armulator.scan import KIND_BLANK, KIND_INSN, KIND_MEM, KIND_REG, KIND_SLOW, scan_chunk
+from cputrace.formats.armulator.scan import (
+    KIND_BLANK,
+    KIND_INSN,
+    KIND_MEM,
+    KIND_REG,
+    KIND_SLOW,
+    scan_chunk,
+    scanned_chunk,
+)
 from cputrace.formats.base import DecodeContext
 from cputrace.inputs import InputFile
 from cputrace.model import SCHEMAS
@@ -43,7 +53,7 @@ def decoded(path: Path, compiled: bool, strict: bool) -> tuple[dict[str, list[di
 def assert_same_as_line_parser(path: Path, chunk_bytes: int) -> None:
     for strict in (False, True):
         want, want_ctx = decoded(path, compiled=False, strict=strict)
-        with mock.patch.object(inputs, "CHUNK_BYTES", chunk_bytes):
+        with mock.patch.object(decoder, "CHUNK_BYTES", chunk_bytes):
             got, got_ctx = decoded(path, compiled=True, strict=strict)
         assert got == want
         assert (got_ctx.warnings, got_ctx.warning_samples, got_ctx.notes) == (
@@ -195,3 +205,22 @@ def test_the_scanner_takes_the_common_lines_with_no_break_spaces() -> None:
     ]
     assert scan.kind.tolist() == kinds
     assert KIND_BLANK not in kinds and kinds.count(KIND_SLOW) == 3  # Date, Source, Options
+
+
+def test_a_scanned_chunk_keeps_its_rows_not_the_scanners_records() -> None:
+    """The scanner's records take several times a chunk's bytes while it scans; what a scanned
+    chunk keeps for the main thread (its rows, the lines left to the line parser) is what is
+    used, so the chunks scanned ahead stay small (Python's and Arrow's allocations counted)."""
+    data = SEED.read_bytes() * 2000  # 2 MiB
+    scanned_chunk(data[:4096], inputs.MAX_LINE_BYTES, 0)  # loaded (compiled) before counting
+    tracemalloc.start()
+    arrow_before = pa.total_allocated_bytes()
+    try:
+        scanned = scanned_chunk(data, inputs.MAX_LINE_BYTES, 0)
+        kept = tracemalloc.get_traced_memory()[0] + pa.total_allocated_bytes() - arrow_before
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert scanned.rows["instructions"].num_rows == sum(line.startswith(b"IT") for line in data.split(b"\n"))
+    assert peak > 4 * len(data)  # the scanner's records, while it scans
+    assert kept < 3 * len(data)  # the scan and its rows: over 6 times

@@ -49,11 +49,17 @@ from ..base import Batch, DecodeContext
 from ..cycleword import CycleWord, parse_cycle_word
 from ..linerows import merged, numbered, scanned_ahead
 from .fetch import Sequencer
-from .scan import KIND_LONG, KIND_SLOW, Scan, scan_chunk, scanned_rows
+from .scan import ScannedChunk, scanned_chunk
 
 CPU = 0  # the Tracer traces a single core
 MAX_TIME = 2**63 - 1  # `time` is int64
 MAX_REGISTER_BYTES = 0xFFFF  # register `size` is uint16
+CHUNK_BYTES = 4 << 20
+"""The bytes of lines read, scanned and numbered at a time. While a chunk is scanned its records
+take several times its size, two chunks ahead of the one being assembled: smaller chunks than
+the input's default (inputs.CHUNK_BYTES) keep that small beside the rows being written, and
+are still large enough that the work per chunk outweighs its fixed costs (docs/benchmarks.md,
+ARMulator)."""
 
 _HEADER_KEYS = frozenset({"Date:", "Source:", "Options:", "Range:", "Sample:"})
 _SUFFIXES = frozenset({"wait", "abort", "peek", "poke"})
@@ -363,9 +369,9 @@ def fed(
 
     Compiled, the chunks are scanned on worker threads ahead (`linerows.scanned_ahead`); the
     lines the scanner leaves are parsed here, in order, as the warnings are counted."""
-    chunks = source.line_chunks(byte_range=byte_range)
-    scans: Iterator[tuple[memoryview, tuple[Scan, Batch] | None]] = (
-        scanned_ahead(chunks, partial(_scanned, max_line=parser.max_line))
+    chunks = source.line_chunks(CHUNK_BYTES, byte_range=byte_range)
+    scans: Iterator[tuple[memoryview, ScannedChunk | None]] = (
+        scanned_ahead(chunks, partial(scanned_chunk, max_line=parser.max_line, cpu=CPU))
         if compiled
         else ((chunk, None) for chunk in chunks)
     )
@@ -373,7 +379,7 @@ def fed(
         if scanned is None:
             rows, lines = _parsed(chunk, first_line, parser)
         else:
-            rows, lines = _with_slow_lines(chunk, *scanned, first_line, parser)
+            rows, lines = _with_slow_lines(chunk, scanned, first_line, parser)
         batch = sequencer.sequenced(rows)
         if batch:
             yield batch
@@ -381,31 +387,25 @@ def fed(
     return first_line
 
 
-def _scanned(chunk: memoryview, max_line: int) -> tuple[Scan, Batch]:
-    """A chunk's scan and the rows of the lines the scanner took, `src` counting from 0 (the
-    worker-thread half: it needs nothing from the chunks before)."""
-    scan = scan_chunk(chunk, max_line)
-    return scan, scanned_rows(scan, CPU)
-
-
 def _with_slow_lines(
-    chunk: memoryview, scan: Scan, fast: Batch, first_line: int, parser: LineParser
+    chunk: memoryview, scanned: ScannedChunk, first_line: int, parser: LineParser
 ) -> tuple[Batch, int]:
     """The rows of a chunk of lines: the scanner's, and the line parser's for the rest; and the
     number of lines it ends."""
-    starts = scan.line_start
-    for index in np.flatnonzero(scan.kind >= KIND_SLOW).tolist():
-        raw = bytes(chunk[starts[index] : starts[index + 1]])
-        if scan.kind[index] == KIND_LONG:
+    left = scanned.left.tolist(), scanned.starts.tolist(), scanned.ends.tolist(), scanned.long.tolist()
+    for index, start, end, long in zip(*left, strict=True):
+        raw = bytes(chunk[start:end])
+        if long:
             parser.long_line(first_line + index, raw[: parser.max_line])
         else:
             parser.line(first_line + index, *_decoded(raw.removesuffix(b"\n")))
     slow = parser.take()
+    fast = scanned.rows
     rows = {
         name: merged(numbered(fast[name], first_line), table) if name in fast else table
         for name, table in slow.items()
     }
-    return rows, scan.newlines
+    return rows, scanned.newlines
 
 
 def _parsed(chunk: memoryview, first_line: int, parser: LineParser) -> tuple[Batch, int]:

@@ -314,6 +314,29 @@ def scan_chunk(data: bytes | bytearray | memoryview, max_line: int) -> Scan:
     return Scan(n_lines, newlines, starts, kind, line["time"], line["has_time"], insn, mem, reg)
 
 
+@dataclass(frozen=True)
+class ScannedChunk:
+    """What decoding keeps of a chunk's scan: the rows of the lines the scanner took, and the
+    lines it left to the line parser (the scanner's records, several times the chunk's size,
+    are freed while the chunks before are still being parsed)."""
+
+    rows: Batch
+    left: np.ndarray  # the left lines' indices in the chunk
+    starts: np.ndarray  # where each left line starts in the chunk
+    ends: np.ndarray  # where each ends (after its newline)
+    long: np.ndarray  # whether each is longer than the line cap (KIND_LONG)
+    newlines: int  # the lines that end in the chunk (all, or all but an unfinished last)
+
+
+def scanned_chunk(data: bytes | bytearray | memoryview, max_line: int, cpu: int) -> ScannedChunk:
+    """The rows of the lines of `data` the scanner takes, and the lines it leaves."""
+    scan = scan_chunk(data, max_line)
+    rows = scanned_rows(scan, cpu)
+    left = np.flatnonzero(scan.kind >= KIND_SLOW)
+    starts, ends = scan.line_start[left], scan.line_start[left + 1]
+    return ScannedChunk(rows, left, starts, ends, scan.kind[left] == KIND_LONG, scan.newlines)
+
+
 def scanned_rows(scan: Scan, cpu: int) -> Batch:
     """The rows of the lines the scanner understood, `src` the line's index in the chunk, seq
     null (fetch.py numbers them). An access line whose word is no
