@@ -22,8 +22,9 @@ and coprocessor cycles (`MI`, `MIO`, `MC`, `BI`…) move no data and are `signal
 `idle`, `instruction_idle` and `coprocessor`, with the line as text.
 
 Decoding: a compiled scanner (scan.py) reads the common lines (`IT`/`IS`, one- and
-two-word accesses, `R`, after an optional `T`) straight into columns; `LineParser` below, the
-full grammar, reads every other line; fetch.py gives every row its seq.
+two-word accesses with or without a `(wait)`-like suffix, idle and coprocessor cycles, `R`,
+after an optional `T`) straight into columns; `LineParser` below, the full grammar, reads every
+other line; fetch.py gives every row its seq.
 
 Numbers are checked against the model's ranges where they are read (times below 2^63,
 register values of at most 65,535 bytes); a line longer than the input's line cap
