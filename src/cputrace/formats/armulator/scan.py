@@ -73,6 +73,10 @@ IDLE = np.dtype([("line", "<i8"), ("word", "<u8"), ("text_off", "<i4")], align=T
 """A line of a cycle word not followed by an access, as an idle or coprocessor cycle is: `line`
 index, the word's bytes as in MEM and where the line's text (no-break spaces made spaces,
 stripped) starts in the text buffer (the next record's offset is its end)."""
+REG = np.dtype([("line", "<i8"), ("value", "<u8"), ("name_off", "<i4"), ("digits", "u1")], align=True)
+"""A register of an `R` line (one line may give several): `line` index, value, how many hex
+digits were printed and where its name starts in the name buffer (the next record's offset is
+its end)."""
 COUNTS = np.dtype([("insns", "<i8"), ("mems", "<i8"), ("regs", "<i8"), ("idles", "<i8")])
 """How many records of each kind the scanner has written."""
 
@@ -91,10 +95,6 @@ class Records(NamedTuple):
     names: np.ndarray
     texts: np.ndarray
 
-REG = np.dtype([("line", "<i8"), ("value", "<u8"), ("name_off", "<i4"), ("digits", "u1")], align=True)
-"""A register of an `R` line (one line may give several): `line` index, value, how many hex
-digits were printed and where its name starts in the name buffer (the next record's offset is
-its end)."""
 
 # The bytes the scanner compares with.
 _NBSP, _UTF8_NBSP_LEAD = 0xA0, 0xC2
