@@ -154,6 +154,19 @@ def _idle(draw: st.DrawFn) -> bytes:
     return draw(_time()) + draw(_joined([word, *draw(st.lists(_NUMBER | _DISASM, max_size=2))]))
 
 
+_EVENT_NUMBER = _mostly(
+    st.sampled_from([b"7", b"19", b"10001", b"40003", b"50002", b"60001", b"7001", b"100000", b"FFFFFFFF"]),
+    _NUMBER,
+)
+
+
+@st.composite
+def _event(draw: st.DrawFn) -> bytes:
+    word = draw(_mostly(st.just(b"E"), st.sampled_from([b"e", b"EE", b"E0"])))
+    parts = [word, draw(_NUMBER), draw(_NUMBER), draw(_EVENT_NUMBER), *draw(st.lists(_DISASM, max_size=2))]
+    return draw(_time()) + draw(_joined(parts))
+
+
 _OTHER = st.one_of(
     st.sampled_from(
         [
@@ -163,7 +176,9 @@ _OTHER = st.one_of(
     ),
     st.binary(max_size=12).filter(lambda data: b"\n" not in data),
 )  # fmt: skip
-_LINE = st.one_of(_instruction(), _access(), _registers(), _idle(), _instruction(), _access(), _OTHER)
+_LINE = st.one_of(
+    _instruction(), _access(), _registers(), _idle(), _event(), _instruction(), _access(), _OTHER
+)
 _TRACE = st.tuples(st.lists(_LINE, max_size=30), st.sampled_from([b"\n", b"\r\n"]), st.booleans()).map(
     lambda drawn: drawn[1].join(drawn[0]) + (drawn[1] if drawn[2] else b"")
 )
@@ -187,6 +202,9 @@ _EDGE_CASES = [
     b"MNR4____ 8000 (WAIT)\nMNR4____ 8000 1 (abort)\nBNR8O___ 8000 1 2 (Peek)\nMNR4____ 8000 (wait) (wait)\n",
     b"MNR4____ 8000 (wait) 1\nMNR4____ 8000 (wait)x\nMNR4____ 8000 ()\nMNR4____ 8000 (abort\nMNR4 0 (\n",
     b"MNR4____ 8000 123456789 (poke)\nMNR2____ 8000 1 2 (wait)\nMNR4____ 8000 1 2 3\nMNR4____ (wait)\n",
+    b"E 8000 0 7\nE 8000 0 7 My  IRQ \nT 1 E FFFFFFFFFFFFFFFF 1 FFFFFFFF\nE 0 0 123456789\nE 0 0\n",
+    b"E 0 0 40003 x\n",
+    b"E 0 0 10009\nE 0 0 20001\nE\t0\xc2\xa00\xa050007\xa0\nE 0 0 7x\nE 0 10000000000000000 7\nE 0 0 0\n",
     b"MI\nMIO 0 x\n  MC\t\xc2\xa0junk \r\nT 10 BI\nT 10  MI  8000 1\nMI_O\nMIX\nMIO__\xa0\nMNR4___\nMI\x0b\n",
 ]
 
@@ -257,3 +275,16 @@ def test_the_scanner_takes_idle_cycles_and_suffixed_accesses() -> None:
     memory = scanned.rows["memory"]
     assert memory.column("attrs").to_pylist() == ["N wait", "N O abort"]
     assert memory.column("value").to_pylist() == [None, 0xE1A00000]
+
+
+def test_the_scanner_takes_event_lines() -> None:
+    """`E` lines are the scanner's, their kind and name from the Tracer's numbers unless a name
+    is printed; a number of more than 8 digits the line parser's."""
+    lines = [b"E 00008000 00000000 7", b"T 1 E 0 0 10009", b"E 0 0 7  My  IRQ", b"E 0 0 123456789", b"E 0 0"]
+    scanned = scanned_chunk(b"\n".join(lines), inputs.MAX_LINE_BYTES, 0)
+    assert scanned.left.tolist() == [3, 4]
+    events = scanned.rows["events"]
+    assert events.column("kind").to_pylist() == ["exception", "cache", "exception"]
+    assert events.column("name").to_pylist() == ["IRQ", None, "My  IRQ"]
+    assert events.column("text").to_pylist() == [line.decode() for line in lines[:3]]
+    assert events.column("time").to_pylist() == [None, 1, None]

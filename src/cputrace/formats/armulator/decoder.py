@@ -23,8 +23,8 @@ and coprocessor cycles (`MI`, `MIO`, `MC`, `BI`…) move no data and are `signal
 
 Decoding: a compiled scanner (scan.py) reads the common lines (`IT`/`IS`, one- and
 two-word accesses with or without a `(wait)`-like suffix, idle and coprocessor cycles, `R`,
-after an optional `T`) straight into columns; `LineParser` below, the full grammar, reads every
-other line; fetch.py gives every row its seq.
+`E`, after an optional `T`) straight into columns; `LineParser` below, the full grammar, reads
+every other line; fetch.py gives every row its seq; events.py names the events.
 
 Numbers are checked against the model's ranges where they are read (times below 2^63,
 register values of at most 65,535 bytes); a line longer than the input's line cap
@@ -49,6 +49,7 @@ from ...rowbuffer import RowBuffer
 from ..base import Batch, DecodeContext
 from ..cycleword import CycleWord, parse_cycle_word
 from ..linerows import merged, numbered, scanned_ahead
+from .events import event_kind
 from .fetch import Sequencer
 from .scan import ScannedChunk, scanned_chunk
 
@@ -72,43 +73,6 @@ _PAIR_RE = re.compile(_PAIR)
 _PAIRS = re.compile(rf"{_PAIR}(?:(?:\s*,\s*|\s+){_PAIR})*\s*,?")
 
 
-_EVENTS: dict[int, tuple[str, str]] = {
-    0x1: ("exception", "Reset"),
-    0x2: ("exception", "UndefinedInstr"),
-    0x3: ("exception", "SWI"),
-    0x4: ("exception", "PrefetchAbort"),
-    0x5: ("exception", "DataAbort"),
-    0x6: ("exception", "AddrExceptn"),
-    0x7: ("exception", "IRQ"),
-    0x8: ("exception", "FIQ"),
-    0x9: ("exception", "Breakpoint"),
-    0xA: ("debug", "Watchpoint"),
-    0x17: ("signal", "IRQSpotted"),
-    0x18: ("signal", "FIQSpotted"),
-    0x19: ("mode_change", "ModeChange"),
-    0x20: ("signal", "Dependency"),
-    0x10001: ("cache", "DLineFetch"),
-    0x10002: ("cache", "ILineFetch"),
-    0x10003: ("cache", "WBStall"),
-    0x10004: ("ttw", "DTLBWalk"),
-    0x10005: ("ttw", "ITLBWalk"),
-    0x10006: ("cache", "LineWB"),
-    0x10007: ("cache", "DCacheStall"),
-    0x10008: ("cache", "ICacheStall"),
-    0x20001: ("signal", "Full"),
-    0x20002: ("signal", "Mispredict"),
-    0x20003: ("signal", "Empty"),
-    0x20004: ("signal", "Dependency"),
-    0x50001: ("sysop", "AllLoaded"),
-    0x50002: ("sysop", "Reset"),
-    0x50003: ("sysop", "VectorsLoaded"),
-    0x50005: ("sysop", "EndiannessChanged"),
-    0x50006: ("sysop", "AboutToClose"),
-    0x50007: ("sysop", "RouteLinks"),
-    0x50008: ("sysop", "HighVecChanged"),
-    0x60001: ("debug", "TraceLine"),
-}
-_EVENT_RANGES = {0x1: "cache", 0x4: "debug", 0x5: "sysop", 0x6: "debug"}  # by number >> 16
 
 _EXPECT_LINE = "an ARMulator Tracer line (header, I, M/B, R, E, optionally after T <time>)"
 _EXPECT_I = "IT|IS <address> <4 or 8 hex digit opcode> [disassembly]"
@@ -325,7 +289,7 @@ class LineParser:
         if len(parts) < 3:
             raise _Unparsed(_EXPECT_E)
         word1, word2, number = _hex(parts[0]), _hex(parts[1]), _hex(parts[2], 8)
-        kind, name = _EVENTS.get(number, (_EVENT_RANGES.get(number >> 16, "signal"), None))
+        kind, name = event_kind(number)
         if len(parts) == 4:
             name = parts[3]
         self._event(src, time, kind, number=number, name=name, value=word1, value1=word2, text=text)

@@ -5,6 +5,8 @@ It recognises, in one pass over raw bytes and without the GIL, each optionally a
 - access lines `<cycle word> <address> [<data>] [(wait)|(abort)|(peek)|(poke)]` with one data
   word of at most 16 hex digits or two of at most 8 (an 8-byte access), a suffix or both;
 - idle and coprocessor cycle lines `MI`, `MIO`, `MC`, `BI`... (a cycle word and anything);
+- event lines `E <word1> <word2> <number> [name]`, the words of at most 16 hex digits, the
+  number of at most 8;
 - register lines `R|RCP <name>=<value>[, <name>=<value>...]` with at most 16 hex digits a value.
 Every other line is marked SLOW and parsed by `armulator.LineParser`, which is the full
 grammar; so is every line whose numbers may be out of range (a time of 2^63 or more, more
@@ -28,11 +30,12 @@ from typing import NamedTuple
 import numba
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ...model import SCHEMAS
 from ..base import Batch
 from ..cycleword import CycleWord, parse_cycle_word
-from ..linerows import canonical_names, nonempty, strings
+from ..linerows import canonical_names, merged, nonempty, strings
 from ..linescan import (
     count_newlines,
     hex_digit,
@@ -43,8 +46,9 @@ from ..linescan import (
     line_end,
     skip_spaces,
 )
+from .events import event_kind
 
-KIND_BLANK, KIND_INSN, KIND_MEM, KIND_REG, KIND_IDLE, KIND_SLOW, KIND_LONG = 0, 1, 2, 3, 4, 5, 6
+KIND_BLANK, KIND_INSN, KIND_MEM, KIND_REG, KIND_IDLE, KIND_EVENT, KIND_SLOW, KIND_LONG = range(8)
 WORD_BYTES = 8  # the longest cycle word the scanner packs into MEM.word and IDLE.word
 SUFFIXES = ("", "wait", "abort", "peek", "poke")
 """What an access line may end with, in parentheses (any case): `MEM.suffix` indexes it."""
@@ -77,29 +81,42 @@ REG = np.dtype([("line", "<i8"), ("value", "<u8"), ("name_off", "<i4"), ("digits
 """A register of an `R` line (one line may give several): `line` index, value, how many hex
 digits were printed and where its name starts in the name buffer (the next record's offset is
 its end)."""
-COUNTS = np.dtype([("insns", "<i8"), ("mems", "<i8"), ("regs", "<i8"), ("idles", "<i8")])
+EVENT = np.dtype(
+    [
+        ("line", "<i8"), ("value", "<u8"), ("value1", "<u8"), ("number", "<u4"), ("text_off", "<i4"),
+        ("name_off", "<i4"),
+    ],
+    align=True,
+)  # fmt: skip
+"""An event line: `line` index, its two words and number, and where its text (as IDLE's) and
+its name (empty: none printed) start in their buffers (the next record's offsets are their
+ends)."""
+COUNTS = np.dtype([("insns", "<i8"), ("mems", "<i8"), ("regs", "<i8"), ("idles", "<i8"), ("events", "<i8")])
 """How many records of each kind the scanner has written."""
 
 
 class Records(NamedTuple):
     """Where the scanner writes (one bundle through its compiled functions): the LINE, INSN,
-    MEM, REG and IDLE records, and the bytes of the disassembly, register names and idle lines'
-    texts their offsets index."""
+    MEM, REG, IDLE and EVENT records, and the bytes of the disassembly, register names, idle
+    lines' texts, event lines' texts and event names their offsets index."""
 
     lines: np.ndarray
     insns: np.ndarray
     mems: np.ndarray
     regs: np.ndarray
     idles: np.ndarray
+    events: np.ndarray
     disasm: np.ndarray
     names: np.ndarray
     texts: np.ndarray
+    event_texts: np.ndarray
+    event_names: np.ndarray
 
 
 # The bytes the scanner compares with.
 _NBSP, _UTF8_NBSP_LEAD = 0xA0, 0xC2
 _VT, _FF, _FILE_SEPARATOR, _UNIT_SEPARATOR = 0x0B, 0x0C, 0x1C, 0x1F
-_I, _T, _S, _R, _C, _P, _M, _B = (ord(letter) for letter in "ITSRCPMB")
+_I, _T, _S, _R, _C, _P, _M, _B, _E = (ord(letter) for letter in "ITSRCPMBE")
 _X_LOWER, _X_UPPER, _EQUALS, _COMMA, _UNDERSCORE = ord("x"), ord("X"), ord("="), ord(","), ord("_")
 _OPEN, _CLOSE, _LOWER_CASE = ord("("), ord(")"), 0x20
 _SUFFIX_KEYS = tuple(int.from_bytes(suffix.encode(), "little") for suffix in SUFFIXES[1:])
@@ -247,6 +264,40 @@ def _access(d, q, e, mem):
 
 
 @numba.njit(cache=True)
+def _copy(d, s, e, buf, at):
+    """Bytes s..e of `d` into `buf` from `at`: the position after them."""
+    for k in range(s, e):
+        buf[at] = d[k]
+        at += 1
+    return at
+
+
+@numba.njit(cache=True)
+def _event(d, q, e, text_start, li, out, at):
+    """The words, number and name of an event line from q to e (the line's end), the line's
+    text from `text_start`, into the next EVENT record: whether they are an event's."""
+    value, nd, q = _hex_token(d, skip_spaces(d, q, e), e, 16)
+    if nd == 0:
+        return False
+    value1, nd, q = _hex_token(d, skip_spaces(d, q, e), e, 16)
+    if nd == 0:
+        return False
+    number, nd, q = _hex_token(d, skip_spaces(d, q, e), e, 8)
+    if nd == 0:
+        return False
+    event = out.events[at.events]
+    event.line = li
+    event.value = value
+    event.value1 = value1
+    event.number = number
+    following = out.events[at.events + 1]
+    following.text_off = _copy(d, text_start, e, out.event_texts, event.text_off)
+    following.name_off = _copy(d, skip_spaces(d, q, e), e, out.event_names, event.name_off)
+    at.events += 1
+    return True
+
+
+@numba.njit(cache=True)
 def _line(d, e, li, line, out, at):
     """Line 0..e of `d` (no-break spaces made spaces) into `line` and the records of `out`,
     counted in `at` (a COUNTS record)."""
@@ -282,12 +333,8 @@ def _line(d, e, li, line, out, at):
         insn.opcode = opcode
         insn.thumb = nop == 4
         insn.executed = d[p + 1] == _T
-        dis_pos = insn.dis_off
-        for k in range(skip_spaces(d, q, e), e):
-            out.disasm[dis_pos] = d[k]
-            dis_pos += 1
         at.insns += 1
-        out.insns[at.insns].dis_off = dis_pos
+        out.insns[at.insns].dis_off = _copy(d, skip_spaces(d, q, e), e, out.disasm, insn.dis_off)
         line.kind = KIND_INSN
     # -- register: R or RCP ------------------------------------------------------------------
     elif (w - p == 1 and c0 == _R) or (w - p == 3 and c0 == _R and d[p + 1] == _C and d[p + 2] == _P):
@@ -297,6 +344,10 @@ def _line(d, e, li, line, out, at):
             return
         at.regs = nr
         line.kind = KIND_REG
+    # -- event: E ------------------------------------------------------------------------------
+    elif w - p == 1 and c0 == _E:
+        if _event(d, w, e, first, li, out, at):
+            line.kind = KIND_EVENT
     # -- a cycle word: an access (address, data words, suffix), or an idle or coprocessor cycle --
     elif c0 in (_M, _B) and w - p <= WORD_BYTES:
         word = 0
@@ -312,12 +363,8 @@ def _line(d, e, li, line, out, at):
             idle = out.idles[at.idles]
             idle.line = li
             idle.word = word
-            text_pos = idle.text_off
-            for k in range(first, e):
-                out.texts[text_pos] = d[k]
-                text_pos += 1
             at.idles += 1
-            out.idles[at.idles].text_off = text_pos
+            out.idles[at.idles].text_off = _copy(d, first, e, out.texts, idle.text_off)
             line.kind = KIND_IDLE
 
 
@@ -362,6 +409,7 @@ class Scan:
     mem: dict[str, np.ndarray]
     reg: dict[str, np.ndarray]
     idle: dict[str, np.ndarray]
+    event: dict[str, np.ndarray]
 
 
 def scan_chunk(data: bytes | bytearray | memoryview, max_line: int) -> Scan:
@@ -377,13 +425,16 @@ def scan_chunk(data: bytes | bytearray | memoryview, max_line: int) -> Scan:
         mems=np.empty(cap, MEM),
         regs=np.zeros(int(np.count_nonzero(d == ord("="))) + 1, REG),
         idles=np.zeros(cap + 1, IDLE),
+        events=np.zeros(cap + 1, EVENT),
         disasm=np.empty(len(d), np.uint8),
         names=np.empty(len(d), np.uint8),
         texts=np.empty(len(d), np.uint8),
+        event_texts=np.empty(len(d), np.uint8),
+        event_names=np.empty(len(d), np.uint8),
     )
     counts = np.zeros(1, COUNTS)
     n_lines = _scan(d, max_line, out, counts, np.empty(min(len(d), max_line), np.uint8))
-    ni, nm, nr, nidle = (int(counts[0][name]) for name in COUNTS.names)
+    ni, nm, nr, nidle, nevent = (int(counts[0][name]) for name in COUNTS.names)
     insn = {name: out.insns[name][:ni] for name in INSN.names}
     insn["dis_off"] = np.ascontiguousarray(out.insns["dis_off"][: ni + 1])  # string offsets: one more
     insn["dis_buf"] = out.disasm[: insn["dis_off"][-1]]
@@ -393,11 +444,15 @@ def scan_chunk(data: bytes | bytearray | memoryview, max_line: int) -> Scan:
     idle = {name: out.idles[name][:nidle] for name in IDLE.names}
     idle["text_off"] = np.ascontiguousarray(out.idles["text_off"][: nidle + 1])
     idle["text_buf"] = out.texts[: idle["text_off"][-1]]
+    event = {name: out.events[name][:nevent] for name in EVENT.names}
+    for offsets, buf in (("text_off", out.event_texts), ("name_off", out.event_names)):
+        event[offsets] = np.ascontiguousarray(out.events[offsets][: nevent + 1])
+        event[offsets.replace("_off", "_buf")] = buf[: event[offsets][-1]]
     mem = {name: out.mems[name][:nm] for name in MEM.names}
     line = out.lines[:n_lines]
     starts = out.lines["start"][: n_lines + 1]
     kind = line["kind"].copy()  # scanned_rows marks some access and idle lines SLOW
-    return Scan(n_lines, newlines, starts, kind, line["time"], line["has_time"], insn, mem, reg, idle)
+    return Scan(n_lines, newlines, starts, kind, line["time"], line["has_time"], insn, mem, reg, idle, event)
 
 
 @dataclass(frozen=True)
@@ -430,12 +485,13 @@ def scanned_rows(scan: Scan, cpu: int) -> Batch:
     idle or coprocessor cycle, are marked SLOW: the line parser reads them."""
     mem, cycles = _accesses(scan)
     idle, names = _idles(scan)
-    tables = {}
+    tables: Batch = {}
     for name, f, columns_of in (
         ("instructions", scan.insn, _instruction_columns),
         ("registers", scan.reg, _register_columns),
         ("memory", mem, partial(_memory_columns, cycles=cycles)),
         ("events", idle, partial(_idle_columns, names=names)),
+        ("events", scan.event, _event_columns),
     ):
         n = len(f["line"])
         values = {
@@ -446,7 +502,8 @@ def scanned_rows(scan: Scan, cpu: int) -> Batch:
         }
         schema = SCHEMAS[name]
         arrays = [values[field.name] if field.name in values else pa.nulls(n, field.type) for field in schema]
-        tables[name] = pa.Table.from_arrays(arrays, schema=schema)
+        table = pa.Table.from_arrays(arrays, schema=schema)
+        tables[name] = merged(tables[name], table) if name in tables else table
     return tables
 
 
@@ -504,6 +561,22 @@ def _idle_columns(f: dict[str, np.ndarray], names: list[str]) -> dict[str, pa.Ar
         "kind": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), ["signal"]),
         "name": pa.array(names, pa.string()).take(pa.array(f["name"].astype(np.int32))),
         "text": f["text"],
+    }
+
+
+def _event_columns(f: dict[str, np.ndarray]) -> dict[str, pa.Array]:
+    numbers, number = np.unique(f["number"], return_inverse=True)
+    meanings = [event_kind(value) for value in numbers.tolist()]
+    indices = pa.array(number.astype(np.int32))
+    kinds = pa.array([kind for kind, _ in meanings], pa.string()).dictionary_encode()
+    names = pa.array([name for _, name in meanings], pa.string()).take(indices)
+    return {
+        "kind": kinds.take(indices),
+        "number": pa.array(f["number"].astype(np.int64)),
+        "name": pc.coalesce(nonempty(strings(f["name_off"], f["name_buf"])), names),
+        "value": pa.array(f["value"], pa.uint64()),
+        "value1": pa.array(f["value1"], pa.uint64()),
+        "text": strings(f["text_off"], f["text_buf"]),
     }
 
 
