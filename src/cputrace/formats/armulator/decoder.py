@@ -72,8 +72,6 @@ _PAIR = r"([A-Za-z][A-Za-z0-9_]*)\s*=\s*(?:0[xX])?([0-9A-Fa-f]+)"
 _PAIR_RE = re.compile(_PAIR)
 _PAIRS = re.compile(rf"{_PAIR}(?:(?:\s*,\s*|\s+){_PAIR})*\s*,?")
 
-
-
 _EXPECT_LINE = "an ARMulator Tracer line (header, I, M/B, R, E, optionally after T <time>)"
 _EXPECT_I = "IT|IS <address> <4 or 8 hex digit opcode> [disassembly]"
 _EXPECT_MEM = "<address> then data words and/or (wait)/(abort)/(peek)/(poke)"

@@ -613,11 +613,11 @@ def _memory_columns(f: dict[str, np.ndarray], cycles: list[CycleWord]) -> dict[s
 
     # attrs: the cycle type, flags and suffix, one string for each of their pairs
     pairs, pair = np.unique(cycle.astype(np.int64) * len(SUFFIXES) + f["suffix"], return_inverse=True)
-    attrs = [
-        " ".join(filter(None, (c.cycle, c.flags, SUFFIXES[key % len(SUFFIXES)]))) or None
-        for key in pairs.tolist()
-        if (c := cycles[key // len(SUFFIXES)])
-    ]
+    attrs = []
+    for key in pairs.tolist():
+        index, suffix = divmod(key, len(SUFFIXES))
+        c = cycles[index]
+        attrs.append(" ".join(filter(None, (c.cycle, c.flags, SUFFIXES[suffix]))) or None)
     return {
         "op": coded(["F" if c.fetch else c.op for c in cycles]),
         "source": coded(["bus" if c.bus else "core" for c in cycles]),
