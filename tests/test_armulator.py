@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from cputrace import inputs
 from cputrace.errors import TraceFormatError
+from cputrace.formats.armulator import decoder
 from cputrace.formats.armulator import sniff as armulator_sniff
 from cputrace.formats.armulator.decoder import ArmulatorDecoder
 from cputrace.formats.armulator.fetch import FETCH_WINDOW
@@ -192,7 +193,7 @@ def test_lines_past_the_cap_are_rejected(tmp_path: Path, monkeypatch, compressed
     """A line past inputs.MAX_LINE_BYTES is a text event of its first bytes (an error with
     --strict), cut while reading when it runs past the buffer; the lines after it are whole."""
     monkeypatch.setattr(inputs, "MAX_LINE_BYTES", 64)
-    monkeypatch.setattr(inputs, "CHUNK_BYTES", 128)
+    monkeypatch.setattr(decoder, "CHUNK_BYTES", 128)
     long_insn = "IT 00008004 e28f8090 " + "x" * 100  # past the cap, inside a chunk
     long_garbage = "z" * 3000  # past the chunk: cut while reading
     text = "\n".join(["IT 00008000 e28f8090", long_insn, long_garbage, "R r0=00000001"]) + "\n"
@@ -396,7 +397,7 @@ def test_where_batches_end_changes_no_row(tmp_path, monkeypatch, chunk_bytes) ->
     path = tmp_path / "trace.trc"
     path.write_text("\n".join(lines) + "\n")
     whole = list(DECODER.decode(InputFile(path), DecodeContext()))
-    monkeypatch.setattr(inputs, "CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(decoder, "CHUNK_BYTES", chunk_bytes)
     batches = list(DECODER.decode(InputFile(path), DecodeContext()))
     chunk_lines = chunk_bytes // len("IT 00008000 e1a00000\n") + 1  # at most, the shortest lines
     assert len(whole) == 2  # the chunk, then the fetches still pending at the end

@@ -6,6 +6,7 @@ warnings and errors must be those of the line parser reading every line.
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 from unittest import mock
 
@@ -16,8 +17,17 @@ from hypothesis import strategies as st
 
 from cputrace import inputs
 from cputrace.errors import TraceFormatError
+from cputrace.formats.armulator import decoder
 from cputrace.formats.armulator.decoder import ArmulatorDecoder
-from cputrace.formats.armulator.scan import KIND_BLANK, KIND_INSN, KIND_MEM, KIND_REG, KIND_SLOW, scan_chunk
+from cputrace.formats.armulator.scan import (
+    KIND_BLANK,
+    KIND_INSN,
+    KIND_MEM,
+    KIND_REG,
+    KIND_SLOW,
+    scan_chunk,
+    scanned_chunk,
+)
 from cputrace.formats.base import DecodeContext
 from cputrace.inputs import InputFile
 from cputrace.model import SCHEMAS
@@ -43,7 +53,7 @@ def decoded(path: Path, compiled: bool, strict: bool) -> tuple[dict[str, list[di
 def assert_same_as_line_parser(path: Path, chunk_bytes: int) -> None:
     for strict in (False, True):
         want, want_ctx = decoded(path, compiled=False, strict=strict)
-        with mock.patch.object(inputs, "CHUNK_BYTES", chunk_bytes):
+        with mock.patch.object(decoder, "CHUNK_BYTES", chunk_bytes):
             got, got_ctx = decoded(path, compiled=True, strict=strict)
         assert got == want
         assert (got_ctx.warnings, got_ctx.warning_samples, got_ctx.notes) == (
@@ -74,7 +84,8 @@ _WORD = _mostly(
     st.sampled_from(
         [
             b"MNR4OI", b"MNR16___", b"MNR4O___4", b"MR4", b"MI", b"MIO", b"MC", b"BI", b"MXR4", b"MNR3____",
-            b"M", b"B", b"MNR4O__\x00", b"MNR4O___\xa0", b"MNR4O____", b"mNR4O___",
+            b"M", b"B", b"MNR4O__\x00", b"MNR4O___\xa0", b"MNR4O____", b"mNR4O___", b"MI______", b"BIO",
+            b"MCO", b"MI_O", b"MIX", b"MNI4",
         ]
     ),
 )  # fmt: skip
@@ -117,7 +128,11 @@ def _instruction(draw: st.DrawFn) -> bytes:
 @st.composite
 def _access(draw: st.DrawFn) -> bytes:
     parts = [draw(_WORD), draw(_NUMBER), *draw(st.lists(_NUMBER, min_size=1, max_size=3))]
-    parts += draw(st.lists(st.sampled_from([b"(wait)", b"(abort)", b"(peek)", b"(x)"]), max_size=1))
+    suffix = _mostly(
+        st.sampled_from([b"(wait)", b"(abort)", b"(peek)", b"(poke)", b"(WAIT)", b"(Abort)"]),
+        st.sampled_from([b"(x)", b"()", b"(", b"(wait", b"(wait))", b"(aborts)", b"(pee)", b"(w\xe9it)"]),
+    )
+    parts += draw(st.lists(suffix, max_size=2))
     return draw(_time()) + draw(_joined(parts))
 
 
@@ -133,6 +148,25 @@ def _registers(draw: st.DrawFn) -> bytes:
     return draw(_time()) + line + draw(st.sampled_from([b"", b",", b" ,", b" "]))
 
 
+@st.composite
+def _idle(draw: st.DrawFn) -> bytes:
+    word = draw(st.sampled_from([b"MI", b"MIO", b"MC", b"BI", b"MCO", b"BI__", b"MI_O", b"MIOO", b"MIx"]))
+    return draw(_time()) + draw(_joined([word, *draw(st.lists(_NUMBER | _DISASM, max_size=2))]))
+
+
+_EVENT_NUMBER = _mostly(
+    st.sampled_from([b"7", b"19", b"10001", b"40003", b"50002", b"60001", b"7001", b"100000", b"FFFFFFFF"]),
+    _NUMBER,
+)
+
+
+@st.composite
+def _event(draw: st.DrawFn) -> bytes:
+    word = draw(_mostly(st.just(b"E"), st.sampled_from([b"e", b"EE", b"E0"])))
+    parts = [word, draw(_NUMBER), draw(_NUMBER), draw(_EVENT_NUMBER), *draw(st.lists(_DISASM, max_size=2))]
+    return draw(_time()) + draw(_joined(parts))
+
+
 _OTHER = st.one_of(
     st.sampled_from(
         [
@@ -142,7 +176,9 @@ _OTHER = st.one_of(
     ),
     st.binary(max_size=12).filter(lambda data: b"\n" not in data),
 )  # fmt: skip
-_LINE = st.one_of(_instruction(), _access(), _registers(), _instruction(), _access(), _OTHER)
+_LINE = st.one_of(
+    _instruction(), _access(), _registers(), _idle(), _event(), _instruction(), _access(), _OTHER
+)
 _TRACE = st.tuples(st.lists(_LINE, max_size=30), st.sampled_from([b"\n", b"\r\n"]), st.booleans()).map(
     lambda drawn: drawn[1].join(drawn[0]) + (drawn[1] if drawn[2] else b"")
 )
@@ -163,6 +199,13 @@ _EDGE_CASES = [
     b"R sp=0102030405\nR x1=00000000000000001\nR r0=0X1 R1=2\nR\tr0=1\t,\tr1=2\t,\n",
     b"IT\xa000008000\xc2\xa0e28f8090 ADD\xc2\xa0r0\xa0\r\nIT 8000 e28f8090 \xc3\xa0\nIT 8000 e28f8090 \xe9\n",
     b"MNR4O___ 8004 1\nMNR4O___ 8000 2\nIT 8000 0000\nMNR4O___ 8008 3\nBNR4O___ 8008 4\nIT 8004 0\nIT 8008 0",
+    b"MNR4____ 8000 (WAIT)\nMNR4____ 8000 1 (abort)\nBNR8O___ 8000 1 2 (Peek)\nMNR4____ 8000 (wait) (wait)\n",
+    b"MNR4____ 8000 (wait) 1\nMNR4____ 8000 (wait)x\nMNR4____ 8000 ()\nMNR4____ 8000 (abort\nMNR4 0 (\n",
+    b"MNR4____ 8000 123456789 (poke)\nMNR2____ 8000 1 2 (wait)\nMNR4____ 8000 1 2 3\nMNR4____ (wait)\n",
+    b"E 8000 0 7\nE 8000 0 7 My  IRQ \nT 1 E FFFFFFFFFFFFFFFF 1 FFFFFFFF\nE 0 0 123456789\nE 0 0\n",
+    b"E 0 0 40003 x\n",
+    b"E 0 0 10009\nE 0 0 20001\nE\t0\xc2\xa00\xa050007\xa0\nE 0 0 7x\nE 0 10000000000000000 7\nE 0 0 0\n",
+    b"MI\nMIO 0 x\n  MC\t\xc2\xa0junk \r\nT 10 BI\nT 10  MI  8000 1\nMI_O\nMIX\nMIO__\xa0\nMNR4___\nMI\x0b\n",
 ]
 
 
@@ -195,3 +238,53 @@ def test_the_scanner_takes_the_common_lines_with_no_break_spaces() -> None:
     ]
     assert scan.kind.tolist() == kinds
     assert KIND_BLANK not in kinds and kinds.count(KIND_SLOW) == 3  # Date, Source, Options
+
+
+def test_a_scanned_chunk_keeps_its_rows_not_the_scanners_records() -> None:
+    """The scanner's records take several times a chunk's bytes while it scans; what a scanned
+    chunk keeps for the main thread (its rows, the lines left to the line parser) is what is
+    used, so the chunks scanned ahead stay small (Python's and Arrow's allocations counted)."""
+    data = SEED.read_bytes() * 2000  # 2 MiB
+    scanned_chunk(data[:4096], inputs.MAX_LINE_BYTES, 0)  # loaded (compiled) before counting
+    tracemalloc.start()
+    arrow_before = pa.total_allocated_bytes()
+    try:
+        scanned = scanned_chunk(data, inputs.MAX_LINE_BYTES, 0)
+        kept = tracemalloc.get_traced_memory()[0] + pa.total_allocated_bytes() - arrow_before
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert scanned.rows["instructions"].num_rows == sum(line.startswith(b"IT") for line in data.split(b"\n"))
+    assert peak > 4 * len(data)  # the scanner's records, while it scans
+    assert kept < 3 * len(data)  # the scan and its rows: over 6 times
+
+
+def test_the_scanner_takes_idle_cycles_and_suffixed_accesses() -> None:
+    """Idle and coprocessor cycle lines and accesses with a `(wait)`-like suffix, frequent in
+    traces of memory cycles with idles and waits, are the scanner's; other words and shapes the
+    line parser's."""
+    lines = [
+        b"MI", b"MIO", b"T 0A MC  x", b"BI", b"MNR4____ 00008000 (wait)", b"BNR4O___ 8000 E1A00000 (ABORT)",
+        b"MNR4____ 00008000 (wait) (wait)", b"MNR4____ 8000 (wait)1", b"MIX", b"MNR4O___",
+    ]  # fmt: skip
+    scanned = scanned_chunk(b"\n".join(lines) + b"\n", inputs.MAX_LINE_BYTES, 0)
+    assert scanned.left.tolist() == [6, 7, 8, 9]
+    events = scanned.rows["events"]
+    assert events.column("name").to_pylist() == ["idle", "instruction_idle", "coprocessor", "idle"]
+    assert events.column("text").to_pylist() == ["MI", "MIO", "T 0A MC  x", "BI"]
+    memory = scanned.rows["memory"]
+    assert memory.column("attrs").to_pylist() == ["N wait", "N O abort"]
+    assert memory.column("value").to_pylist() == [None, 0xE1A00000]
+
+
+def test_the_scanner_takes_event_lines() -> None:
+    """`E` lines are the scanner's, their kind and name from the Tracer's numbers unless a name
+    is printed; a number of more than 8 digits the line parser's."""
+    lines = [b"E 00008000 00000000 7", b"T 1 E 0 0 10009", b"E 0 0 7  My  IRQ", b"E 0 0 123456789", b"E 0 0"]
+    scanned = scanned_chunk(b"\n".join(lines), inputs.MAX_LINE_BYTES, 0)
+    assert scanned.left.tolist() == [3, 4]
+    events = scanned.rows["events"]
+    assert events.column("kind").to_pylist() == ["exception", "cache", "exception"]
+    assert events.column("name").to_pylist() == ["IRQ", None, "My  IRQ"]
+    assert events.column("text").to_pylist() == [line.decode() for line in lines[:3]]
+    assert events.column("time").to_pylist() == [None, 1, None]

@@ -22,8 +22,9 @@ and coprocessor cycles (`MI`, `MIO`, `MC`, `BI`…) move no data and are `signal
 `idle`, `instruction_idle` and `coprocessor`, with the line as text.
 
 Decoding: a compiled scanner (scan.py) reads the common lines (`IT`/`IS`, one- and
-two-word accesses, `R`, after an optional `T`) straight into columns; `LineParser` below, the
-full grammar, reads every other line; fetch.py gives every row its seq.
+two-word accesses with or without a `(wait)`-like suffix, idle and coprocessor cycles, `R`,
+`E`, after an optional `T`) straight into columns; `LineParser` below, the full grammar, reads
+every other line; fetch.py gives every row its seq; events.py names the events.
 
 Numbers are checked against the model's ranges where they are read (times below 2^63,
 register values of at most 65,535 bytes); a line longer than the input's line cap
@@ -48,12 +49,19 @@ from ...rowbuffer import RowBuffer
 from ..base import Batch, DecodeContext
 from ..cycleword import CycleWord, parse_cycle_word
 from ..linerows import merged, numbered, scanned_ahead
+from .events import event_kind
 from .fetch import Sequencer
-from .scan import KIND_LONG, KIND_SLOW, Scan, scan_chunk, scanned_rows
+from .scan import ScannedChunk, scanned_chunk
 
 CPU = 0  # the Tracer traces a single core
 MAX_TIME = 2**63 - 1  # `time` is int64
 MAX_REGISTER_BYTES = 0xFFFF  # register `size` is uint16
+CHUNK_BYTES = 4 << 20
+"""The bytes of lines read, scanned and numbered at a time. While a chunk is scanned its records
+take several times its size, two chunks ahead of the one being assembled: smaller chunks than
+the input's default (inputs.CHUNK_BYTES) keep that small beside the rows being written, and
+are still large enough that the work per chunk outweighs its fixed costs (docs/benchmarks.md,
+ARMulator)."""
 
 _HEADER_KEYS = frozenset({"Date:", "Source:", "Options:", "Range:", "Sample:"})
 _SUFFIXES = frozenset({"wait", "abort", "peek", "poke"})
@@ -63,45 +71,6 @@ _STRAY = re.compile("[\udc80-\udcff]")  # undecodable bytes left by surrogateesc
 _PAIR = r"([A-Za-z][A-Za-z0-9_]*)\s*=\s*(?:0[xX])?([0-9A-Fa-f]+)"
 _PAIR_RE = re.compile(_PAIR)
 _PAIRS = re.compile(rf"{_PAIR}(?:(?:\s*,\s*|\s+){_PAIR})*\s*,?")
-
-
-_EVENTS: dict[int, tuple[str, str]] = {
-    0x1: ("exception", "Reset"),
-    0x2: ("exception", "UndefinedInstr"),
-    0x3: ("exception", "SWI"),
-    0x4: ("exception", "PrefetchAbort"),
-    0x5: ("exception", "DataAbort"),
-    0x6: ("exception", "AddrExceptn"),
-    0x7: ("exception", "IRQ"),
-    0x8: ("exception", "FIQ"),
-    0x9: ("exception", "Breakpoint"),
-    0xA: ("debug", "Watchpoint"),
-    0x17: ("signal", "IRQSpotted"),
-    0x18: ("signal", "FIQSpotted"),
-    0x19: ("mode_change", "ModeChange"),
-    0x20: ("signal", "Dependency"),
-    0x10001: ("cache", "DLineFetch"),
-    0x10002: ("cache", "ILineFetch"),
-    0x10003: ("cache", "WBStall"),
-    0x10004: ("ttw", "DTLBWalk"),
-    0x10005: ("ttw", "ITLBWalk"),
-    0x10006: ("cache", "LineWB"),
-    0x10007: ("cache", "DCacheStall"),
-    0x10008: ("cache", "ICacheStall"),
-    0x20001: ("signal", "Full"),
-    0x20002: ("signal", "Mispredict"),
-    0x20003: ("signal", "Empty"),
-    0x20004: ("signal", "Dependency"),
-    0x50001: ("sysop", "AllLoaded"),
-    0x50002: ("sysop", "Reset"),
-    0x50003: ("sysop", "VectorsLoaded"),
-    0x50005: ("sysop", "EndiannessChanged"),
-    0x50006: ("sysop", "AboutToClose"),
-    0x50007: ("sysop", "RouteLinks"),
-    0x50008: ("sysop", "HighVecChanged"),
-    0x60001: ("debug", "TraceLine"),
-}
-_EVENT_RANGES = {0x1: "cache", 0x4: "debug", 0x5: "sysop", 0x6: "debug"}  # by number >> 16
 
 _EXPECT_LINE = "an ARMulator Tracer line (header, I, M/B, R, E, optionally after T <time>)"
 _EXPECT_I = "IT|IS <address> <4 or 8 hex digit opcode> [disassembly]"
@@ -318,7 +287,7 @@ class LineParser:
         if len(parts) < 3:
             raise _Unparsed(_EXPECT_E)
         word1, word2, number = _hex(parts[0]), _hex(parts[1]), _hex(parts[2], 8)
-        kind, name = _EVENTS.get(number, (_EVENT_RANGES.get(number >> 16, "signal"), None))
+        kind, name = event_kind(number)
         if len(parts) == 4:
             name = parts[3]
         self._event(src, time, kind, number=number, name=name, value=word1, value1=word2, text=text)
@@ -363,9 +332,9 @@ def fed(
 
     Compiled, the chunks are scanned on worker threads ahead (`linerows.scanned_ahead`); the
     lines the scanner leaves are parsed here, in order, as the warnings are counted."""
-    chunks = source.line_chunks(byte_range=byte_range)
-    scans: Iterator[tuple[memoryview, tuple[Scan, Batch] | None]] = (
-        scanned_ahead(chunks, partial(_scanned, max_line=parser.max_line))
+    chunks = source.line_chunks(CHUNK_BYTES, byte_range=byte_range)
+    scans: Iterator[tuple[memoryview, ScannedChunk | None]] = (
+        scanned_ahead(chunks, partial(scanned_chunk, max_line=parser.max_line, cpu=CPU))
         if compiled
         else ((chunk, None) for chunk in chunks)
     )
@@ -373,7 +342,7 @@ def fed(
         if scanned is None:
             rows, lines = _parsed(chunk, first_line, parser)
         else:
-            rows, lines = _with_slow_lines(chunk, *scanned, first_line, parser)
+            rows, lines = _with_slow_lines(chunk, scanned, first_line, parser)
         batch = sequencer.sequenced(rows)
         if batch:
             yield batch
@@ -381,31 +350,25 @@ def fed(
     return first_line
 
 
-def _scanned(chunk: memoryview, max_line: int) -> tuple[Scan, Batch]:
-    """A chunk's scan and the rows of the lines the scanner took, `src` counting from 0 (the
-    worker-thread half: it needs nothing from the chunks before)."""
-    scan = scan_chunk(chunk, max_line)
-    return scan, scanned_rows(scan, CPU)
-
-
 def _with_slow_lines(
-    chunk: memoryview, scan: Scan, fast: Batch, first_line: int, parser: LineParser
+    chunk: memoryview, scanned: ScannedChunk, first_line: int, parser: LineParser
 ) -> tuple[Batch, int]:
     """The rows of a chunk of lines: the scanner's, and the line parser's for the rest; and the
     number of lines it ends."""
-    starts = scan.line_start
-    for index in np.flatnonzero(scan.kind >= KIND_SLOW).tolist():
-        raw = bytes(chunk[starts[index] : starts[index + 1]])
-        if scan.kind[index] == KIND_LONG:
+    left = scanned.left.tolist(), scanned.starts.tolist(), scanned.ends.tolist(), scanned.long.tolist()
+    for index, start, end, long in zip(*left, strict=True):
+        raw = bytes(chunk[start:end])
+        if long:
             parser.long_line(first_line + index, raw[: parser.max_line])
         else:
             parser.line(first_line + index, *_decoded(raw.removesuffix(b"\n")))
     slow = parser.take()
+    fast = scanned.rows
     rows = {
         name: merged(numbered(fast[name], first_line), table) if name in fast else table
         for name, table in slow.items()
     }
-    return rows, scan.newlines
+    return rows, scanned.newlines
 
 
 def _parsed(chunk: memoryview, first_line: int, parser: LineParser) -> tuple[Batch, int]:

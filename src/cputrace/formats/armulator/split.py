@@ -11,7 +11,7 @@ What crosses a split is a `Carry`: the seq and line number a range starts at, an
 fetches with the memory rows held back for them. Two steps make each range's:
 
 1. `count_range`, a scan of each range side by side: its lines (newlines) and its instruction
-   lines (`INSTRUCTION_LINE`, as the parser reads them). Their running sums give each
+   lines (`instruction_line_starts`, as the parser reads them). Their running sums give each
    range's first line and seq (`first_carries`).
 2. Each range is decoded from that carry, the pending fetches and held rows at its start
    found by decoding again the lines of the `LOOKBACK` instructions before it, their rows
@@ -28,16 +28,18 @@ fetches with the memory rows held back for them. Two steps make each range's:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
+import numba
+import numpy as np
 import pyarrow as pa
 
 from ...inputs import InputFile
 from ...model import SCHEMAS
 from ..base import Batch, DecodeContext
+from ..linescan import count_newlines, hex_digit, is_space, line_end
 from ..splitrange import SplitRange, moved_starts
 from .decoder import LineParser, fed
 from .fetch import FETCH_WINDOW, PendingFetch, Sequencer
@@ -54,17 +56,84 @@ NUMBERED_AFTER = False
 LOOKBACK = 2 * FETCH_WINDOW
 """Instruction lines before a split whose lines decide the pending fetches at it (step 2)."""
 
-_SPACE = rb"(?:[ \t\v\f\r\xa0]|\xc2\xa0)"
-INSTRUCTION_LINE = re.compile(rb"^%s*(?:T%s+[0-9A-Fa-f]+%s+)?I[TS]%s" % ((_SPACE,) * 4), re.MULTILINE)
-"""A line that starts an instruction record (`IT`/`IS`, optionally after `T <time>`), as the
-parser reads it up to its first word: with the whitespace it takes, raw or UTF-8 no-break
-spaces among it."""
-
 LOOK_BYTES = 64 << 10
 """How far before a split to look for its `LOOKBACK` instruction lines, at first (doubled up
 to `MAX_LOOK_BYTES`; a range without them that near is decoded again from the end of the one
 before, as one that does not join up)."""
 MAX_LOOK_BYTES = 64 << 20
+
+
+_T, _I, _S = ord("T"), ord("I"), ord("S")
+_VT, _FF, _NBSP, _UTF8_NBSP_LEAD = 0x0B, 0x0C, 0xA0, 0xC2
+
+
+@numba.njit(cache=True)
+def _space_width(d, k, e):
+    """The bytes the whitespace at k takes (0: none), as the line parser splits a line start:
+    space, tab, CR, VT, FF and the no-break space, raw or in UTF-8."""
+    c = d[k]
+    if is_space(c) or c in (_VT, _FF, _NBSP):
+        return 1
+    if c == _UTF8_NBSP_LEAD and k + 1 < e and d[k + 1] == _NBSP:
+        return 2
+    return 0
+
+
+@numba.njit(cache=True)
+def _past_spaces(d, k, e):
+    while k < e:
+        width = _space_width(d, k, e)
+        if width == 0:
+            break
+        k += width
+    return k
+
+
+@numba.njit(cache=True)
+def _starts_instruction(d, s, e):
+    """Whether line s..e starts an instruction record as the line parser reads it up to its
+    first word: `IT` or `IS` and whitespace, optionally after `T <hex time>` and whitespace.
+    It may still reject the line (a bad address or opcode): decoding finds that out."""
+    k = _past_spaces(d, s, e)
+    if k < e and d[k] == _T:
+        q = _past_spaces(d, k + 1, e)
+        if q == k + 1:
+            return False
+        k = q
+        while k < e and hex_digit(d[k]) >= 0:
+            k += 1
+        if k == q:
+            return False
+        q = _past_spaces(d, k, e)
+        if q == k:
+            return False
+        k = q
+    return k + 2 < e and d[k] == _I and (d[k + 1] == _T or d[k + 1] == _S) and _space_width(d, k + 2, e) > 0
+
+
+@numba.njit(nogil=True, cache=True)
+def _instruction_lines(d, starts):
+    """Where the instruction lines of `d` start, into `starts` (room for every line): how many."""
+    n = len(d)
+    found = 0
+    s = 0
+    while s < n:
+        e = line_end(d, s, n)
+        if _starts_instruction(d, s, e):
+            starts[found] = s
+            found += 1
+        s = e + 1
+    return found
+
+
+def instruction_line_starts(data: bytes | memoryview) -> tuple[np.ndarray, int]:
+    """The offsets in `data` (whole lines) of the lines that start an instruction record, and
+    how many newlines it holds."""
+    d = np.frombuffer(data, np.uint8)
+    d.flags.writeable = False  # one compiled signature, whether the data is bytes or a buffer
+    newlines = count_newlines(d)
+    starts = np.empty(newlines + 1, np.int64)
+    return starts[: _instruction_lines(d, starts)], newlines
 
 
 def whole(_source: InputFile, _options: dict[str, Any], images: Sequence[str]) -> str | None:
@@ -106,7 +175,7 @@ def _lookback(file: BinaryIO, start: int) -> tuple[int, int] | None:
         if first and not whole:
             found: list[int] = []
         else:
-            found = [match.start() for match in INSTRUCTION_LINE.finditer(window, whole)]
+            found = (instruction_line_starts(memoryview(window)[whole:])[0] + whole).tolist()
         if len(found) >= LOOKBACK or first == 0:
             at = found[-LOOKBACK] if len(found) >= LOOKBACK else 0
             return first + at, window.count(b"\n", at)
@@ -127,9 +196,9 @@ def count_range(source: InputFile, _ctx: DecodeContext, byte_range: tuple[int, i
     """Count a range's lines and its instruction lines."""
     lines = instructions = 0
     for chunk in source.line_chunks(byte_range=byte_range):
-        data = bytes(chunk)
-        lines += data.count(b"\n")
-        instructions += sum(1 for _ in INSTRUCTION_LINE.finditer(data))
+        starts, newlines = instruction_line_starts(chunk)
+        lines += newlines
+        instructions += len(starts)
     return RangeCount(lines, instructions)
 
 
