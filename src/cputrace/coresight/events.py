@@ -187,18 +187,22 @@ MANY_RUNS = 64
 """Runs of rows of one table beyond which merging takes rows one by one rather than slicing."""
 
 
-def in_seq_order(tables: list[pa.Table]) -> pa.Table:
-    """Event tables, each in order, merged into one by seq and, within a seq, buffer offset
-    (input order; ties keep the tables' order). The result is slices of the tables, not a copy,
-    when most batches' walk gaps fall between runs of many packet events; when the tables
-    interleave finely (a buffer that wraps often), one `take` costs less than many slices."""
-    tables = [t for t in tables if t.num_rows]
+def in_seq_order(tables: list[pa.Table], groups: list[int] | None = None) -> pa.Table:
+    """Event tables, each in order, merged into one by group (`groups`, one per table: the
+    packet batch it came from; all one group when None), then seq and, within a seq, buffer
+    offset (input order; ties keep the tables' order). The result is slices of the tables,
+    not a copy, when most batches' walk gaps fall between runs of many packet events; when the
+    tables interleave finely (a buffer that wraps often), one `take` costs less than many
+    slices."""
+    kept = [i for i, t in enumerate(tables) if t.num_rows]
+    tables = [tables[i] for i in kept]
     if len(tables) < 2:
         return tables[0] if tables else NO_EVENTS
     sizes = [t.num_rows for t in tables]
     seq = np.concatenate([t["seq"].to_numpy() for t in tables])
     src = np.concatenate([t["src"].to_numpy() for t in tables])
-    order = np.lexsort((src, seq))  # stable
+    keys = (src, seq) if groups is None else (src, seq, np.repeat([groups[i] for i in kept], sizes))
+    order = np.lexsort(keys)  # stable
     table_of = np.repeat(np.arange(len(tables)), sizes)[order]
     row = order - np.concatenate([[0], np.cumsum(sizes)[:-1]])[table_of]
     starts = np.flatnonzero(np.diff(table_of, prepend=-1))  # runs of rows of one table, in its order
@@ -208,3 +212,32 @@ def in_seq_order(tables: list[pa.Table]) -> pa.Table:
     return pa.concat_tables([
         tables[table_of[a]].slice(row[a], b - a) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)
     ])  # fmt: skip
+
+
+class HeldEvents:
+    """A source's event tables, held over its packet batches and merged in seq order once
+    (`in_seq_order`) when they are many rows or the source ends: a small source's events come
+    out as one table, not one per batch. Each batch's events, sorted, follow the last batch's,
+    so a table keeps its batch's place ahead of the seqs and offsets."""
+
+    def __init__(self) -> None:
+        self.tables: list[pa.Table] = []
+        self.groups: list[int] = []
+        self.rows = 0
+        self.batch = 0  # the batch the tables added now belong to
+
+    def add(self, table: pa.Table) -> None:
+        if table.num_rows:
+            self.tables.append(table)
+            self.groups.append(self.batch)
+            self.rows += table.num_rows
+
+    def next_batch(self) -> None:
+        """The tables added from now on are of the next batch."""
+        self.batch += 1
+
+    def take(self) -> pa.Table:
+        """The events held, in seq order; none are held after."""
+        merged = in_seq_order(self.tables, self.groups)
+        self.tables, self.groups, self.rows = [], [], 0
+        return merged

@@ -36,6 +36,7 @@ from ...coresight.events import (
     R_KIND,
     R_NAME,
     R_ROW,
+    HeldEvents,
     Labels,
     common_event,
     distinct,
@@ -44,7 +45,6 @@ from ...coresight.events import (
     event_table,
     gap_texts,
     i_sync_events,
-    in_seq_order,
     put_event,
     trace_texts,
 )
@@ -66,11 +66,16 @@ _NAMES = event_names(KIND_NAMES)  # exceptions get theirs after
 _K_I_SYNC, _K_BRANCH, _K_CYCLE_COUNT = int(Kind.I_SYNC), int(Kind.BRANCH), int(Kind.CYCLE_COUNT)
 _N_CYCLE_COUNT = N_KINDS + _K_CYCLE_COUNT
 _F_EXCEPTION = int(Flag.EXCEPTION)
+ROW_BUDGET = 1 << 15
+"""Instruction or event rows a source's walk holds before it yields them: a small source comes
+out as one instructions table and one events table, a large one in tables of about a full walk
+buffer (`flow.walker.Walker`), so memory stays bounded."""
 
 
 class SourceWalk:
     """One source's packets, turned into instructions, events and memory rows numbered from
-    `first_seq`; each table's rows come out in seq order."""
+    `first_seq`; each table's rows come out in seq order, instructions and events held until
+    they are ROW_BUDGET rows or the source ends."""
 
     def __init__(
         self, source: EtmSource, program: Program, first_seq: int = 0,
@@ -84,6 +89,9 @@ class SourceWalk:
         self.state = new_state()
         self.data = self._data_matcher(program)
         self._context = np.full(2, -1, np.int64)  # the last context ID and VMID seen (_C_*), -1: none yet
+        self._instructions: list[pa.Table] = []  # the walk's tables held (ROW_BUDGET)
+        self._instruction_rows = 0
+        self._events = HeldEvents()
 
     def carried(self) -> dict[str, Any]:
         """What the packets still to come take from those walked so far, free of this walk's
@@ -108,8 +116,8 @@ class SourceWalk:
             self.data.resume(carried["data"], next_seq)
 
     def batch(self, packets: Packets) -> Iterator[Batch]:
-        """Rows of one packet batch: instructions as the walk makes them, then memory, then
-        the batch's events in one table.
+        """Rows of one packet batch: memory as it is matched; instructions and events once
+        ROW_BUDGET of them are held (else at `finish`).
 
         The walk holds its last row back (see `flow.walker.Walker`), and data packets wait for it:
         every event of a batch is at or before that row, every event of the next one at or
@@ -123,11 +131,14 @@ class SourceWalk:
             built = built.without_ops()
         gaps: list[pa.Table] = []
         yield from self._walked(self.walker.run(built.ops), gaps)
-        events = [self._after_last(gaps), self._events(packets, built, first_seq)]
+        self._events.add(self._after_last(gaps))
+        self._events.add(self._batch_events(packets, built, first_seq))
         if self.data is not None:
             self.data.add(packets, built, self.walker.op_end, first_seq)
-            yield from self._matched(self.data.rows(), events)
-        yield {"events": in_seq_order(events)}
+            yield from self._matched(self.data.rows())
+        self._events.next_batch()
+        if self._events.rows >= ROW_BUDGET:
+            yield {"events": self._events.take()}
 
     def _data_matcher(self, program: Program) -> DataMatcher | None:
         """The matcher of the source's data packets with its instructions, when it traces data
@@ -146,21 +157,34 @@ class SourceWalk:
         return packet_ops(packets, self.state, self.source.config.cycle_accurate)
 
     def finish(self) -> Iterator[Batch]:
+        """The rows held, once no more packets will come."""
         gaps: list[pa.Table] = []
         yield from self._walked(self.walker.finish(), gaps)
-        events = [self._after_last(gaps)]
+        self._events.add(self._after_last(gaps))
         if self.data is not None:
-            yield from self._matched(self.data.rows(final=True), events)
-        yield {"events": in_seq_order(events)}
+            yield from self._matched(self.data.rows(final=True))
+        if self._instructions:
+            yield self._held_instructions()
+        yield {"events": self._events.take()}
 
     def _walked(self, batches: Iterator[Batch], gaps: list[pa.Table]) -> Iterator[Batch]:
-        """The walk's instructions, shown to the data matcher; its trace gaps go to `gaps`."""
+        """The walk's instructions, shown to the data matcher and held (yielded once
+        ROW_BUDGET rows are); its trace gaps go to `gaps`."""
         for batch in batches:
             if self.data is not None:
                 self.data.see(batch["instructions"])
             if batch["events"].num_rows:
                 gaps.append(batch["events"])
-            yield {"instructions": batch["instructions"]}
+            self._instructions.append(batch["instructions"])
+            self._instruction_rows += batch["instructions"].num_rows
+            if self._instruction_rows >= ROW_BUDGET:
+                yield self._held_instructions()
+
+    def _held_instructions(self) -> Batch:
+        """The instruction tables held, as one; none are held after."""
+        table = pa.concat_tables(self._instructions)
+        self._instructions, self._instruction_rows = [], 0
+        return {"instructions": table}
 
     def _after_last(self, gaps: list[pa.Table]) -> pa.Table:
         """The walk's trace gaps, each given the seq of the last instruction before it (the
@@ -173,12 +197,11 @@ class SourceWalk:
         seq = np.maximum(table["seq"].to_numpy() - 1, self.first_seq)
         return table.set_column(index, table.schema.field(index), pa.array(seq))
 
-    @staticmethod
-    def _matched(batches: Iterator[Batch], events: list[pa.Table]) -> Iterator[Batch]:
-        """The data matcher's memory rows; its events go to `events`."""
+    def _matched(self, batches: Iterator[Batch]) -> Iterator[Batch]:
+        """The data matcher's memory rows; its events are held with the batch's."""
         for batch in batches:
             if "events" in batch:
-                events.append(batch["events"])
+                self._events.add(batch["events"])
             if "memory" in batch:
                 yield {"memory": batch["memory"]}
 
@@ -186,7 +209,7 @@ class SourceWalk:
     def next_seq(self) -> int:
         return self.walker.next_seq
 
-    def _events(self, packets: Packets, built: PacketOps, first_seq: int) -> pa.Table:
+    def _batch_events(self, packets: Packets, built: PacketOps, first_seq: int) -> pa.Table:
         """The events of a batch's packets (few: one per I-sync, timestamp or exception), in
         packet order, made in one compiled pass (`_event_rows`); the protocol's names and texts
         (`_label`) are formatted once per distinct value."""
