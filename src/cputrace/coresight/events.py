@@ -163,10 +163,10 @@ def gap_texts(
         ))  # fmt: skip
 
 
-def event_table(rows: np.ndarray, cpu: int, names: Labels, texts: Labels, offsets: np.ndarray) -> pa.Table:
-    """The events table of event rows (out[:, :n] of the compiled pass); `offsets` are the
-    packets' buffer offsets, by packet row."""
-    seq, kind, _, number, value, value1, present, row = rows
+def event_table(rows: np.ndarray, cpu: int, names: pa.Array, texts: pa.Array, src: np.ndarray) -> pa.Table:
+    """The events table of event rows (R_*; R_ROW is not read) with these `name`, `text` and
+    `src` columns."""
+    seq, kind, _, number, value, value1, present, _ = rows
     n = rows.shape[1]
     columns = [
         pa.array(seq),
@@ -174,11 +174,11 @@ def event_table(rows: np.ndarray, cpu: int, names: Labels, texts: Labels, offset
         pa.array(np.full(n, cpu, np.uint16)),
         pa.DictionaryArray.from_arrays(pa.array(kind.astype(np.int32)), EVENT_KINDS),
         pa.array(number, mask=(present & HAS_NUMBER) == 0),
-        names.array(),
+        names,
         pa.array(value.astype(np.uint64), mask=(present & HAS_VALUE) == 0),
         pa.array(value1.astype(np.uint64), mask=(present & HAS_VALUE1) == 0),
-        texts.array(),
-        pa.array(offsets[row]),
+        texts,
+        pa.array(src),
     ]
     return pa.Table.from_arrays(columns, schema=SCHEMAS["events"])
 
@@ -187,10 +187,10 @@ MANY_RUNS = 64
 """Runs of rows of one table beyond which merging takes rows one by one rather than slicing."""
 
 
-def in_seq_order(tables: list[pa.Table], groups: list[int] | None = None) -> pa.Table:
-    """Event tables, each in order, merged into one by group (`groups`, one per table: the
-    packet batch it came from; all one group when None), then seq and, within a seq, buffer
-    offset (input order; ties keep the tables' order). The result is slices of the tables,
+def in_seq_order(tables: list[pa.Table], groups: list[np.ndarray] | None = None) -> pa.Table:
+    """Event tables, each in order, merged into one by group (`groups`, each table's rows':
+    the packet batch they came from; all one group when None), then seq and, within a seq,
+    buffer offset (input order; ties keep the tables' order). The result is slices of the tables,
     not a copy, when most batches' walk gaps fall between runs of many packet events; when the
     tables interleave finely (a buffer that wraps often), one `take` costs less than many
     slices."""
@@ -201,7 +201,7 @@ def in_seq_order(tables: list[pa.Table], groups: list[int] | None = None) -> pa.
     sizes = [t.num_rows for t in tables]
     seq = np.concatenate([t["seq"].to_numpy() for t in tables])
     src = np.concatenate([t["src"].to_numpy() for t in tables])
-    keys = (src, seq) if groups is None else (src, seq, np.repeat([groups[i] for i in kept], sizes))
+    keys = (src, seq) if groups is None else (src, seq, np.concatenate([groups[i] for i in kept]))
     order = np.lexsort(keys)  # stable
     table_of = np.repeat(np.arange(len(tables)), sizes)[order]
     row = order - np.concatenate([[0], np.cumsum(sizes)[:-1]])[table_of]
@@ -212,32 +212,3 @@ def in_seq_order(tables: list[pa.Table], groups: list[int] | None = None) -> pa.
     return pa.concat_tables([
         tables[table_of[a]].slice(row[a], b - a) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)
     ])  # fmt: skip
-
-
-class HeldEvents:
-    """A source's event tables, held over its packet batches and merged in seq order once
-    (`in_seq_order`) when they are many rows or the source ends: a small source's events come
-    out as one table, not one per batch. Each batch's events, sorted, follow the last batch's,
-    so a table keeps its batch's place ahead of the seqs and offsets."""
-
-    def __init__(self) -> None:
-        self.tables: list[pa.Table] = []
-        self.groups: list[int] = []
-        self.rows = 0
-        self.batch = 0  # the batch the tables added now belong to
-
-    def add(self, table: pa.Table) -> None:
-        if table.num_rows:
-            self.tables.append(table)
-            self.groups.append(self.batch)
-            self.rows += table.num_rows
-
-    def next_batch(self) -> None:
-        """The tables added from now on are of the next batch."""
-        self.batch += 1
-
-    def take(self) -> pa.Table:
-        """The events held, in seq order; none are held after."""
-        merged = in_seq_order(self.tables, self.groups)
-        self.tables, self.groups, self.rows = [], [], 0
-        return merged

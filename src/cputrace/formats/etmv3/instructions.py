@@ -31,23 +31,21 @@ from ...coresight.events import (
     HAS_VALUE,
     HAS_VALUE1,
     N_KINDS,
-    NO_EVENTS,
     R_COUNT,
     R_KIND,
     R_NAME,
     R_ROW,
-    HeldEvents,
     Labels,
     common_event,
     distinct,
     event_names,
     event_seq,
-    event_table,
     gap_texts,
     i_sync_events,
     put_event,
     trace_texts,
 )
+from ...coresight.held_events import HeldEvents
 from ...coresight.packet_ops import PacketOps
 from ...coresight.packets import I_SYNC_PERIODIC
 from ...flow.program import Program
@@ -85,13 +83,13 @@ class SourceWalk:
         self.source = source
         self.first_seq = first_seq
         self.on_error = on_error
-        self.walker = Walker(program, cpu=source.cpu, first_seq=first_seq)
+        self.walker = Walker(program, cpu=source.cpu, first_seq=first_seq, gap_records=True)
         self.state = new_state()
         self.data = self._data_matcher(program)
         self._context = np.full(2, -1, np.int64)  # the last context ID and VMID seen (_C_*), -1: none yet
         self._instructions: list[pa.Table] = []  # the walk's tables held (ROW_BUDGET)
         self._instruction_rows = 0
-        self._events = HeldEvents()
+        self._events = HeldEvents(source.cpu, program)
 
     def carried(self) -> dict[str, Any]:
         """What the packets still to come take from those walked so far, free of this walk's
@@ -129,16 +127,14 @@ class SourceWalk:
                 self.on_error(packets, row)
         if self._data_only:  # its I-syncs have no address: there is nothing to walk
             built = built.without_ops()
-        gaps: list[pa.Table] = []
-        yield from self._walked(self.walker.run(built.ops), gaps)
-        self._events.add(self._after_last(gaps))
-        self._events.add(self._batch_events(packets, built, first_seq))
+        yield from self._walked(self.walker.run(built.ops))
+        self._hold_events(packets, built, first_seq)
         if self.data is not None:
             self.data.add(packets, built, self.walker.op_end, first_seq)
             yield from self._matched(self.data.rows())
         self._events.next_batch()
         if self._events.rows >= ROW_BUDGET:
-            yield {"events": self._events.take()}
+            yield {"events": self._events.take(self.first_seq)}
 
     def _data_matcher(self, program: Program) -> DataMatcher | None:
         """The matcher of the source's data packets with its instructions, when it traces data
@@ -158,23 +154,20 @@ class SourceWalk:
 
     def finish(self) -> Iterator[Batch]:
         """The rows held, once no more packets will come."""
-        gaps: list[pa.Table] = []
-        yield from self._walked(self.walker.finish(), gaps)
-        self._events.add(self._after_last(gaps))
+        yield from self._walked(self.walker.finish())
         if self.data is not None:
             yield from self._matched(self.data.rows(final=True))
         if self._instructions:
             yield self._held_instructions()
-        yield {"events": self._events.take()}
+        yield {"events": self._events.take(self.first_seq)}
 
-    def _walked(self, batches: Iterator[Batch], gaps: list[pa.Table]) -> Iterator[Batch]:
+    def _walked(self, batches: Iterator[Batch]) -> Iterator[Batch]:
         """The walk's instructions, shown to the data matcher and held (yielded once
-        ROW_BUDGET rows are); its trace gaps go to `gaps`."""
+        ROW_BUDGET rows are); its trace gaps are held with the events."""
         for batch in batches:
             if self.data is not None:
                 self.data.see(batch["instructions"])
-            if batch["events"].num_rows:
-                gaps.append(batch["events"])
+            self._events.add_gaps(batch["gaps"])
             self._instructions.append(batch["instructions"])
             self._instruction_rows += batch["instructions"].num_rows
             if self._instruction_rows >= ROW_BUDGET:
@@ -186,22 +179,11 @@ class SourceWalk:
         self._instructions, self._instruction_rows = [], 0
         return {"instructions": table}
 
-    def _after_last(self, gaps: list[pa.Table]) -> pa.Table:
-        """The walk's trace gaps, each given the seq of the last instruction before it (the
-        walk gives the next one's), as every other event of the source: the source's first
-        instruction's, before any."""
-        if not gaps:
-            return NO_EVENTS
-        table = pa.concat_tables(gaps)
-        index = table.schema.get_field_index("seq")
-        seq = np.maximum(table["seq"].to_numpy() - 1, self.first_seq)
-        return table.set_column(index, table.schema.field(index), pa.array(seq))
-
     def _matched(self, batches: Iterator[Batch]) -> Iterator[Batch]:
         """The data matcher's memory rows; its events are held with the batch's."""
         for batch in batches:
             if "events" in batch:
-                self._events.add(batch["events"])
+                self._events.add_table(batch["events"])
             if "memory" in batch:
                 yield {"memory": batch["memory"]}
 
@@ -209,12 +191,12 @@ class SourceWalk:
     def next_seq(self) -> int:
         return self.walker.next_seq
 
-    def _batch_events(self, packets: Packets, built: PacketOps, first_seq: int) -> pa.Table:
-        """The events of a batch's packets (few: one per I-sync, timestamp or exception), in
-        packet order, made in one compiled pass (`_event_rows`); the protocol's names and texts
+    def _hold_events(self, packets: Packets, built: PacketOps, first_seq: int) -> None:
+        """The events of a batch's packets (few: one per I-sync, timestamp or exception), made
+        in one compiled pass (`_event_rows`) and held; the protocol's names and texts
         (`_label`) are formatted once per distinct value."""
         if not len(built.eventful):
-            return NO_EVENTS
+            return
         t = packets.table
         out = np.empty((R_COUNT, 3 * len(built.eventful)), np.int64)  # three at most a packet (an I-sync)
         rows = out[:, : self._event_rows(t, built, first_seq, out)]
@@ -222,7 +204,7 @@ class SourceWalk:
         names, texts = Labels(self._names, rows[R_NAME]), trace_texts(kind)
         gap_texts(texts, kind, rows[R_ROW], t, self._error_text)
         self._label(t, rows, names, texts)  # after: a protocol's own trace gaps have their texts
-        return event_table(rows, self.source.cpu, names, texts, t["offset"])
+        self._events.add_events(rows, names, texts, t["offset"][rows[R_ROW]])
 
     _names = _NAMES  # `name` labels of the event rows; exceptions get theirs after
     _error_text = ERROR_TEXT
