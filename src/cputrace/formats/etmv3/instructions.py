@@ -161,6 +161,14 @@ class SourceWalk:
             yield self._held_instructions()
         yield {"events": self._events.take(self.first_seq)}
 
+    def held(self) -> Iterator[Batch]:
+        """The instructions and events held so far, for a decode that stops here and goes on
+        from `carried` elsewhere (a range of a split stream): the walk keeps its last row."""
+        if self._instructions:
+            yield self._held_instructions()
+        if self._events.rows:
+            yield {"events": self._events.take(self.first_seq)}
+
     def _walked(self, batches: Iterator[Batch]) -> Iterator[Batch]:
         """The walk's instructions, shown to the data matcher and held (yielded once
         ROW_BUDGET rows are); its trace gaps are held with the events."""
