@@ -24,7 +24,10 @@ from cputrace.coresight.frames import Deformatter, deformat
 from cputrace.coresight.snapshot import read_snapshot
 from cputrace.coresight.sniff import is_snapshot_ini, sniff_layout
 from cputrace.errors import CputraceError
+from cputrace.formats.base import DecodeContext
 from cputrace.formats.coresight.capture import open_captures
+from cputrace.formats.coresight.decoder import decode_captures
+from cputrace.formats.etmv3 import instructions
 from cputrace.model import SCHEMAS
 
 TC2 = DATA / "etmv3" / "tc2"  # a copy of ../shared/data/tc2-etmv3 (see its NOTICE)
@@ -315,3 +318,32 @@ def test_event_tables_merge_like_a_stable_sort_by_seq_then_offset(tables: list[l
     expected = everything.take(pc.sort_indices(everything, [("seq", "ascending"), ("src", "ascending")]))
     shown = ["seq", "src", "cpu"]
     assert merged.select(shown).to_pylist() == expected.select(shown).to_pylist()
+
+
+def _decoded_by_cpu(snapshot: Path) -> dict[str, dict[int, list[pa.Table]]]:
+    """Each table's batches of a snapshot's decode, by the cpu of their rows."""
+    made: dict[str, dict[int, list[pa.Table]]] = {"instructions": {}, "events": {}}
+    for batch in decode_captures(open_captures(snapshot), DecodeContext(), {}):
+        for name, tables in made.items():
+            if name in batch and batch[name].num_rows:
+                tables.setdefault(batch[name]["cpu"][0].as_py(), []).append(batch[name])
+    return made
+
+
+def test_a_small_source_comes_out_as_one_table_of_each_and_a_large_in_several(monkeypatch) -> None:
+    """Snowball's two PTM sources, each fewer rows than ROW_BUDGET, come out as one
+    instructions table and one events table each; with a budget of 16 rows, as several of
+    each, holding the same rows, the events in seq then offset order either way."""
+    snapshot = shared("opencsd-snapshots", "Snowball")
+    whole = _decoded_by_cpu(snapshot)
+    assert sorted(whole["instructions"]) == sorted(whole["events"]) and len(whole["instructions"]) == 2
+    assert all(len(tables) == 1 for made in whole.values() for tables in made.values())
+    monkeypatch.setattr(instructions, "ROW_BUDGET", 16)
+    cut = _decoded_by_cpu(snapshot)
+    assert all(len(cut["instructions"][cpu]) > 1 for cpu in whole["instructions"])
+    for name, made in whole.items():
+        for cpu, (table,) in made.items():
+            assert pa.concat_tables(cut[name][cpu]).equals(table)
+    for (events,) in whole["events"].values():
+        order = pc.sort_indices(events, [("seq", "ascending"), ("src", "ascending")])
+        assert np.array_equal(order.to_numpy(), np.arange(events.num_rows))

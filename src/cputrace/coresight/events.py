@@ -163,10 +163,10 @@ def gap_texts(
         ))  # fmt: skip
 
 
-def event_table(rows: np.ndarray, cpu: int, names: Labels, texts: Labels, offsets: np.ndarray) -> pa.Table:
-    """The events table of event rows (out[:, :n] of the compiled pass); `offsets` are the
-    packets' buffer offsets, by packet row."""
-    seq, kind, _, number, value, value1, present, row = rows
+def event_table(rows: np.ndarray, cpu: int, names: pa.Array, texts: pa.Array, src: np.ndarray) -> pa.Table:
+    """The events table of event rows (R_*; R_ROW is not read) with these `name`, `text` and
+    `src` columns."""
+    seq, kind, _, number, value, value1, present, _ = rows
     n = rows.shape[1]
     columns = [
         pa.array(seq),
@@ -174,11 +174,11 @@ def event_table(rows: np.ndarray, cpu: int, names: Labels, texts: Labels, offset
         pa.array(np.full(n, cpu, np.uint16)),
         pa.DictionaryArray.from_arrays(pa.array(kind.astype(np.int32)), EVENT_KINDS),
         pa.array(number, mask=(present & HAS_NUMBER) == 0),
-        names.array(),
+        names,
         pa.array(value.astype(np.uint64), mask=(present & HAS_VALUE) == 0),
         pa.array(value1.astype(np.uint64), mask=(present & HAS_VALUE1) == 0),
-        texts.array(),
-        pa.array(offsets[row]),
+        texts,
+        pa.array(src),
     ]
     return pa.Table.from_arrays(columns, schema=SCHEMAS["events"])
 
@@ -187,18 +187,22 @@ MANY_RUNS = 64
 """Runs of rows of one table beyond which merging takes rows one by one rather than slicing."""
 
 
-def in_seq_order(tables: list[pa.Table]) -> pa.Table:
-    """Event tables, each in order, merged into one by seq and, within a seq, buffer offset
-    (input order; ties keep the tables' order). The result is slices of the tables, not a copy,
-    when most batches' walk gaps fall between runs of many packet events; when the tables
-    interleave finely (a buffer that wraps often), one `take` costs less than many slices."""
-    tables = [t for t in tables if t.num_rows]
+def in_seq_order(tables: list[pa.Table], groups: list[np.ndarray] | None = None) -> pa.Table:
+    """Event tables, each in order, merged into one by group (`groups`, each table's rows':
+    the packet batch they came from; all one group when None), then seq and, within a seq,
+    buffer offset (input order; ties keep the tables' order). The result is slices of the tables,
+    not a copy, when most batches' walk gaps fall between runs of many packet events; when the
+    tables interleave finely (a buffer that wraps often), one `take` costs less than many
+    slices."""
+    kept = [i for i, t in enumerate(tables) if t.num_rows]
+    tables = [tables[i] for i in kept]
     if len(tables) < 2:
         return tables[0] if tables else NO_EVENTS
     sizes = [t.num_rows for t in tables]
     seq = np.concatenate([t["seq"].to_numpy() for t in tables])
     src = np.concatenate([t["src"].to_numpy() for t in tables])
-    order = np.lexsort((src, seq))  # stable
+    keys = (src, seq) if groups is None else (src, seq, np.concatenate([groups[i] for i in kept]))
+    order = np.lexsort(keys)  # stable
     table_of = np.repeat(np.arange(len(tables)), sizes)[order]
     row = order - np.concatenate([[0], np.cumsum(sizes)[:-1]])[table_of]
     starts = np.flatnonzero(np.diff(table_of, prepend=-1))  # runs of rows of one table, in its order

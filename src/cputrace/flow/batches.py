@@ -31,7 +31,9 @@ GAP = np.dtype([("seq", "<i8"), ("reason", "<i8"), ("address", "<i8"), ("src", "
 address and the `src` of the op where it happened."""
 
 _NO_EVENTS = SCHEMAS["events"].empty_table()
-_GAP_NAMES = pa.array(["", *(GapReason(r).name.lower() for r in range(1, max(GapReason) + 1))])  # by value
+GAP_NAMES = ("", *(GapReason(r).name.lower() for r in range(1, max(GapReason) + 1)))
+"""The `name` of a trace_gap event, by its GapReason."""
+_GAP_NAMES = pa.array(GAP_NAMES)
 _TRACE_GAP = pa.array(["trace_gap"])
 # The `isa` dictionary; columns index it unchecked (their indices are Isa values): checking
 # a batch's 64 k indices took 15 times longer than building the column.
@@ -100,10 +102,7 @@ def gap_events(gaps: np.ndarray, cpu: int, program: Program) -> pa.Table:
     count = len(gaps)
     if count == 0:  # most batches: building an empty table column by column costs as much as a full one
         return _NO_EVENTS
-    addresses = gaps["address"].view(np.uint64)
-    # Texts once per distinct (reason, address): a walk that leaves the image loses its place
-    # at the same few addresses again and again (thousands of times in a kernel).
-    reasons, distinct_addresses, codes = _distinct(gaps["reason"], addresses)
+    codes, texts = gap_texts_by_code(gaps, program)
     columns = [
         pa.array(gaps["seq"]),
         pa.nulls(count, pa.int64()),
@@ -111,15 +110,24 @@ def gap_events(gaps: np.ndarray, cpu: int, program: Program) -> pa.Table:
         pa.DictionaryArray.from_arrays(pa.array(np.zeros(count, np.int32)), _TRACE_GAP),
         pa.array(gaps["reason"]),
         _GAP_NAMES.take(pa.array(gaps["reason"])),
-        pa.array(addresses),
+        pa.array(gaps["address"].view(np.uint64)),
         pa.nulls(count, pa.uint64()),
-        gap_texts(reasons, distinct_addresses, program).take(codes),
+        texts.take(pa.array(codes)),
         pa.array(gaps["src"]),
     ]
     return pa.Table.from_arrays(columns, schema=SCHEMAS["events"])
 
 
-def _distinct(reasons: np.ndarray, addresses: np.ndarray) -> tuple[np.ndarray, np.ndarray, pa.Array]:
+def gap_texts_by_code(gaps: np.ndarray, program: Program) -> tuple[np.ndarray, pa.Array]:
+    """The texts of GAP records of a walk through `program`: a code per gap into the texts of
+    the distinct (reason, address) pairs, and those texts. Once per pair: a walk that leaves
+    the image loses its place at the same few addresses again and again (thousands of times
+    in a kernel)."""
+    reasons, addresses, codes = _distinct(gaps["reason"], gaps["address"].view(np.uint64))
+    return codes, gap_texts(reasons, addresses, program)
+
+
+def _distinct(reasons: np.ndarray, addresses: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The distinct (reason, address) pairs, and for each gap the index of its pair: a sort of
     the pairs and a pass over it (np.unique of the stacked pairs took 7 times as long)."""
     order = np.lexsort((addresses, reasons))
@@ -128,4 +136,4 @@ def _distinct(reasons: np.ndarray, addresses: np.ndarray) -> tuple[np.ndarray, n
     first[1:] = (reasons[1:] != reasons[:-1]) | (addresses[1:] != addresses[:-1])
     codes = np.empty(len(order), np.int64)
     codes[order] = np.cumsum(first) - 1
-    return reasons[first], addresses[first], pa.array(codes)
+    return reasons[first], addresses[first], codes

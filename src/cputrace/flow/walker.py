@@ -7,10 +7,10 @@ address to decode) and resume where it stopped.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numba
 import numpy as np
-import pyarrow as pa
 
 from ..isa.index import as_int64, lookup
 from ..isa.insn import NO_ISA
@@ -607,12 +607,18 @@ class Walker:
     it. After each `run`, `op_first[i]` and `op_end[i]` are the seq before and after op i
     (op i emitted rows op_first[i] .. op_end[i] - 1), so the decoder can give its own events
     (exceptions, timestamps, gaps) the seq of the instruction they belong to. The walk's own
-    trace_gap events carry the `src` of the op where it lost its place.
+    trace_gap events carry the `src` of the op where it lost its place; with `gap_records`,
+    batches give them as GAP records (`gaps`), for a caller that merges them with its own
+    events, rather than as a table (`events`).
     """
 
-    def __init__(self, program: Program, *, cpu: int = 0, first_seq: int = 0, batch: int = 1 << 16) -> None:
+    def __init__(
+        self, program: Program, *, cpu: int = 0, first_seq: int = 0, batch: int = 1 << 16,
+        gap_records: bool = False,
+    ) -> None:  # fmt: skip
         self.program = program
         self.cpu = cpu
+        self.gap_records = gap_records
         self.state = np.zeros(1, WALK)
         self._st = self.state[0]  # a view: writes go to the array the walk reads
         self._st["pos"], self._st["key"], self._st["link"], self._st["isa"] = UNRESOLVED, -1, -1, -1
@@ -685,7 +691,7 @@ class Walker:
             at = found(key, p.insns, p.index.table, p.index.counts, p.code)
         return at
 
-    def run(self, ops: Ops) -> Iterator[dict[str, pa.Table]]:
+    def run(self, ops: Ops) -> Iterator[dict[str, Any]]:
         """Apply `ops`; yields batches of `instructions` and `events` (trace_gap) rows."""
         records = np.ascontiguousarray(ops.records)
         self.op_first = np.empty(len(ops), np.int64)  # the walk sets both for every op
@@ -706,19 +712,21 @@ class Walker:
         if st["rows"] > 1 or st["gaps"]:
             yield self._flush(keep_last=True)
 
-    def finish(self) -> Iterator[dict[str, pa.Table]]:
+    def finish(self) -> Iterator[dict[str, Any]]:
         """The row held back, once no more ops will come."""
         if self._st["rows"] or self._st["gaps"]:
             yield self._flush(keep_last=False)
 
-    def _flush(self, *, keep_last: bool) -> dict[str, pa.Table]:
+    def _flush(self, *, keep_last: bool) -> dict[str, Any]:
         rows = int(self._st["rows"])
         n = rows - 1 if keep_last and rows else rows
-        gaps = int(self._st["gaps"])
-        batch = {
-            "instructions": batches.instructions(self._out[:n], self.program.insns, self.cpu),
-            "events": batches.gap_events(self._gaps[:gaps].copy(), self.cpu, self.program),
-        }
+        gaps = self._gaps[: int(self._st["gaps"])].copy()
+        instructions = batches.instructions(self._out[:n], self.program.insns, self.cpu)
+        batch: dict[str, Any] = {"instructions": instructions}
+        if self.gap_records:
+            batch["gaps"] = gaps
+        else:
+            batch["events"] = batches.gap_events(gaps, self.cpu, self.program)
         self._st["gaps"] = 0
         if n < rows:
             self._out[0] = self._out[rows - 1]

@@ -279,6 +279,7 @@ class _Advance:
             yield from stream.to_end()
         else:
             yield from stream.feed(self.cut)
+            yield from stream.walk.held()
 
 
 def finish(_facts: list[RangeFacts], _ends: list[Carry], _path: str, _ctx: DecodeContext) -> None:

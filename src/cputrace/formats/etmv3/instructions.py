@@ -31,7 +31,6 @@ from ...coresight.events import (
     HAS_VALUE,
     HAS_VALUE1,
     N_KINDS,
-    NO_EVENTS,
     R_COUNT,
     R_KIND,
     R_NAME,
@@ -41,13 +40,12 @@ from ...coresight.events import (
     distinct,
     event_names,
     event_seq,
-    event_table,
     gap_texts,
     i_sync_events,
-    in_seq_order,
     put_event,
     trace_texts,
 )
+from ...coresight.held_events import HeldEvents
 from ...coresight.packet_ops import PacketOps
 from ...coresight.packets import I_SYNC_PERIODIC
 from ...flow.program import Program
@@ -66,11 +64,16 @@ _NAMES = event_names(KIND_NAMES)  # exceptions get theirs after
 _K_I_SYNC, _K_BRANCH, _K_CYCLE_COUNT = int(Kind.I_SYNC), int(Kind.BRANCH), int(Kind.CYCLE_COUNT)
 _N_CYCLE_COUNT = N_KINDS + _K_CYCLE_COUNT
 _F_EXCEPTION = int(Flag.EXCEPTION)
+ROW_BUDGET = 1 << 15
+"""Instruction or event rows a source's walk holds before it yields them: a small source comes
+out as one instructions table and one events table, a large one in tables of about a full walk
+buffer (`flow.walker.Walker`), so memory stays bounded."""
 
 
 class SourceWalk:
     """One source's packets, turned into instructions, events and memory rows numbered from
-    `first_seq`; each table's rows come out in seq order."""
+    `first_seq`; each table's rows come out in seq order, instructions and events held until
+    they are ROW_BUDGET rows or the source ends."""
 
     def __init__(
         self, source: EtmSource, program: Program, first_seq: int = 0,
@@ -80,10 +83,13 @@ class SourceWalk:
         self.source = source
         self.first_seq = first_seq
         self.on_error = on_error
-        self.walker = Walker(program, cpu=source.cpu, first_seq=first_seq)
+        self.walker = Walker(program, cpu=source.cpu, first_seq=first_seq, gap_records=True)
         self.state = new_state()
         self.data = self._data_matcher(program)
         self._context = np.full(2, -1, np.int64)  # the last context ID and VMID seen (_C_*), -1: none yet
+        self._instructions: list[pa.Table] = []  # the walk's tables held (ROW_BUDGET)
+        self._instruction_rows = 0
+        self._events = HeldEvents(source.cpu, program)
 
     def carried(self) -> dict[str, Any]:
         """What the packets still to come take from those walked so far, free of this walk's
@@ -108,8 +114,8 @@ class SourceWalk:
             self.data.resume(carried["data"], next_seq)
 
     def batch(self, packets: Packets) -> Iterator[Batch]:
-        """Rows of one packet batch: instructions as the walk makes them, then memory, then
-        the batch's events in one table.
+        """Rows of one packet batch: memory as it is matched; instructions and events once
+        ROW_BUDGET of them are held (else at `finish`).
 
         The walk holds its last row back (see `flow.walker.Walker`), and data packets wait for it:
         every event of a batch is at or before that row, every event of the next one at or
@@ -121,13 +127,14 @@ class SourceWalk:
                 self.on_error(packets, row)
         if self._data_only:  # its I-syncs have no address: there is nothing to walk
             built = built.without_ops()
-        gaps: list[pa.Table] = []
-        yield from self._walked(self.walker.run(built.ops), gaps)
-        events = [self._after_last(gaps), self._events(packets, built, first_seq)]
+        yield from self._walked(self.walker.run(built.ops))
+        self._hold_events(packets, built, first_seq)
         if self.data is not None:
             self.data.add(packets, built, self.walker.op_end, first_seq)
-            yield from self._matched(self.data.rows(), events)
-        yield {"events": in_seq_order(events)}
+            yield from self._matched(self.data.rows())
+        self._events.next_batch()
+        if self._events.rows >= ROW_BUDGET:
+            yield {"events": self._events.take(self.first_seq)}
 
     def _data_matcher(self, program: Program) -> DataMatcher | None:
         """The matcher of the source's data packets with its instructions, when it traces data
@@ -146,39 +153,45 @@ class SourceWalk:
         return packet_ops(packets, self.state, self.source.config.cycle_accurate)
 
     def finish(self) -> Iterator[Batch]:
-        gaps: list[pa.Table] = []
-        yield from self._walked(self.walker.finish(), gaps)
-        events = [self._after_last(gaps)]
+        """The rows held, once no more packets will come."""
+        yield from self._walked(self.walker.finish())
         if self.data is not None:
-            yield from self._matched(self.data.rows(final=True), events)
-        yield {"events": in_seq_order(events)}
+            yield from self._matched(self.data.rows(final=True))
+        if self._instructions:
+            yield self._held_instructions()
+        yield {"events": self._events.take(self.first_seq)}
 
-    def _walked(self, batches: Iterator[Batch], gaps: list[pa.Table]) -> Iterator[Batch]:
-        """The walk's instructions, shown to the data matcher; its trace gaps go to `gaps`."""
+    def held(self) -> Iterator[Batch]:
+        """The instructions and events held so far, for a decode that stops here and goes on
+        from `carried` elsewhere (a range of a split stream): the walk keeps its last row."""
+        if self._instructions:
+            yield self._held_instructions()
+        if self._events.rows:
+            yield {"events": self._events.take(self.first_seq)}
+
+    def _walked(self, batches: Iterator[Batch]) -> Iterator[Batch]:
+        """The walk's instructions, shown to the data matcher and held (yielded once
+        ROW_BUDGET rows are); its trace gaps are held with the events."""
         for batch in batches:
             if self.data is not None:
                 self.data.see(batch["instructions"])
-            if batch["events"].num_rows:
-                gaps.append(batch["events"])
-            yield {"instructions": batch["instructions"]}
+            self._events.add_gaps(batch["gaps"])
+            self._instructions.append(batch["instructions"])
+            self._instruction_rows += batch["instructions"].num_rows
+            if self._instruction_rows >= ROW_BUDGET:
+                yield self._held_instructions()
 
-    def _after_last(self, gaps: list[pa.Table]) -> pa.Table:
-        """The walk's trace gaps, each given the seq of the last instruction before it (the
-        walk gives the next one's), as every other event of the source: the source's first
-        instruction's, before any."""
-        if not gaps:
-            return NO_EVENTS
-        table = pa.concat_tables(gaps)
-        index = table.schema.get_field_index("seq")
-        seq = np.maximum(table["seq"].to_numpy() - 1, self.first_seq)
-        return table.set_column(index, table.schema.field(index), pa.array(seq))
+    def _held_instructions(self) -> Batch:
+        """The instruction tables held, as one; none are held after."""
+        table = pa.concat_tables(self._instructions)
+        self._instructions, self._instruction_rows = [], 0
+        return {"instructions": table}
 
-    @staticmethod
-    def _matched(batches: Iterator[Batch], events: list[pa.Table]) -> Iterator[Batch]:
-        """The data matcher's memory rows; its events go to `events`."""
+    def _matched(self, batches: Iterator[Batch]) -> Iterator[Batch]:
+        """The data matcher's memory rows; its events are held with the batch's."""
         for batch in batches:
             if "events" in batch:
-                events.append(batch["events"])
+                self._events.add_table(batch["events"])
             if "memory" in batch:
                 yield {"memory": batch["memory"]}
 
@@ -186,12 +199,12 @@ class SourceWalk:
     def next_seq(self) -> int:
         return self.walker.next_seq
 
-    def _events(self, packets: Packets, built: PacketOps, first_seq: int) -> pa.Table:
-        """The events of a batch's packets (few: one per I-sync, timestamp or exception), in
-        packet order, made in one compiled pass (`_event_rows`); the protocol's names and texts
+    def _hold_events(self, packets: Packets, built: PacketOps, first_seq: int) -> None:
+        """The events of a batch's packets (few: one per I-sync, timestamp or exception), made
+        in one compiled pass (`_event_rows`) and held; the protocol's names and texts
         (`_label`) are formatted once per distinct value."""
         if not len(built.eventful):
-            return NO_EVENTS
+            return
         t = packets.table
         out = np.empty((R_COUNT, 3 * len(built.eventful)), np.int64)  # three at most a packet (an I-sync)
         rows = out[:, : self._event_rows(t, built, first_seq, out)]
@@ -199,7 +212,7 @@ class SourceWalk:
         names, texts = Labels(self._names, rows[R_NAME]), trace_texts(kind)
         gap_texts(texts, kind, rows[R_ROW], t, self._error_text)
         self._label(t, rows, names, texts)  # after: a protocol's own trace gaps have their texts
-        return event_table(rows, self.source.cpu, names, texts, t["offset"])
+        self._events.add_events(rows, names, texts, t["offset"][rows[R_ROW]])
 
     _names = _NAMES  # `name` labels of the event rows; exceptions get theirs after
     _error_text = ERROR_TEXT
