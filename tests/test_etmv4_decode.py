@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import random
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,12 +19,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from click.testing import CliRunner
 from etmv4_encoder import Etmv4Encoder, encode_run, encoded_snapshot, recorded_a64
 from opencsd_reference import Decode, read_reference
 from paths import open_input, shared
 from test_etmv3_decode import CORPUS, blocks_of
 
 import cputrace
+from cputrace.cli import cli
 from cputrace.coresight.packets import PACKET, Packets
 from cputrace.flow.ops import EXCEPTION_NO_VECTOR, NO_TIME, WAYPOINT_BEFORE_ADDRESS, WAYPOINT_TAKEN, Op
 from cputrace.flow.program import Program
@@ -334,3 +337,30 @@ def test_encoded_speculative_runs_decode_to_the_recording(program: str, mode: st
     assert exceptions == expected.exceptions
     returns = rows(trace, "SELECT count(*) FROM events WHERE kind = 'exception_return'")
     assert returns == [(expected.exception_returns,)]
+
+
+def test_a_damaged_trace_gives_each_exception_and_q_element_once_in_seq_order(tmp_path: Path) -> None:
+    """A speculative trace damaged so that its walk loses its place around an exception (a fuzz
+    campaign's input, tests/data/etmv4-damaged/README.md) ingests in seq order, with one
+    exception event per exception packet and one gap per Q packet, as `etm packets` lists
+    them: the events of a source's packet batches and of its walk were merged batch by batch,
+    which gave the exception twice, one gap after a later seq (an internal error from the
+    store writer) and lost the last Q element's gap."""
+    snapshot = tmp_path / "snapshot"
+    shutil.copytree(Path(__file__).parents[1] / "fuzz" / "corpus" / "etmv4-speculative", snapshot)
+    damaged = Path(__file__).parent / "data" / "etmv4-damaged" / "speculative-trace.bin"
+    shutil.copy(damaged, snapshot / "trace.bin")
+    listing = CliRunner().invoke(cli, ["etm", "packets", str(snapshot / "snapshot.ini")])
+    assert listing.exit_code == 0, listing.output
+    packets = [line.split() for line in listing.output.splitlines() if line.startswith("0x")]
+    exception_packets = sum(1 for fields in packets if "exception" in fields)
+    q_packets = sum(1 for fields in packets if "q" in fields)
+    assert (exception_packets, q_packets) == (1, 66)
+    result = ingest([snapshot / "snapshot.ini"], tmp_path / "s.ctrace", images=[CORPUS / "calls-a64.elf"])
+    with cputrace.open(result.store) as trace:
+        events = trace.events.select(["seq", "kind", "text"]).to_pylist()
+    seqs = [event["seq"] for event in events]
+    assert seqs == sorted(seqs)
+    assert sum(1 for event in events if event["kind"] == "exception") == exception_packets
+    q_gaps = [e for e in events if e["kind"] == "trace_gap" and e["text"].startswith("Q element")]
+    assert len(q_gaps) == q_packets
