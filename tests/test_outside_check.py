@@ -582,6 +582,35 @@ def test_an_output_file_named_by_the_empty_string(quicksort_copy, tmp_path, monk
     assert list(folder.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("export", "{store}", "--to", "lcov", "--image", "{elf}", "-o", "-"),
+        ("export", "{store}", "--to", "csv", "--table", "instructions", "-o", "-"),
+        ("coverage", "{store}", "--image", "{elf}", "--cobertura", "-"),
+        ("profile", "{store}", "--plot", "-"),
+    ],
+)
+def test_an_output_file_named_dash(quicksort_copy, tmp_path, monkeypatch, command):
+    """`-o -` (meant as the standard output) wrote a file called '-' (and an lcov export its
+    listing '-.lst' beside it) and said 'wrote -': an output is a file written whole, so `-` is
+    bad usage saying so, and nothing is written; `./-` still names a file called '-'."""
+    folder = tmp_path / "here"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    values = {
+        "store": str(quicksort_copy.parent / "quicksort.tarmac.ctrace"),
+        "elf": str(ROOT / "examples" / "quicksort.elf"),
+    }
+    result = _run(*(part.format(**values) for part in command))
+    assert result.exit_code == exits.USAGE, result.output
+    assert "'-': the output is a file" in result.output
+    assert list(folder.iterdir()) == []
+    named = _run(*(part.format(**values) for part in command[:-1]), "./-")
+    assert named.exit_code == exits.OK, named.output
+    assert (folder / "-").is_file()
+
+
 CALCULATOR = ROOT / "examples" / "calculator-aarch64-fastmodel.tarmac.xz"
 
 
@@ -738,3 +767,14 @@ def test_coverage_of_a_range_past_the_address_space(quicksort_copy, start, lengt
     assert result.exit_code == exits.USAGE, result.output
     said = f"range 0x{int(start, 0):x}+{int(length, 0)}: expected a range within the 64-bit address space"
     assert said in result.output
+
+
+def test_a_plot_named_without_a_suffix_is_a_png(quicksort_copy, tmp_path):
+    """`profile --plot out` was 'internal error: ValueError: Format 'tmp-3908ab59' is not
+    supported' (exit 70): matplotlib took the format from the suffix of the temporary file the
+    plot is written to before it is renamed. A name without a suffix is a PNG, as --help says."""
+    store = quicksort_copy.parent / "quicksort.tarmac.ctrace"
+    result = _run("profile", str(store), "--plot", str(tmp_path / "out"))
+    assert result.exit_code == exits.OK, result.output
+    assert (tmp_path / "out").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [path.name for path in tmp_path.iterdir()] == ["out"]

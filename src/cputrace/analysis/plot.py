@@ -97,9 +97,11 @@ def _row_labels(result: Profile, distinct: np.ndarray, per_row: int) -> list[tup
 
 
 def plot_profile(
-    result: Profile, path: str | os.PathLike[str], title: str = "", unit: str | None = None
+    result: Profile, path: str | os.PathLike[str], title: str = "", unit: str | None = None,
+    file_format: str | None = None,
 ) -> None:
-    """Write the figure to `path`; the suffix (.png, .svg, .pdf) picks the format."""
+    """Write the figure to `path` in `file_format` (png, svg, pdf...), else the one its suffix
+    names."""
     plt = _pyplot()
     fig, (bars, heat) = plt.subplots(1, 2, figsize=(15, 6.5), gridspec_kw={"width_ratios": [2, 3]})
     _function_bars(bars, result, unit or "trace units")
@@ -107,5 +109,5 @@ def plot_profile(
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, format=file_format)
     plt.close(fig)

@@ -231,8 +231,8 @@ def profile_table_options(command: Callable[..., Any]) -> Callable[..., Any]:
     "--plot",
     type=OUTPUT_FILE,
     callback=_plot_file,
-    help="Also draw time per function and execution over time to this file (.png, .svg, .pdf); "
-    "needs matplotlib, the plot extra: pip install 'cputrace[plot]'.",
+    help="Also draw time per function and execution over time to this file (.png, .svg, .pdf; "
+    "PNG without a suffix); needs matplotlib, the plot extra: pip install 'cputrace[plot]'.",
 )
 def profile_cmd(
     trace: str, images: tuple[str, ...], method: str, window_spec: tuple, tables: tuple[str, ...], top: int,
@@ -249,5 +249,6 @@ def profile_cmd(
         from ..analysis.plot import plot_profile
 
         with output_path(plot, [*t.input_paths, *image_files(images)]) as staged:
-            plot_profile(result, staged, title=t.path.name, unit=(t.manifest.get("time") or {}).get("unit"))
+            unit = (t.manifest.get("time") or {}).get("unit")
+            plot_profile(result, staged, t.path.name, unit, Path(plot).suffix.lower().lstrip(".") or "png")
         click.echo(f"wrote {plot}", err=True)

@@ -48,7 +48,9 @@ NUMBER = Number()
 class OutputFile(click.Path):
     """A file a command writes: no folder, and never the empty name, which names no file (as a
     path it is the current folder): a report given as '' was left unwritten in silence, and a
-    plot written as the hidden file '.png'."""
+    plot written as the hidden file '.png'. Nor `-`, which a user means as the standard
+    output: an output is a file written whole and renamed into place, and `-` wrote a file of
+    that name (with a listing beside it called `-.lst`)."""
 
     def __init__(self) -> None:
         super().__init__(dir_okay=False)
@@ -56,6 +58,9 @@ class OutputFile(click.Path):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if value == "":
             self.fail("'': an empty name names no file", param, ctx)
+        if value == "-":
+            self.fail("'-': the output is a file, written whole, not the standard output; name a file "
+                      "(./- for one called '-')", param, ctx)  # fmt: skip
         return super().convert(value, param, ctx)
 
 
