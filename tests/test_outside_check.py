@@ -552,6 +552,23 @@ def test_a_trace_source_of_a_type_no_decoder_knows(tmp_path):
         assert said in result.output
 
 
+def _empty_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A new empty folder, made the current one: where an output named by a bad name would land."""
+    folder = tmp_path / "here"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    return folder
+
+
+def _filled(command: tuple[str, ...], quicksort_copy: Path) -> list[str]:
+    """`command` with {store} the quicksort store and {elf} its program."""
+    values = {
+        "store": str(quicksort_copy.parent / "quicksort.tarmac.ctrace"),
+        "elf": str(ROOT / "examples" / "quicksort.elf"),
+    }
+    return [part.format(**values) for part in command]
+
+
 @pytest.mark.parametrize(
     "command",
     [
@@ -569,14 +586,8 @@ def test_an_output_file_named_by_the_empty_string(quicksort_copy, tmp_path, monk
     wrote a hidden '.png' and said 'wrote ', `coverage --lcov ''` wrote no report and said
     nothing (exit 0), `export --to lcov -o ''` left '..lst' behind and failed as '.: Is a
     directory' (exit 1). Bad usage, and nothing written."""
-    folder = tmp_path / "here"
-    folder.mkdir()
-    monkeypatch.chdir(folder)
-    values = {
-        "store": str(quicksort_copy.parent / "quicksort.tarmac.ctrace"),
-        "elf": str(ROOT / "examples" / "quicksort.elf"),
-    }
-    result = _run(*(part.format(**values) for part in command))
+    folder = _empty_folder(tmp_path, monkeypatch)
+    result = _run(*_filled(command, quicksort_copy))
     assert result.exit_code == exits.USAGE, result.output
     assert "'': an empty name names no file" in result.output
     assert list(folder.iterdir()) == []
@@ -595,18 +606,12 @@ def test_an_output_file_named_dash(quicksort_copy, tmp_path, monkeypatch, comman
     """`-o -` (meant as the standard output) wrote a file called '-' (and an lcov export its
     listing '-.lst' beside it) and said 'wrote -': an output is a file written whole, so `-` is
     bad usage saying so, and nothing is written; `./-` still names a file called '-'."""
-    folder = tmp_path / "here"
-    folder.mkdir()
-    monkeypatch.chdir(folder)
-    values = {
-        "store": str(quicksort_copy.parent / "quicksort.tarmac.ctrace"),
-        "elf": str(ROOT / "examples" / "quicksort.elf"),
-    }
-    result = _run(*(part.format(**values) for part in command))
+    folder = _empty_folder(tmp_path, monkeypatch)
+    result = _run(*_filled(command, quicksort_copy))
     assert result.exit_code == exits.USAGE, result.output
     assert "'-': the output is a file" in result.output
     assert list(folder.iterdir()) == []
-    named = _run(*(part.format(**values) for part in command[:-1]), "./-")
+    named = _run(*_filled(command[:-1], quicksort_copy), "./-")
     assert named.exit_code == exits.OK, named.output
     assert (folder / "-").is_file()
 
