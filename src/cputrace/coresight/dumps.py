@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
 from ..image import Image, ImageError, Region
 from ..image.files import has_copy, map_or_decompress
-from .ini import read_ini_sections
+from .ini import Section, read_ini_sections
 
 
 class DumpEntry(NamedTuple):
@@ -49,9 +49,13 @@ def _number(ini: Path, keys: dict[str, tuple[int, str]], key: str) -> int | None
 
 def read_dump_entries(ini: str | os.PathLike[str]) -> list[DumpEntry]:
     """The dump entries of a snapshot device file (`file=`, `address=`, `length=`, `offset=`)."""
-    ini = Path(ini)
+    return dump_entries(Path(ini), read_ini_sections(Path(ini)))
+
+
+def dump_entries(ini: Path, sections: Iterable[Section]) -> list[DumpEntry]:
+    """The dump entries of the `[dump...]` sections among `sections`, read from `ini`."""
     entries = []
-    for name, number, keys in read_ini_sections(ini):
+    for name, number, keys in sections:
         if not name.startswith("dump"):
             continue
         address = _number(ini, keys, "address")
@@ -85,15 +89,13 @@ def load_snapshot_dumps(ini: str | os.PathLike[str], entries: Iterable[DumpEntry
     return Image(regions)
 
 
-def load_snapshot_device(
-    ini: str | os.PathLike[str], missing: Callable[[DumpEntry], None] | None = None
-) -> Image:
-    """The memory a snapshot device file dumps: `read_dump_entries` then load them. A dump
-    whose file is not there is an error, or, given `missing`, handed to it and left out."""
-    entries = read_dump_entries(ini)
-    if missing is not None:
-        absent = [entry for entry in entries if not has_copy(Path(ini).parent / entry.file)]
-        for entry in absent:
-            missing(entry)
-        entries = [entry for entry in entries if entry not in absent]
-    return load_snapshot_dumps(ini, entries)
+def load_snapshot_device(ini: str | os.PathLike[str]) -> Image:
+    """The memory a snapshot device file dumps: `read_dump_entries` then load them."""
+    return load_snapshot_dumps(ini, read_dump_entries(ini))
+
+
+def present_dumps(ini: Path, entries: list[DumpEntry]) -> tuple[list[DumpEntry], list[DumpEntry]]:
+    """`entries` split into those whose file (or a compressed copy) is there beside `ini`,
+    and those whose file is not."""
+    there = {entry: has_copy(ini.parent / entry.file) for entry in entries}
+    return [e for e in entries if there[e]], [e for e in entries if not there[e]]

@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from ..errors import CputraceError, TraceFormatError
 from ..image import Image
 from ..image.files import names_a_file
-from .dumps import DumpEntry, load_snapshot_device
-from .ini import read_ini_sections
+from .dumps import DumpEntry, dump_entries, load_snapshot_dumps, present_dumps
+from .ini import Section, read_ini_sections
 from .sniff import LAYOUTS, SNAPSHOT_INI
 
 MAX_REGISTER = (1 << 64) - 1  # registers are 64 bits at most (AArch64 cores); a trace unit's are 32
@@ -42,6 +43,21 @@ class Device:
     type: str
     path: Path
     registers: dict[str, int]  # upper-case names without the (0xOFFSET) suffix
+    dump_sections: tuple[Section, ...] = field(default=(), repr=False)  # its [dump...] sections, as read
+
+    @cached_property
+    def dumps(self) -> list[DumpEntry]:
+        """The memory dumps its file lists, checked when first asked for (a core no source
+        traces needs none)."""
+        return dump_entries(self.path, self.dump_sections)
+
+    @cached_property
+    def dumped(self) -> tuple[tuple[str, int, int | None, int], ...]:
+        """What identifies the memory its dumps give: each dump's file (resolved), address,
+        length and offset; the same for cores whose dumps are the same (an SMP snapshot's cores
+        usually dump one kernel image)."""
+        folder = self.path.parent
+        return tuple((str((folder / d.file).resolve()), d.address, d.length, d.offset) for d in self.dumps)
 
     @property
     def protocol(self) -> str:
@@ -66,6 +82,10 @@ class Snapshot:
     buffers: tuple[TraceBuffer, ...]
     source_buffers: dict[str, str]  # source name -> buffer name (lower case)
     core_sources: dict[str, str]  # core name -> source name (lower case)
+    # each core's memory once loaded (`memory`), with its dumps whose files are not there
+    _memories: dict[Path, tuple[Image, list[DumpEntry]]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     @property
     def cores(self) -> tuple[Device, ...]:
@@ -120,9 +140,18 @@ class Snapshot:
         return buffer
 
     def memory(self, core: Device, missing: Callable[[DumpEntry], None] | None = None) -> Image:
-        """The memory the core's device file dumps (a dump file not there: see
-        `load_snapshot_device`)."""
-        return load_snapshot_device(core.path, missing)
+        """The memory the core's device file dumps. A dump whose file is not there is an error;
+        given `missing`, it is handed to it (each time) and left out, and the files are read
+        once however often the memory is asked for."""
+        if missing is None:
+            return load_snapshot_dumps(core.path, core.dumps)
+        if core.path not in self._memories:
+            present, absent = present_dumps(core.path, core.dumps)
+            self._memories[core.path] = (load_snapshot_dumps(core.path, present), absent)
+        image, absent = self._memories[core.path]
+        for entry in absent:
+            missing(entry)
+        return image
 
 
 def _section(ini: Path, sections: Sections, name: str) -> dict[str, str]:
@@ -162,8 +191,9 @@ def read_device(path: Path) -> Device:
                 if register in registers:  # `ETMCR(id:0x0)=` and `ETMCR=`, or two [regs] sections
                     raise TraceFormatError(str(path), str(number), f"{register} once in [regs]", key)
                 registers[register] = _register_value(path, number, key, value)
+    dumps = tuple(section for section in sections if section[0].startswith("dump"))
     return Device(
-        device.get("name", path.stem), device.get("class", ""), device.get("type", ""), path, registers
+        device.get("name", path.stem), device.get("class", ""), device.get("type", ""), path, registers, dumps
     )
 
 

@@ -17,7 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
-from ...coresight.dumps import DumpEntry, read_dump_entries
+from ...coresight.dumps import DumpEntry
 from ...coresight.frames import FrameStats
 from ...coresight.packets import K_UNSYNCED, Packets
 from ...errors import CputraceError
@@ -137,19 +137,10 @@ def source_program(
     if isinstance(etm.config, EtmConfig) and etm.config.data_only:
         return Program(Image())
     given = ctx.image
-    key: object = "given" if given is not None else _dumps_of(etm)
+    key: object = "given" if given is not None else None if etm.core is None else etm.core.dumped
     if key not in programs:
         programs[key] = Program(given if given is not None else _core_memory(capture, etm, ctx))
     return programs[key]
-
-
-def _dumps_of(etm: EtmSource) -> object:
-    """What identifies a core's memory: its dump files (resolved) and where they go."""
-    if etm.core is None:
-        return None
-    folder = Path(etm.core.path).parent
-    entries = read_dump_entries(etm.core.path)
-    return tuple((str((folder / d.file).resolve()), d.address, d.length, d.offset) for d in entries)
 
 
 def _core_memory(capture: Capture, etm: EtmSource, ctx: DecodeContext) -> Image:
