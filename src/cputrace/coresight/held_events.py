@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from ..flow.batches import GAP, GAP_NAMES, gap_texts_by_code
 from ..flow.program import Program
+from ..kernels.records import joined
 from .events import (
     E_TRACE_GAP,
     HAS_NUMBER,
@@ -94,7 +95,7 @@ class HeldEvents:
         """The events held, in seq order, a gap given the seq of the last instruction before it
         (as every other event), `first_seq` (the source's first instruction's) before any;
         none are held after."""
-        gaps = np.concatenate(self._gaps) if self._gaps else np.empty(0, GAP)
+        gaps = joined(self._gaps, GAP)
         events = np.concatenate([_gap_rows(gaps, first_seq), *self._events], axis=1)
         src = np.concatenate([gaps["src"], *self._src])
         batch = np.repeat(

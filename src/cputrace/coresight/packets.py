@@ -28,6 +28,7 @@ from typing import Any
 import numba
 import numpy as np
 
+from ..kernels.records import joined
 from .frames import read_only
 
 PACKET = np.dtype(
@@ -42,7 +43,6 @@ PACKET = np.dtype(
 the decoded fields (what each means depends on the protocol and the packet's kind). `address`
 holds 64-bit addresses (ETMv4), `atoms` the 24 atoms of an ETMv4 format-6 atom packet, and
 `value2` a second number where a packet has two (an ETMv4 context's VMID)."""
-_OPAQUE = np.dtype((np.void, PACKET.itemsize))
 
 K_UNSYNCED, K_ERROR, K_A_SYNC, K_I_SYNC = 0, 1, 2, 3
 K_TRIGGER, K_CONTEXT_ID, K_VMID, K_TIMESTAMP, K_EXCEPTION_RETURN = 7, 8, 9, 10, 11
@@ -237,8 +237,7 @@ class Packets:
         stream = np.zeros(end - first, dtype=np.uint8)
         for b in batches:
             stream[b.stream_pos - first : b.stream_pos - first + len(b.stream)] = b.stream
-        # as opaque records: numpy copies aligned record dtypes field by field otherwise
-        table = np.concatenate([b.table.view(_OPAQUE) for b in batches]).view(PACKET)
+        table = joined([b.table for b in batches], PACKET)
         return cls(table, stream, first)
 
 

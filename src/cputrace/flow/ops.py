@@ -24,6 +24,7 @@ import enum
 
 import numpy as np
 
+from ..kernels.records import joined, opaque
 from ..model import Isa
 
 
@@ -85,8 +86,6 @@ OP = np.dtype(
     align=True,
 )  # fmt: skip
 """One waypoint op (see the table above)."""
-_OPAQUE = np.dtype((np.void, OP.itemsize))
-"""OP records as opaque bytes, for copying: numpy copies aligned record dtypes field by field."""
 
 
 class _Column:
@@ -137,11 +136,11 @@ class Ops:
 
     def select(self, which: slice | np.ndarray) -> Ops:
         """The ops at `which` (a slice, index array or mask)."""
-        return Ops(self.records.view(_OPAQUE)[which].view(OP))  # see _OPAQUE
+        return Ops(opaque(self.records)[which].view(OP))
 
     @classmethod
     def concat(cls, *parts: Ops) -> Ops:
-        return cls(np.concatenate([p.records.view(_OPAQUE) for p in parts]).view(OP))
+        return cls(joined([p.records for p in parts], OP))
 
 
 class OpBuffer:

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..isa.index import as_int64, lookup
 from ..isa.insn import NO_ISA
+from ..kernels.records import copied
 from . import batches
 from .batches import EXECUTED, GAP, NOT_EXECUTED, ROW, UNKNOWN
 from .ops import (
@@ -607,18 +608,19 @@ class Walker:
     it. After each `run`, `op_first[i]` and `op_end[i]` are the seq before and after op i
     (op i emitted rows op_first[i] .. op_end[i] - 1), so the decoder can give its own events
     (exceptions, timestamps, gaps) the seq of the instruction they belong to. The walk's own
-    trace_gap events carry the `src` of the op where it lost its place; with `gap_records`,
-    batches give them as GAP records (`gaps`), for a caller that merges them with its own
-    events, rather than as a table (`events`).
+    trace_gap events carry the `src` of the op where it lost its place. Batches are tables
+    (`instructions`, `events`); with `records`, they are the walk's ROW and GAP records (`rows`,
+    `gaps`), for a caller that holds them and makes its own tables
+    (`flow.batches.instructions`): one table of many batches costs a fraction of one per batch.
     """
 
     def __init__(
         self, program: Program, *, cpu: int = 0, first_seq: int = 0, batch: int = 1 << 16,
-        gap_records: bool = False,
+        records: bool = False,
     ) -> None:  # fmt: skip
         self.program = program
         self.cpu = cpu
-        self.gap_records = gap_records
+        self.records = records
         self.state = np.zeros(1, WALK)
         self._st = self.state[0]  # a view: writes go to the array the walk reads
         self._st["pos"], self._st["key"], self._st["link"], self._st["isa"] = UNRESOLVED, -1, -1, -1
@@ -666,7 +668,7 @@ class Walker:
         returns = np.zeros(RETURN_STACK_DEPTH, np.int64)
         returns[:size] = st["returns"][(top - size + np.arange(size)) % RETURN_STACK_DEPTH]
         st["returns"], st["returns_top"] = returns, size % RETURN_STACK_DEPTH
-        held = self._out[: int(st["rows"])].copy()
+        held = copied(self._out[: int(st["rows"])])
         held["idx"] = [_key_of(self.program.insns[idx]) for idx in held["idx"].tolist()]
         held["seq"] -= st["seq"]
         st["seq"] = 0
@@ -676,7 +678,7 @@ class Walker:
         """Go on from a walk's `carried` state, numbering from `next_seq`."""
         self.state[:] = carried["walk"]
         self._st["seq"] = next_seq
-        held = carried["held"].copy()
+        held = copied(carried["held"])
         held["seq"] += next_seq
         held["idx"] = [self._index_of(key) for key in held["idx"].tolist()]
         self._out[: len(held)] = held
@@ -692,7 +694,8 @@ class Walker:
         return at
 
     def run(self, ops: Ops) -> Iterator[dict[str, Any]]:
-        """Apply `ops`; yields batches of `instructions` and `events` (trace_gap) rows."""
+        """Apply `ops`; yields batches of `instructions` and `events` (trace_gap) rows, or of
+        their records."""
         records = np.ascontiguousarray(ops.records)
         self.op_first = np.empty(len(ops), np.int64)  # the walk sets both for every op
         self.op_end = np.empty(len(ops), np.int64)
@@ -720,13 +723,14 @@ class Walker:
     def _flush(self, *, keep_last: bool) -> dict[str, Any]:
         rows = int(self._st["rows"])
         n = rows - 1 if keep_last and rows else rows
-        gaps = self._gaps[: int(self._st["gaps"])].copy()
-        instructions = batches.instructions(self._out[:n], self.program.insns, self.cpu)
-        batch: dict[str, Any] = {"instructions": instructions}
-        if self.gap_records:
-            batch["gaps"] = gaps
+        gaps = copied(self._gaps[: int(self._st["gaps"])])
+        if self.records:
+            batch: dict[str, Any] = {"rows": copied(self._out[:n]), "gaps": gaps}
         else:
-            batch["events"] = batches.gap_events(gaps, self.cpu, self.program)
+            batch = {
+                "instructions": batches.instructions(self._out[:n], self.program.insns, self.cpu),
+                "events": batches.gap_events(gaps, self.cpu, self.program),
+            }
         self._st["gaps"] = 0
         if n < rows:
             self._out[0] = self._out[rows - 1]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .records import opaque
+
 
 def grown(array: np.ndarray, need: int) -> np.ndarray:
     """`array`, or a copy with zero rows added (at least doubling it) so that row `need` exists.
@@ -14,5 +16,5 @@ def grown(array: np.ndarray, need: int) -> np.ndarray:
     if need < len(array):
         return array
     bigger = np.zeros((max(need + 1, 2 * len(array)), *array.shape[1:]), array.dtype)
-    bigger[: len(array)] = array
+    opaque(bigger)[: len(array)] = opaque(array)
     return bigger

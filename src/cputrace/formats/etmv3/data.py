@@ -51,6 +51,7 @@ import numpy as np
 import pyarrow as pa
 
 from ...coresight.packet_ops import PacketOps
+from ...flow.batches import EXECUTED
 from ...flow.ops import NO_TIME
 from ...flow.program import Program
 from ...model import SCHEMAS, Isa
@@ -130,19 +131,19 @@ class DataMatcher:
         self.state[S_OWNER] += next_seq
         self.seen_end, self.floor, self.fence = (int(mark) + next_seq for mark in carried["marks"])
 
-    def see(self, instructions: pa.Table) -> None:
-        """Note the executed loads and stores among walked instruction rows."""
-        if not len(instructions):
+    def see(self, rows: np.ndarray) -> None:
+        """Note the executed loads and stores among the walk's rows (ROW records)."""
+        if not len(rows):
             return
-        seq = instructions["seq"].to_numpy()
+        seq = rows["seq"]
         self.seen_end = int(seq[-1]) + 1
-        executed = instructions["executed"].fill_null(False).to_numpy(zero_copy_only=False)
-        isa = instructions["isa"].combine_chunks().indices.to_numpy()
-        keys = (instructions["pc"].to_numpy().astype(np.int64) << 3) | isa
+        executed = rows["executed"] == EXECUTED
+        walked = self.program.insns[rows["idx"]]
+        keys = (walked["pc"].astype(np.int64) << 3) | walked["isa"]
         unique, inverse = np.unique(keys, return_inverse=True)  # a few hundred addresses per batch
         facts = np.array([self._facts(k) for k in unique.tolist()], np.int64).reshape(-1, _FACTS)[inverse]
         keep = executed & (facts[:, 0] != 0)
-        time = instructions["time"].fill_null(NO_TIME).to_numpy()
+        time = rows["time"]
         self.ls_seq = np.concatenate([self.ls_seq, seq[keep]])
         self.ls_facts = np.concatenate([self.ls_facts, facts[keep]])
         self.ls_time = np.concatenate([self.ls_time, time[keep]])

@@ -22,7 +22,6 @@ from typing import Any
 
 import numba
 import numpy as np
-import pyarrow as pa
 
 from ...coresight.events import (
     E_EXCEPTION,
@@ -48,8 +47,10 @@ from ...coresight.events import (
 from ...coresight.held_events import HeldEvents
 from ...coresight.packet_ops import PacketOps
 from ...coresight.packets import I_SYNC_PERIODIC
+from ...flow.batches import ROW, instructions
 from ...flow.program import Program
 from ...flow.walker import Walker
+from ...kernels.records import joined
 from ..base import Batch
 from ..coresight.capture import EtmSource
 from .data import DataMatcher
@@ -83,12 +84,12 @@ class SourceWalk:
         self.source = source
         self.first_seq = first_seq
         self.on_error = on_error
-        self.walker = Walker(program, cpu=source.cpu, first_seq=first_seq, gap_records=True)
+        self.walker = Walker(program, cpu=source.cpu, first_seq=first_seq, records=True)
         self.state = new_state()
         self.data = self._data_matcher(program)
         self._context = np.full(2, -1, np.int64)  # the last context ID and VMID seen (_C_*), -1: none yet
-        self._instructions: list[pa.Table] = []  # the walk's tables held (ROW_BUDGET)
-        self._instruction_rows = 0
+        self._rows: list[np.ndarray] = []  # the walk's ROW records held (ROW_BUDGET)
+        self._row_count = 0
         self._events = HeldEvents(source.cpu, program)
 
     def carried(self) -> dict[str, Any]:
@@ -157,35 +158,35 @@ class SourceWalk:
         yield from self._walked(self.walker.finish())
         if self.data is not None:
             yield from self._matched(self.data.rows(final=True))
-        if self._instructions:
+        if self._rows:
             yield self._held_instructions()
         yield {"events": self._events.take(self.first_seq)}
 
     def held(self) -> Iterator[Batch]:
         """The instructions and events held so far, for a decode that stops here and goes on
         from `carried` elsewhere (a range of a split stream): the walk keeps its last row."""
-        if self._instructions:
+        if self._rows:
             yield self._held_instructions()
         if self._events.rows:
             yield {"events": self._events.take(self.first_seq)}
 
     def _walked(self, batches: Iterator[Batch]) -> Iterator[Batch]:
-        """The walk's instructions, shown to the data matcher and held (yielded once
-        ROW_BUDGET rows are); its trace gaps are held with the events."""
+        """The walk's rows, shown to the data matcher and held (made a table once ROW_BUDGET
+        are); its trace gaps are held with the events."""
         for batch in batches:
             if self.data is not None:
-                self.data.see(batch["instructions"])
+                self.data.see(batch["rows"])
             self._events.add_gaps(batch["gaps"])
-            self._instructions.append(batch["instructions"])
-            self._instruction_rows += batch["instructions"].num_rows
-            if self._instruction_rows >= ROW_BUDGET:
+            self._rows.append(batch["rows"])
+            self._row_count += len(batch["rows"])
+            if self._row_count >= ROW_BUDGET:
                 yield self._held_instructions()
 
     def _held_instructions(self) -> Batch:
-        """The instruction tables held, as one; none are held after."""
-        table = pa.concat_tables(self._instructions)
-        self._instructions, self._instruction_rows = [], 0
-        return {"instructions": table}
+        """The rows held, as one instructions table; none are held after."""
+        rows = joined(self._rows, ROW)
+        self._rows, self._row_count = [], 0
+        return {"instructions": instructions(rows, self.walker.program.insns, self.source.cpu)}
 
     def _matched(self, batches: Iterator[Batch]) -> Iterator[Batch]:
         """The data matcher's memory rows; its events are held with the batch's."""
