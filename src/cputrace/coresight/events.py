@@ -16,6 +16,7 @@ import numba
 import numpy as np
 import pyarrow as pa
 
+from ..kernels.distinct import distinct_rows
 from ..model import SCHEMAS
 from .packets import (
     I_SYNC_OVERFLOW,
@@ -121,9 +122,8 @@ def common_event(out, n, seq, p, pk, gap, context) -> int:
 def distinct(label: Callable[..., str], *keys: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """Strings that depend only on `keys`, formatted once per distinct key (few, of many events):
     a code per row into the strings."""
-    stacked = np.column_stack([key.astype(np.int64) for key in keys])
-    unique, codes = np.unique(stacked, axis=0, return_inverse=True)
-    return codes.reshape(-1), [label(*key) for key in unique.tolist()]
+    unique, codes = distinct_rows(*(key.astype(np.int64) for key in keys))
+    return codes, [label(*key) for key in zip(*(column.tolist() for column in unique), strict=True)]
 
 
 class Labels:

@@ -9,6 +9,7 @@ import numba
 import numpy as np
 import pyarrow as pa
 
+from ..kernels.distinct import distinct_rows
 from ..model import ISA_NAMES, SCHEMAS, Flag
 from .gaptexts import gap_texts
 from .ops import NO_TIME, GapReason
@@ -123,17 +124,5 @@ def gap_texts_by_code(gaps: np.ndarray, program: Program) -> tuple[np.ndarray, p
     the distinct (reason, address) pairs, and those texts. Once per pair: a walk that leaves
     the image loses its place at the same few addresses again and again (thousands of times
     in a kernel)."""
-    reasons, addresses, codes = _distinct(gaps["reason"], gaps["address"].view(np.uint64))
+    (reasons, addresses), codes = distinct_rows(gaps["reason"], gaps["address"].view(np.uint64))
     return codes, gap_texts(reasons, addresses, program)
-
-
-def _distinct(reasons: np.ndarray, addresses: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The distinct (reason, address) pairs, and for each gap the index of its pair: a sort of
-    the pairs and a pass over it (np.unique of the stacked pairs took 7 times as long)."""
-    order = np.lexsort((addresses, reasons))
-    reasons, addresses = reasons[order], addresses[order]
-    first = np.ones(len(order), np.bool_)
-    first[1:] = (reasons[1:] != reasons[:-1]) | (addresses[1:] != addresses[:-1])
-    codes = np.empty(len(order), np.int64)
-    codes[order] = np.cumsum(first) - 1
-    return reasons[first], addresses[first], codes
