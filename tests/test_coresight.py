@@ -177,6 +177,38 @@ def test_snapshot_core_memory() -> None:
     assert memory.read(0xC0008000, 4) == shared("tc2-etmv3", "kernel_dump.bin").read_bytes()[:4]
 
 
+def test_a_snapshot_reads_its_dumps_once_and_warns_of_a_missing_one_at_every_decode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cores' dump files are mapped at the first decode of a snapshot, not again at the
+    next (each decode parsed every core file twice and mapped every dump); a dump that is not
+    there is still a warning of each decode, naming its line, and the two decodes agree."""
+    from cputrace.coresight import snapshot as snapshot_module
+
+    mapped: list[Path] = []
+    real_load = snapshot_module.load_snapshot_dumps
+    def load(ini: Path, dumps: list) -> object:
+        mapped.append(ini)
+        return real_load(ini, dumps)
+
+    monkeypatch.setattr(snapshot_module, "load_snapshot_dumps", load)
+    captures = open_captures(TC2)
+    first, second = (list(decode_captures(captures, DecodeContext(), {})) for _ in range(2))
+    assert len(mapped) == 1 and mapped[0].name == "cpu_0.ini"  # the other cores share cpu_0's image
+    assert pa.concat_tables(b["instructions"] for b in first if "instructions" in b).equals(
+        pa.concat_tables(b["instructions"] for b in second if "instructions" in b)
+    )
+    assert sum(b["instructions"].num_rows for b in first if "instructions" in b) > 0
+    lacking = tmp_path / "tc2"
+    shutil.copytree(TC2, lacking, ignore=shutil.ignore_patterns("kernel_dump.bin*"))
+    captures = open_captures(lacking)
+    for _ in range(2):
+        ctx = DecodeContext()
+        list(decode_captures(captures, ctx, {}))
+        missing = "cpu_0.ini:11: dump of kernel_dump.bin at 0xc0008000: no such file"
+        assert any(missing in warning for warning in ctx.warning_samples)
+
+
 def test_snapshot_errors(tmp_path: Path) -> None:
     with pytest.raises(CputraceError, match=r"no snapshot\.ini"):
         read_snapshot(tmp_path)

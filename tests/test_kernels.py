@@ -51,6 +51,7 @@ def test_record_copies_are_field_copies() -> None:
     together = joined([rows[:5], _rows(0, 0), rows[20:]], ROW)
     assert np.array_equal(together, np.concatenate([rows[:5], rows[20:]]))
     assert joined([], ROW).dtype == ROW and len(joined([], ROW)) == 0
+    assert joined([rows], ROW) is rows
     assert opaque(rows).dtype.itemsize == ROW.itemsize and opaque(rows).base is not None
 
 

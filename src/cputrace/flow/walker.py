@@ -612,6 +612,8 @@ class Walker:
     (`instructions`, `events`); with `records`, they are the walk's ROW and GAP records (`rows`,
     `gaps`), for a caller that holds them and makes its own tables
     (`flow.batches.instructions`): one table of many batches costs a fraction of one per batch.
+    `rows` is a view of the walk's output buffer, to be read (or copied) before the walk is
+    asked for its next batch.
     """
 
     def __init__(
@@ -709,25 +711,27 @@ class Walker:
             if status == NEED:
                 p.decode(int(st["need"]))
             elif status == FULL:
-                yield self._flush(keep_last=True)
+                yield from self._flush(keep_last=True)
             else:
                 break
         if st["rows"] > 1 or st["gaps"]:
-            yield self._flush(keep_last=True)
+            yield from self._flush(keep_last=True)
 
     def finish(self) -> Iterator[dict[str, Any]]:
         """The row held back, once no more ops will come."""
         if self._st["rows"] or self._st["gaps"]:
-            yield self._flush(keep_last=False)
+            yield from self._flush(keep_last=False)
 
-    def _flush(self, *, keep_last: bool) -> dict[str, Any]:
+    def _flush(self, *, keep_last: bool) -> Iterator[dict[str, Any]]:
+        """The rows and gaps so far as one batch, then the output buffers emptied (but for the
+        row held back) once the batch has been taken: a batch of records views the buffer."""
         rows = int(self._st["rows"])
         n = rows - 1 if keep_last and rows else rows
         gaps = copied(self._gaps[: int(self._st["gaps"])])
         if self.records:
-            batch: dict[str, Any] = {"rows": copied(self._out[:n]), "gaps": gaps}
+            yield {"rows": self._out[:n], "gaps": gaps}
         else:
-            batch = {
+            yield {
                 "instructions": batches.instructions(self._out[:n], self.program.insns, self.cpu),
                 "events": batches.gap_events(gaps, self.cpu, self.program),
             }
@@ -735,4 +739,3 @@ class Walker:
         if n < rows:
             self._out[0] = self._out[rows - 1]
         self._st["rows"] = rows - n
-        return batch

@@ -20,7 +20,10 @@ def copied(records: np.ndarray) -> np.ndarray:
 
 
 def joined(parts: Sequence[np.ndarray], dtype: np.dtype) -> np.ndarray:
-    """The record arrays `parts` (of `dtype`) one after the other, as one new array."""
+    """The record arrays `parts` (of `dtype`) one after the other: the one part itself, or a
+    new array."""
+    if len(parts) == 1:
+        return parts[0]
     if not parts:
         return np.zeros(0, dtype)
     return np.concatenate([opaque(part) for part in parts]).view(dtype)

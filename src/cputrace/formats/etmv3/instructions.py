@@ -50,7 +50,7 @@ from ...coresight.packets import I_SYNC_PERIODIC
 from ...flow.batches import ROW, instructions
 from ...flow.program import Program
 from ...flow.walker import Walker
-from ...kernels.records import joined
+from ...kernels.records import copied, joined
 from ..base import Batch
 from ..coresight.capture import EtmSource
 from .data import DataMatcher
@@ -172,13 +172,18 @@ class SourceWalk:
 
     def _walked(self, batches: Iterator[Batch]) -> Iterator[Batch]:
         """The walk's rows, shown to the data matcher and held (made a table once ROW_BUDGET
-        are); its trace gaps are held with the events."""
+        are; a batch of as many, when none are held, at once, without a copy); its trace gaps
+        are held with the events."""
         for batch in batches:
+            rows = batch["rows"]  # a view of the walk's buffer, read before the walk goes on
             if self.data is not None:
-                self.data.see(batch["rows"])
+                self.data.see(rows)
             self._events.add_gaps(batch["gaps"])
-            self._rows.append(batch["rows"])
-            self._row_count += len(batch["rows"])
+            if not self._rows and len(rows) >= ROW_BUDGET:
+                yield {"instructions": instructions(rows, self.walker.program.insns, self.source.cpu)}
+                continue
+            self._rows.append(copied(rows))
+            self._row_count += len(rows)
             if self._row_count >= ROW_BUDGET:
                 yield self._held_instructions()
 
