@@ -42,7 +42,9 @@ def build_ops(
     packet, before, pending, gap, eventful)` fills the arrays (at most `capacity` ops) and
     returns how many ops and eventful packets it made."""
     t = packets.table
-    ops = np.zeros(capacity, OP)  # a builder sets every field the kind of each op uses, cycles and time
+    # np.empty: a builder writes every field of each op it makes (`add_op`); zeroing a
+    # capacity of several times the ops made cost more than the ops
+    ops = np.empty(capacity, OP)
     packet = np.empty(capacity, np.int64)
     before, eventful = np.empty(len(t), np.int64), np.empty(len(t), np.int64)
     pending, gap = np.zeros(len(t), np.int64), np.zeros(len(t), np.bool_)
@@ -52,10 +54,13 @@ def build_ops(
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def add_op(ops, packet, n, packet_row, offset, kind, address, flags, isa, cycles, time) -> int:
-    """Op n, from the packet at `packet_row`; returns the next op's index."""
+    """Op n, from the packet at `packet_row`, every field written (`target` and `count` 0: a
+    builder sets them after, where its op has them); returns the next op's index."""
     op = ops[n]
     op.kind = kind
     op.address = address
+    op.target = 0
+    op.count = 0
     op.flags = flags
     op.isa = isa
     op.cycles = cycles

@@ -94,8 +94,9 @@ def _build(packets, cycle_accurate, state, ops, packet, before, pending, gap, ev
                     st.pending += pk.cycles
                 continue
             for i in range(count):
-                op = ops[n]
+                op = ops[n]  # every field written, as add_op does: in line, as this loop is hot
                 op.kind = Op.ATOM
+                op.address = op.target = op.count = op.isa = 0
                 op.flags = (pk.atoms >> i) & ATOM_EXECUTED
                 if cycle_accurate:
                     c = _atom_cycles(pk.info, i, pk.cycles)
