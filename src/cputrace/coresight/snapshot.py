@@ -84,7 +84,7 @@ class Snapshot:
     core_sources: dict[str, str]  # core name -> source name (lower case)
     # each core's memory once loaded (`memory`), with its dumps whose files are not there
     _memories: dict[Path, tuple[Image, list[DumpEntry]]] = field(
-        default_factory=dict, repr=False, compare=False
+        default_factory=dict, init=False, repr=False, compare=False
     )
 
     @property

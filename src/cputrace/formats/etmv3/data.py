@@ -138,8 +138,8 @@ class DataMatcher:
         seq = rows["seq"]
         self.seen_end = int(seq[-1]) + 1
         executed = rows["executed"] == EXECUTED
-        walked = self.program.insns[rows["idx"]]
-        keys = (walked["pc"].astype(np.int64) << 3) | walked["isa"]
+        insns, idx = self.program.insns, rows["idx"]
+        keys = (insns["pc"][idx].astype(np.int64) << 3) | insns["isa"][idx]
         unique, inverse = np.unique(keys, return_inverse=True)  # a few hundred addresses per batch
         facts = np.array([self._facts(k) for k in unique.tolist()], np.int64).reshape(-1, _FACTS)[inverse]
         keep = executed & (facts[:, 0] != 0)
