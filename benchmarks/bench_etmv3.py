@@ -29,7 +29,8 @@ muted OpenCSD decodes of the snapshot to instructions, of every source and of ea
 alone (TC2's PTM source 0x13 by default); cputrace's buffer to instruction rows in this
 process of the same, with a fresh program image each time, so that its code is decoded again
 as OpenCSD decodes it again in each run; and `ingest`s of the same to a store. Buffer
-reading is outside the timed region on both sides; the benchmark stops if the two count
+and dump reading is outside the timed region on both sides (a snapshot maps its cores' dumps
+at its first decode, made before timing); the benchmark stops if the two count
 different instructions. The machine's speed drifts by a third over minutes, so only figures
 taken in turn compare the two.
 """

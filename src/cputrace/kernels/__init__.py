@@ -11,4 +11,6 @@ How kernels are written here:
 - Containers are plain arrays, never numba typed dicts or lists, so that the code using them
   loads from numba's cache: `pairtable` maps pairs of int64 keys to int64 values; `grown`
   makes room in an array outside the kernel, which returns to ask for it.
+- Record arrays are copied and joined as opaque bytes (`records`), and the distinct tuples of
+  key columns found by one sort (`distinct`), in the NumPy code around the kernels.
 """
