@@ -28,9 +28,11 @@ given by `--snapshot`, as it is: an ETMv4 or PTM one of ../shared/data/opencsd-s
 muted OpenCSD decodes of the snapshot to instructions, of every source and of each `--source`
 alone (TC2's PTM source 0x13 by default); cputrace's buffer to instruction rows in this
 process of the same, with a fresh program image each time, so that its code is decoded again
-as OpenCSD decodes it again in each run; and `ingest`s of the same to a store. Buffer
-and dump reading is outside the timed region on both sides (a snapshot maps its cores' dumps
-at its first decode, made before timing); the benchmark stops if the two count
+as OpenCSD decodes it again in each run; and `ingest`s of the same to a store. Dump reading
+is outside the timed region on both sides (a snapshot maps its cores' dumps at its first
+decode, made before timing); reading the trace buffer is outside OpenCSD's and inside
+cputrace's (it opens and reads the file, from the page cache, as it decodes, in 4 MiB chunks:
+a fraction of a millisecond on a small buffer); the benchmark stops if the two count
 different instructions. The machine's speed drifts by a third over minutes, so only figures
 taken in turn compare the two.
 """
