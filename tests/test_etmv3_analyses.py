@@ -92,11 +92,13 @@ def test_the_instructions_of_every_source_are_opencsds(trace: cputrace.Trace) ->
     cycle-accurate tracing): address, size and executed of each, source by source, in order
     (the PTM source's ranges are compared in test_ptm_decode)."""
     decodes = read_reference(shared("opencsd-snapshots", "reference", "TC2.ppl.xz"))
+    ranges = {trace_id - 0x10: decodes[trace_id].ranges for trace_id in (0x10, 0x11, 0x12)}
+    columns = ["start", "end", "executed"]
     reference = {
-        trace_id - 0x10: [(r.start, r.end - r.start, r.executed) for r in decodes[trace_id].ranges]
-        for trace_id in (0x10, 0x11, 0x12)
+        cpu: [(start, end - start, executed) for start, end, executed in r[columns].tolist()]
+        for cpu, r in ranges.items()
     }
-    assert all(r.count == 1 for trace_id in (0x10, 0x11, 0x12) for r in decodes[trace_id].ranges)
+    assert all((r["count"] == 1).all() for r in ranges.values())
     ours = per_cpu(trace, "SELECT cpu, pc, size, executed FROM instructions WHERE cpu < 3 ORDER BY seq")
     assert ours == reference
 

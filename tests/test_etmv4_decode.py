@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pytest
 from click.testing import CliRunner
 from etmv4_encoder import Etmv4Encoder, encode_run, encoded_snapshot, recorded_a64
-from opencsd_reference import Decode, read_reference
+from opencsd_reference import Check, Decode, nullable, range_disagreements, read_reference
 from paths import open_input, shared
 from test_etmv3_decode import CORPUS, blocks_of
 
@@ -91,32 +91,30 @@ def rows(trace: cputrace.Trace, query: str) -> list[tuple]:
     return [tuple(r.values()) for r in trace.sql(query).to_pylist()]
 
 
-def disagreements(instructions: list[tuple], reference: Decode) -> list[str]:
+def disagreements(instructions: pa.Table, reference: Decode) -> list[str]:
     """Where the instructions (pc, size, isa, executed; in seq order) and the reference's
     ranges differ: each range is its count of instructions in sequence from its start to its
-    end, its last one with its size and whether it executed (an instruction the trace passes
-    in sequence, not a branch, may have it unknown: null)."""
-    found = []
-    at = 0
-    for r in reference.ranges:
-        run = instructions[at : at + r.count]
-        at += r.count
-        where = f"range 0x{r.start:x}-0x{r.end:x} of packet {r.index}"
-        if len(run) < r.count:
-            found.append(f"{where}: the store ends")
-            break
-        pcs = [pc for pc, *_ in run]
-        last_pc, last_size, _, executed = run[-1]
-        sequential = [pc + size for pc, size, *_ in run[:-1]] == pcs[1:]
-        if pcs[0] != r.start or last_pc + last_size != r.end or last_size != r.size or not sequential:
-            found.append(f"{where}: the store runs {[hex(pc) for pc in pcs]}")
-        if {i for _, _, i, _ in run} != {r.isa}:
-            found.append(f"{where}: ISA {sorted({i for _, _, i, _ in run})}, expected {r.isa}")
-        if executed != r.executed and not (executed is None and r.last == "---"):
-            found.append(f"{where}: executed {executed}, expected {r.executed}")
-    if at < len(instructions):
-        found.append(f"{len(instructions) - at} instructions more than the reference's")
-    return found
+    end, of its ISA, its last one with its size and whether it executed (an instruction the
+    trace passes in sequence, not a branch, may have it unknown: null)."""
+    isa = instructions["isa"].combine_chunks().dictionary_encode()
+    isa = np.array(isa.dictionary.to_pylist() or [""])[isa.indices.to_numpy()]
+    executed, known = nullable(instructions["executed"])
+
+    def checks(first: np.ndarray, last: np.ndarray, within: np.ndarray, ranges: np.ndarray) -> list[Check]:
+        def isas(i: int) -> str:
+            return f"ISA {sorted(set(isa[first[i] : last[i] + 1].tolist()))}, expected {ranges['isa'][i]}"
+
+        def executions(i: int) -> str:
+            ours = bool(executed[last[i]]) if known[last[i]] else None
+            return f"executed {ours}, expected {ranges['executed'][i]}"
+
+        other_isa = np.zeros(len(ranges), np.bool_)
+        other_isa[within[isa[: len(within)] != np.repeat(ranges["isa"], ranges["count"])]] = True
+        as_listed = known[last] & (executed[last] == ranges["executed"])
+        return [(other_isa, isas), (~as_listed & (known[last] | (ranges["last"] != "---")), executions)]
+
+    address, size = (instructions[name].to_numpy() for name in ("pc", "size"))
+    return range_disagreements(address, size, reference.ranges, checks)
 
 
 @pytest.mark.parametrize("name", SOURCES)
@@ -124,9 +122,9 @@ def test_instructions_are_the_reference_decoders(name: str) -> None:
     source = SOURCES[name]
     trace, reference = store_of(source.snapshot), reference_of(source)
     query = f"SELECT pc, size, isa, executed FROM instructions WHERE cpu = {source.cpu} ORDER BY seq"
-    instructions = rows(trace, query)
+    instructions = trace.sql(query)
     assert disagreements(instructions, reference) == []
-    assert len(instructions) == reference.instructions
+    assert instructions.num_rows == reference.instructions
 
 
 @pytest.mark.parametrize("name", SOURCES)

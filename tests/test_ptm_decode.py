@@ -15,8 +15,10 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 import pytest
-from opencsd_reference import Decode, read_reference
+from opencsd_reference import Check, Decode, nullable, range_disagreements, read_reference
 from paths import DATA, open_input, shared
 from ptm_encoder import PtmEncoder, encode_run
 from test_etmv3_decode import CORPUS, blocks_of, recorded
@@ -108,39 +110,47 @@ def rows(trace: cputrace.Trace, query: str) -> list[tuple]:
     return [tuple(r.values()) for r in trace.sql(query).to_pylist()]
 
 
-def disagreements(instructions: list[tuple], reference: Decode, name: str) -> list[str]:
+def disagreements(instructions: pa.Table, reference: Decode, name: str) -> list[str]:
     """Where the instructions (pc, size, executed, cycles, src; in seq order) and the
     reference's ranges differ: each range is its count of instructions in sequence from its
     start to its end, from its packet, the last one with its size, executed and cycles, the
     others without cycles."""
     ours, theirs = packet_numbers(name)
-    found = []
-    at = 0
-    for r in reference.ranges:
-        run = instructions[at : at + r.count]
-        at += r.count
-        where = f"range from 0x{r.start:x} of packet {r.index}"
-        if len(run) < r.count:
-            found.append(f"{where}: the store ends")
-            break
-        pcs = [pc for pc, *_ in run]
-        last_pc, last_size, executed, cycles, _ = run[-1]
-        ends = [pc + size for pc, size, *_ in run[:-1]]
-        sequential = ends == pcs[1:]
-        if pcs[0] != r.start or last_pc + last_size != r.end or last_size != r.size or not sequential:
-            found.append(f"{where}: the store runs {[hex(pc) for pc in pcs]}")
-        if {ours[src] for *_, src in run} != {theirs[r.index]}:
-            found.append(f"{where}: from packets at {sorted({src for *_, src in run})}")
-        if r.last == "---":  # a waypoint update's last instruction: executed, or not known
-            if executed is False:
-                found.append(f"{where}: its last instruction did not execute")
-        elif executed != r.executed:
-            found.append(f"{where}: executed {executed}, expected {r.executed}")
-        if cycles != r.cycles or any(c is not None for *_, c, _ in run[:-1]):
-            found.append(f"{where}: cycles {[c for *_, c, _ in run]}, expected {r.cycles} on the last")
-    if at < len(instructions):
-        found.append(f"{len(instructions) - at} instructions more than the reference's")
-    return found
+    src = instructions["src"].to_numpy()
+    packet = np.array([ours.get(offset, -1) for offset in src.tolist()], np.int64)
+    executed, known = nullable(instructions["executed"])
+    cycles, counted = nullable(instructions["cycles"])
+
+    def checks(first: np.ndarray, last: np.ndarray, within: np.ndarray, ranges: np.ndarray) -> list[Check]:
+        def packets(i: int) -> str:
+            return f"from packets at {sorted(set(src[first[i] : last[i] + 1].tolist()))}"
+
+        def executions(i: int) -> str:
+            if ranges["last"][i] == "---":
+                return "its last instruction did not execute"
+            ours = bool(executed[last[i]]) if known[last[i]] else None
+            return f"executed {ours}, expected {ranges['executed'][i]}"
+
+        def counts(i: int) -> str:
+            span = slice(first[i], last[i] + 1)
+            run = np.where(counted[span], cycles[span], None).tolist()
+            return f"cycles {run}, expected {ranges['cycles'][i]} on the last"
+
+        listed = np.array([theirs[index] for index in ranges["index"].tolist()], np.int64)
+        other_packet = np.zeros(len(ranges), np.bool_)
+        other_packet[within[packet[: len(within)] != np.repeat(listed, ranges["count"])]] = True
+        update = ranges["last"] == "---"  # a waypoint update's last instruction: executed, or not known
+        as_listed = known[last] & (executed[last] == ranges["executed"])
+        wrong_execution = np.where(update, known[last] & ~executed[last], ~as_listed)
+        not_last = np.ones(len(within), np.bool_)
+        not_last[last] = False
+        early = np.zeros(len(ranges), np.bool_)  # cycles on an instruction before a range's last
+        early[within[counted[: len(within)] & not_last]] = True
+        wrong_cycles = np.where(counted[last], cycles[last], -1) != ranges["cycles"]
+        return [(other_packet, packets), (wrong_execution, executions), (wrong_cycles | early, counts)]
+
+    address, size = (instructions[column].to_numpy() for column in ("pc", "size"))
+    return range_disagreements(address, size, reference.ranges, checks)
 
 
 @pytest.mark.parametrize("name", SOURCES)
@@ -148,9 +158,9 @@ def test_instructions_are_the_reference_decoders(name: str) -> None:
     source = SOURCES[name]
     trace, reference = store_of(source), reference_of(source)
     query = f"SELECT pc, size, executed, cycles, src FROM instructions WHERE cpu = {source.cpu} ORDER BY seq"
-    instructions = rows(trace, query)
+    instructions = trace.sql(query)
     assert disagreements(instructions, reference, name) == []
-    assert len(instructions) == reference.instructions
+    assert instructions.num_rows == reference.instructions
 
 
 def from_gray(value: int) -> int:
@@ -216,11 +226,11 @@ def test_the_reference_covers_what_is_compared() -> None:
     """The comparisons above compare something: ranges with cycle counts, exceptions and
     exception returns, timestamps, waypoint updates, return-stack returns and Thumb code."""
     decodes = [reference_of(s) for s in SOURCES.values()]
-    ranges = [r for d in decodes for r in d.ranges]
+    ranges = np.concatenate([d.ranges for d in decodes])
     elements = [e for d in decodes for e in d.elements]
-    assert sum(r.count for r in ranges) > 200_000
-    assert {r.isa for r in ranges} == {"A32", "T32"}
-    assert any(r.cycles for r in ranges) and any(r.last == "---" for r in ranges)
+    assert ranges["count"].sum() > 200_000
+    assert set(ranges["isa"].tolist()) == {"A32", "T32"}
+    assert (ranges["cycles"] > 0).any() and (ranges["last"] == "---").any()
     assert {e.kind for e in elements} == {"exception", "exception_return", "trace_on", "timestamp"}
 
 
@@ -228,12 +238,10 @@ def test_a_return_with_no_address_takes_the_return_stacks() -> None:
     """tc2-ptm-rstk-t32 traces returns (indirect branches with an E atom and no branch
     address) that only the return stack resolves; OpenCSD follows them, and so does the walk."""
     source = SOURCES["tc2-ptm-rstk-t32"]
-    reference = reference_of(source)
-    by_packet: dict[int, list] = {}
-    for r in reference.ranges:
-        by_packet.setdefault(r.index, []).append(r)
-    returns = [r for rs in by_packet.values() for r in rs[:-1] if r.last == "iBR" and r.executed]
-    assert len(returns) > 1000  # indirect branches taken within an atom packet: from the stack
+    ranges = reference_of(source).ranges
+    within_packet = np.append(ranges["index"][1:] == ranges["index"][:-1], False)  # not its packet's last
+    returns = within_packet & (ranges["last"] == "iBR") & ranges["executed"]
+    assert np.count_nonzero(returns) > 1000  # indirect branches taken within an atom packet: from the stack
     trace = store_of(source)
     assert rows(trace, "SELECT count(*) FROM events WHERE kind = 'trace_gap'") == [(0,)]
 
@@ -347,4 +355,4 @@ def test_dmb_and_dsb_are_waypoints_when_etmccer_bit_24_says_so(name: str, tmp_pa
                 found.append(f"range 0x{start:x}-0x{end:x} of packet {index}: {[hex(p) for p in pcs]}")
         assert found == [] and at == len(instructions), f"source 0x{trace_id:x}"
         plain = next(s for s in SOURCES.values() if s.snapshot == where and s.trace_id == trace_id)
-        assert [(r.start, r.end) for r in reference_of(plain).ranges] != [r[1:3] for r in ranges]
+        assert reference_of(plain).ranges[["start", "end"]].tolist() != [r[1:3] for r in ranges]
