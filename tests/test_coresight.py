@@ -25,9 +25,9 @@ from cputrace.coresight.snapshot import read_snapshot
 from cputrace.coresight.sniff import is_snapshot_ini, sniff_layout
 from cputrace.errors import CputraceError
 from cputrace.formats.base import DecodeContext
+from cputrace.formats.coresight import source_walk
 from cputrace.formats.coresight.capture import open_captures
 from cputrace.formats.coresight.decoder import decode_captures
-from cputrace.formats.etmv3 import instructions
 from cputrace.model import SCHEMAS
 
 TC2 = DATA / "etmv3" / "tc2"  # a copy of ../shared/data/tc2-etmv3 (see its NOTICE)
@@ -370,7 +370,7 @@ def test_a_small_source_comes_out_as_one_table_of_each_and_a_large_in_several(mo
     whole = _decoded_by_cpu(snapshot)
     assert sorted(whole["instructions"]) == sorted(whole["events"]) and len(whole["instructions"]) == 2
     assert all(len(tables) == 1 for made in whole.values() for tables in made.values())
-    monkeypatch.setattr(instructions, "ROW_BUDGET", 16)
+    monkeypatch.setattr(source_walk, "ROW_BUDGET", 16)
     cut = _decoded_by_cpu(snapshot)
     assert all(len(cut["instructions"][cpu]) > 1 for cpu in whole["instructions"])
     for name, made in whole.items():

@@ -29,7 +29,7 @@ from cputrace.formats.coresight import capture
 from cputrace.formats.coresight.capture import EtmSource, open_captures
 from cputrace.formats.coresight.decoder import decode_captures
 from cputrace.formats.etmv3.config import EtmConfig
-from cputrace.formats.etmv3.instructions import SourceWalk
+from cputrace.formats.etmv3.instructions import Etmv3SourceWalk
 from cputrace.formats.etmv3.packets import Packets, decode_packets
 from cputrace.formats.etmv3.protocol import Kind
 from cputrace.image import load_elf, load_raw
@@ -118,7 +118,7 @@ def decode_in_batches(
     opts = options(enc)
     config = EtmConfig(etmcr=opts["etmcr"], etmidr=opts["etmidr"])
     packets = decode_packets(enc.data, config)
-    walk = SourceWalk(EtmSource(config, None, 0, "-"), Program(load_elf(CORPUS / program)))
+    walk = Etmv3SourceWalk(EtmSource(config, None, 0, "-"), Program(load_elf(CORPUS / program)))
     if max_wait is not None:
         walk.data.max_wait = max_wait
     batches = []
@@ -491,7 +491,7 @@ def decoded_image_memory(enc: EtmEncoder, tmp_path: Path, batch: int | None = No
         return [tuple(r.values()) for r in cputrace.Trace(result.store).sql(query).to_pylist()]
     config = EtmConfig(etmcr)
     packets = decode_packets(enc.data, config)
-    walk = SourceWalk(EtmSource(config, None, 0, "-"), Program(load_raw(code, 0x8000)))
+    walk = Etmv3SourceWalk(EtmSource(config, None, 0, "-"), Program(load_raw(code, 0x8000)))
     batches = []
     for start in range(0, len(packets), batch):
         part = Packets(packets.table[start : start + batch], packets.stream, packets.stream_pos)

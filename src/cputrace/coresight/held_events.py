@@ -5,7 +5,7 @@ The packets' events (R_* rows with their names and texts as `Labels` codes) and 
 trace gaps (GAP records) are merged as numbers: one sort of the rows and one `take` of each
 string column for the whole table, where merging a table per batch and per walk flush took
 one of every column. Each batch's events, sorted, follow the last batch's (see
-`formats.etmv3.instructions.SourceWalk.batch`), so a row keeps its batch's place ahead of its
+`formats.coresight.source_walk.SourceWalk.batch`), so a row keeps its batch's place ahead of its
 seq and offset; within a batch, at one seq and offset, the walk's gaps come before the
 packets' events, and the data matcher's events (tables of their own) after both.
 """

@@ -3,7 +3,7 @@ ETMv4 sources) and trace buffers.
 
 Sniffing knows a snapshot.ini, a trace port capture (frame syncs) and a raw ETMv3 stream that
 starts with an A-sync; memory buffers (ETB, ETR) need `--format coresight`.
-Packets become instructions by walking the program image (`etmv3.instructions`): a snapshot's
+Packets become instructions by walking the program image (`source_walk`): a snapshot's
 core memory dumps, or the images given with `--image` (which then replace the dumps).
 A reserved or malformed packet fails a `--strict` decode (naming the buffer file, the offset
 and what was expected); otherwise it is a warning and a `trace_gap` event, and the decode
@@ -26,7 +26,7 @@ from ...image import Image
 from ...inputs import InputFile
 from ..base import Batch, DecodeContext
 from ..etmv3.config import EtmConfig
-from ..etmv3.instructions import SourceWalk
+from ..etmv3.instructions import Etmv3SourceWalk
 from ..etmv3.protocol import EXPECTED
 from ..etmv4.config import Etmv4Config
 from ..etmv4.instructions import Etmv4SourceWalk
@@ -35,10 +35,11 @@ from ..ptm.config import PtmConfig
 from ..ptm.instructions import PtmSourceWalk
 from ..ptm.protocol import EXPECTED as PTM_EXPECTED
 from .capture import Capture, EtmSource, open_captures, source_packets
+from .source_walk import SourceWalk
 
 RAW_SHOWN = 16  # bytes of a bad packet an error message shows
 PROTOCOLS: dict[type, tuple[type[SourceWalk], dict[int, str]]] = {
-    EtmConfig: (SourceWalk, EXPECTED),
+    EtmConfig: (Etmv3SourceWalk, EXPECTED),
     PtmConfig: (PtmSourceWalk, PTM_EXPECTED),
     Etmv4Config: (Etmv4SourceWalk, ETMV4_EXPECTED),
 }

@@ -46,11 +46,11 @@ from ...errors import CputraceError
 from ...flow.program import Program
 from ...inputs import InputFile
 from ..base import Batch, DecodeContext
-from ..etmv3.instructions import SourceWalk
 from ..etmv4.config import Etmv4Config
 from ..splitrange import SplitRange, moved_starts
 from .capture import CHUNK_BYTES, EtmSource, is_snapshot, open_captures, packet_decoder
 from .decoder import PROTOCOLS, Unsynced, packet_error, source_program
+from .source_walk import SourceWalk
 
 __all__ = [
     "NUMBERED_AFTER", "Carry", "RangeDecode", "RangeFacts", "finish", "first_carries",

@@ -1,7 +1,7 @@
 """From ETMv4 packet batches to model rows: each source's ops walked through its core's image.
 
-A source is walked as an ETMv3 or PTM one is (`etmv3.instructions.SourceWalk`: one `Walker` a
-source, seq numbering on from the source before), with ETMv4's ops and events. Events:
+A source is walked as every CoreSight source is (`coresight.source_walk.SourceWalk`: one
+`Walker` a source, seq numbering on from the source before), with ETMv4's ops and events. Events:
 `trace_on` per trace-on packet (`name` `trace_on`, or `overflow` after an overflow), `overflow`
 per overflow packet, `exception` per exception packet (`number` and `name` its type, `value`
 its preferred return address), `exception_return`, `timestamp` (`value`; `value1` the cycle
@@ -51,7 +51,7 @@ from ...coresight.packets import I_SYNC_OVERFLOW, I_SYNC_REASONS, Packets
 from ...flow.program import Program
 from ..base import Batch
 from ..coresight.capture import EtmSource
-from ..etmv3.instructions import SourceWalk
+from ..coresight.source_walk import SourceWalk
 from .ops import ADDRESS_KINDS, new_state, packet_ops
 from .protocol import ERROR_TEXT, KIND_NAMES, Flag, Kind, exception_name
 
@@ -74,7 +74,6 @@ class Etmv4SourceWalk(SourceWalk):
         on_error: Callable[[Packets, int], None] | None = None,
     ) -> None:  # fmt: skip
         super().__init__(source, program, first_seq, on_error)
-        self.state, self.queue = new_state()
         self._overflowed = np.zeros(1, np.bool_)  # an overflow since the last trace on
         self._returns = np.zeros(0, np.uint64)
         self._tail = ExceptionTail()
@@ -90,11 +89,10 @@ class Etmv4SourceWalk(SourceWalk):
             yield from super().batch(held)
         yield from super().finish()
 
-    def _data_matcher(self, program: Program) -> None:
-        """None: ETMv4 data trace is a stream of its own, which this decoder does not read."""
-        return None
-
-    _data_only = False
+    def _new_state(self) -> np.ndarray:
+        """The builder's state; its element queue (`queue`) beside it."""
+        state, self.queue = new_state()
+        return state
 
     def _packet_ops(self, packets: Packets) -> PacketOps:
         config = self.source.config

@@ -1,7 +1,7 @@
 """From PTM packet batches to model rows: each source's ops walked through its core's image.
 
-A source is walked as an ETMv3 one is (`etmv3.instructions.SourceWalk`: one `Walker` a
-source, seq numbering on from the source before), with PTM's ops and events. Events:
+A source is walked as every CoreSight source is (`coresight.source_walk.SourceWalk`: one
+`Walker` a source, seq numbering on from the source before), with PTM's ops and events. Events:
 `trace_on` per I-sync (`name` its reason, `value` the address, `value1` the cycles since the
 trace stopped, in cycle-accurate mode, when the reason is not periodic), `overflow` when the
 reason is overflow, `exception` per branch address with exception information (`number` and
@@ -12,8 +12,6 @@ resynchronisation. An event's seq is that of the last instruction of its source 
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import numba
 import numpy as np
@@ -32,9 +30,7 @@ from ...coresight.events import (
     put_event,
 )
 from ...coresight.packet_ops import PacketOps
-from ...flow.program import Program
-from ..coresight.capture import EtmSource
-from ..etmv3.instructions import SourceWalk
+from ..coresight.source_walk import SourceWalk
 from .ops import new_state, packet_ops
 from .packets import Packets
 from .protocol import ERROR_TEXT, KIND_NAMES, Kind, exception_name
@@ -46,12 +42,8 @@ _K_I_SYNC, _K_BRANCH = int(Kind.I_SYNC), int(Kind.BRANCH)
 class PtmSourceWalk(SourceWalk):
     """One PTM source's packets, turned into instructions and events numbered from `first_seq`."""
 
-    def __init__(
-        self, source: EtmSource, program: Program, first_seq: int = 0,
-        on_error: Callable[[Packets, int], None] | None = None,
-    ) -> None:  # fmt: skip
-        super().__init__(source, program, first_seq, on_error)
-        self.state = new_state()
+    def _new_state(self) -> np.ndarray:
+        return new_state()
 
     def _packet_ops(self, packets: Packets) -> PacketOps:
         config = self.source.config
