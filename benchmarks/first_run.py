@@ -9,7 +9,8 @@ folder), after the steps it depends on (the ingest of its input, a recording) we
 warm cache of their own, so a figure is what that command compiles, as a user trying it
 first sees it. Then it runs once more with its cache filled ("cached"). The commands run in
 a scratch copy of examples/, tests/corpus/ and tests/data/ (the diff example also needs the
-shared Tarmac samples in ../shared/data), with the given src/ folder as PYTHONPATH. Several
+shared Tarmac samples in ../shared/data, the PTM and ETMv4 ingests two of the reference
+decoder's snapshots there), with the given src/ folder as PYTHONPATH. Several
 --src take turns case by case, so that they compare under the same load:
 
     python benchmarks/first_run.py --src before=../old/src --src after=src
@@ -36,12 +37,19 @@ QUICKSORT = "examples/quicksort.tarmac"
 ELF = "examples/quicksort.elf"
 COVERAGE = "tests/data/coverage/cov-a64"
 FASTMODEL, GEM5 = "calculator-aarch64-fastmodel.tarmac", "calculator-aarch64-gem5.tarmac"
+SNAPSHOTS = ROOT.parent / "shared" / "data" / "opencsd-snapshots"
+SHARED = {
+    FASTMODEL: SAMPLES / FASTMODEL, GEM5: SAMPLES / GEM5,
+    "Snowball": SNAPSHOTS / "Snowball", "juno_r1_1": SNAPSHOTS / "juno_r1_1",
+}  # fmt: skip
+"""Inputs from ../shared/data, copied beside the others when they are there."""
 
 
 class Case(NamedTuple):
     name: str
     command: tuple[str, ...]
     setup: tuple[tuple[str, ...], ...] = ()
+    shared: tuple[str, ...] = ()  # the SHARED inputs it needs: without them it is not run
 
 
 INGESTED = (("ingest", QUICKSORT),)
@@ -58,6 +66,8 @@ CASES = (
     ),
     Case("ingest etmv3", ("ingest", "tests/data/etmv3/tc2/snapshot.ini", "-o", "tc2.ctrace")),
     Case("etm packets", ("etm", "packets", "tests/data/etmv3/tc2", "--limit", "14")),
+    Case("ingest ptm", ("ingest", "Snowball/snapshot.ini", "-o", "snowball.ctrace"), shared=("Snowball",)),
+    Case("ingest etmv4", ("ingest", "juno_r1_1/snapshot.ini", "-o", "juno.ctrace"), shared=("juno_r1_1",)),
     Case("list", ("list", QUICKSORT, "--limit", "3"), INGESTED),
     Case("list --format tarmac", ("list", QUICKSORT, "--limit", "3", "--format", "tarmac"), INGESTED),
     Case("sql", ("sql", QUICKSORT, "SELECT reg, count(*) FROM registers GROUP BY reg"), INGESTED),
@@ -70,6 +80,7 @@ CASES = (
         "diff",
         ("diff", FASTMODEL, GEM5, "--ignore-time", "--ignore-reg", "sp_*", "--ignore-reg", "cpsr"),
         (("ingest", FASTMODEL), ("ingest", GEM5)),
+        shared=(FASTMODEL, GEM5),
     ),
     Case(
         "coverage",
@@ -91,14 +102,16 @@ CASES = (
 
 
 def scratch_copy(where: Path) -> None:
-    """The repository's example inputs (and the shared samples diff uses) under `where`."""
+    """The repository's example inputs (and the SHARED ones that are there) under `where`."""
     for folder in ("examples", "tests/corpus", "tests/data"):
         shutil.copytree(ROOT / folder, where / folder)
     dump = where / "tests/data/etmv3/tc2/kernel_dump.bin"
     dump.write_bytes(lzma.decompress(dump.with_name("kernel_dump.bin.xz").read_bytes()))
-    for sample in (FASTMODEL, GEM5):
-        if (SAMPLES / sample).exists():
-            shutil.copy(SAMPLES / sample, where / sample)
+    for name, path in SHARED.items():
+        if path.is_dir():
+            shutil.copytree(path, where / name)
+        elif path.exists():
+            shutil.copy(path, where / name)
 
 
 def run(args: tuple[str, ...], cache: Path, src: Path) -> Measured:
@@ -139,8 +152,9 @@ def main() -> None:
         scratch_copy(work / "inputs")
         os.chdir(work / "inputs")
         for case in cases:
-            if case.name == "diff" and not (work / "inputs" / FASTMODEL).exists():
-                print(f"| {case.name} | (needs {SAMPLES}) |")
+            missing = [str(SHARED[name]) for name in case.shared if not (work / "inputs" / name).exists()]
+            if missing:
+                print(f"| {case.name} | (needs {', '.join(missing)}) |")
                 continue
             firsts: dict[str, list[Measured]] = {label: [] for label in labels}
             for number in range(args.runs):
