@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from opencsd_reference import Check, Decode, nullable, range_disagreements, read_reference
+from opencsd_reference import RANGE, Check, Decode, nullable, range_disagreements, read_reference
 from paths import DATA, open_input, shared
 from ptm_encoder import PtmEncoder, encode_run
 from test_etmv3_decode import CORPUS, blocks_of, recorded
@@ -315,17 +315,35 @@ DMB_WAYPOINTS = {  # snapshot, its PTM device files, the sources and their cores
 }
 
 
-def listed_ranges(name: str) -> dict[int, list[tuple[int, int, int, int, bool]]]:
-    """The ranges of tests/data/ptm-dmb-waypoints (README there) by trace ID: packet index,
-    first address, end address, instructions, and the last one's size and whether it executed."""
+def listed_ranges(name: str) -> dict[int, np.ndarray]:
+    """The ranges of tests/data/ptm-dmb-waypoints (README there) by trace ID, as RANGE records:
+    packet index, first address, end address, instructions, and the last one's size and
+    whether it executed."""
     with lzma.open(DATA / "ptm-dmb-waypoints" / f"{name}.ranges.xz", "rt") as listing:
         lines = [line.split() for line in listing]
-    ranges: dict[int, list[tuple[int, int, int, int, bool]]] = {}
+    ranges: dict[int, list[tuple]] = {}
     for trace_id, index, start, end, count, _, executed, size in lines:
         ranges.setdefault(int(trace_id, 16), []).append(
-            (int(index), int(start, 16), int(end, 16), int(count), int(size), executed == "1")
+            (int(index), int(start, 16), int(end, 16), int(count), int(size), "", executed == "1", "", -1)
         )
-    return ranges
+    return {trace_id: np.array(listed, RANGE) for trace_id, listed in ranges.items()}
+
+
+def listed_disagreements(instructions: pa.Table, ranges: np.ndarray) -> list[str]:
+    """Where the instructions (pc, size, executed; in seq order) and `listed_ranges` differ:
+    each range is its count of instructions in sequence from its start to its end, the last
+    one with its size and whether it executed (known)."""
+    executed, known = nullable(instructions["executed"])
+
+    def checks(first: np.ndarray, last: np.ndarray, within: np.ndarray, listed: np.ndarray) -> list[Check]:
+        def executions(i: int) -> str:
+            ours = bool(executed[last[i]]) if known[last[i]] else None
+            return f"executed {ours}, expected {listed['executed'][i]}"
+
+        return [(~(known[last] & (executed[last] == listed["executed"])), executions)]
+
+    address, size = (instructions[column].to_numpy() for column in ("pc", "size"))
+    return range_disagreements(address, size, ranges, checks)
 
 
 @pytest.mark.parametrize("name", DMB_WAYPOINTS)
@@ -344,15 +362,6 @@ def test_dmb_and_dsb_are_waypoints_when_etmccer_bit_24_says_so(name: str, tmp_pa
     trace = open_input(snapshot / "snapshot.ini", strict=True)
     for trace_id, ranges in listed_ranges(name).items():
         query = f"SELECT pc, size, executed FROM instructions WHERE cpu = {sources[trace_id]} ORDER BY seq"
-        instructions, found, at = rows(trace, query), [], 0
-        for index, start, end, count, size, executed in ranges:
-            run = instructions[at : at + count]
-            at += count
-            pcs = [pc for pc, *_ in run]
-            sequential = [pc + length for pc, length, _ in run[:-1]] == pcs[1:]
-            last = (pcs[-1] + run[-1][1], *run[-1][1:]) if run else None
-            if len(run) != count or pcs[0] != start or last != (end, size, executed) or not sequential:
-                found.append(f"range 0x{start:x}-0x{end:x} of packet {index}: {[hex(p) for p in pcs]}")
-        assert found == [] and at == len(instructions), f"source 0x{trace_id:x}"
+        assert listed_disagreements(trace.sql(query), ranges) == [], f"source 0x{trace_id:x}"
         plain = next(s for s in SOURCES.values() if s.snapshot == where and s.trace_id == trace_id)
-        assert reference_of(plain).ranges[["start", "end"]].tolist() != [r[1:3] for r in ranges]
+        assert reference_of(plain).ranges[["start", "end"]].tolist() != ranges[["start", "end"]].tolist()
