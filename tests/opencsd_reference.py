@@ -97,8 +97,8 @@ def read_reference(path: Path) -> dict[int, Decode]:
             continue  # read above, all at once
         p = _PACKET.match(line)
         if p is not None:
-            raw = bytes(int(b, 16) for b in p[3].split())
-            decodes[int(p[2], 16)].packets.append(Packet(int(p[1]), raw, p[4], p[5]))
+            trace_id, packet = _packet(p)
+            decodes[trace_id].packets.append(packet)
             continue
         m = _LINE.match(line)
         if m is None:
@@ -148,9 +148,14 @@ def read_packets(path: Path) -> dict[int, list[Packet]]:
     packets: dict[int, list[Packet]] = defaultdict(list)
     for line in lzma.decompress(path.read_bytes()).decode().splitlines():
         if "; [" in line and (p := _PACKET.match(line)) is not None:
-            raw = bytes.fromhex(p[3].replace("0x", ""))
-            packets[int(p[2], 16)].append(Packet(int(p[1]), raw, p[4], p[5]))
+            trace_id, packet = _packet(p)
+            packets[trace_id].append(packet)
     return dict(packets)
+
+
+def _packet(line: re.Match[str]) -> tuple[int, Packet]:
+    """The trace ID and the packet of a packet line (`_PACKET`)."""
+    return int(line[2], 16), Packet(int(line[1]), bytes.fromhex(line[3].replace("0x", "")), line[4], line[5])
 
 
 Check = tuple[np.ndarray, Callable[[int], str]]
